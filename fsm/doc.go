@@ -1,0 +1,33 @@
+// Package fsm is trustplane's replicated state machine: the versioned
+// command encoding, the in-memory MVCC store that Raft's log is applied to,
+// snapshot and restore, the applied-event stream, and waiters for the
+// applied index. The Raft log index that applies a write is the written
+// object's resourceVersion, so revisions have gaps and are never dense.
+//
+// It imports nothing of trustplane's, and it keeps these rules:
+//
+//   - Determinism. The same log gives the same state, the same Results and
+//     byte-identical snapshots on every node: no clocks, no randomness, no
+//     map iteration into output, no goroutines racing Apply. Everything
+//     non-deterministic (uids, names, timestamps) is stamped into a Command
+//     by the leader before it is proposed.
+//
+//   - Dumb compare-and-swap. A command is a put or delete with optional
+//     preconditions (must-not-exist, mod revision, uid), a compaction or a
+//     no-op. A failed precondition changes nothing and emits nothing, but
+//     still consumes its log index. Kubernetes semantics live in api.
+//
+//   - Panic on an undecodable command. A node that cannot apply the log
+//     exactly as its peers do must stop, never diverge.
+//
+//   - Published KVs are immutable. Every write builds a new history slice
+//     and a new KV; nothing reachable from the tree is modified in place. So
+//     readers hold KVs without locks or copies, and a Snapshot is an O(1)
+//     copy-on-write clone of the tree that Persist serialises while Apply
+//     continues.
+//
+//   - Listeners never block. They run synchronously on the apply path, in
+//     log order, after the change is visible to readers; a slow listener
+//     would stall Raft, so listeners queue their work. WaitApplied callers
+//     are released only after listeners have seen the index.
+package fsm
