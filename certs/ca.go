@@ -1,0 +1,188 @@
+package certs
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+const (
+	// CACertFile and CAKeyFile are the CA's file names inside its directory.
+	CACertFile = "ca.crt"
+	CAKeyFile  = "ca.key"
+
+	caCommonName = "trustplane-ca"
+	caDuration   = 10 * 365 * 24 * time.Hour
+
+	// defaultDuration is a leaf certificate's lifetime when Request.Duration
+	// is zero.
+	defaultDuration = 365 * 24 * time.Hour
+
+	// backdate is subtracted from NotBefore so that peers whose clocks run
+	// slightly behind ours accept a certificate the moment it is issued.
+	backdate = 5 * time.Minute
+)
+
+// CA is the cluster's certificate authority: its certificate and its
+// signing key. A CA is safe for concurrent use; it is never modified after
+// it is loaded.
+type CA struct {
+	Cert *x509.Certificate
+	Key  crypto.Signer
+	// CertPEM is Cert in PEM form, as clients want it in kubeconfigs and
+	// trust bundles.
+	CertPEM []byte
+}
+
+// LoadOrCreateCA returns the CA stored in dir, creating dir (0700) and a new
+// self-signed CA when neither file exists. It exists for the single-node
+// bootstrap path; nodes of a multi-node cluster must share one CA and so
+// should call LoadCA on a directory prepared by `trustplane certs init`.
+//
+// If only one of the two files exists it returns ErrCAIncomplete rather than
+// creating a new CA, because a replacement CA would silently orphan every
+// certificate the old one signed.
+func LoadOrCreateCA(dir string) (*CA, error) {
+	certPath, keyPath := filepath.Join(dir, CACertFile), filepath.Join(dir, CAKeyFile)
+	certOK, err := fileExists(certPath)
+	if err != nil {
+		return nil, err
+	}
+	keyOK, err := fileExists(keyPath)
+	if err != nil {
+		return nil, err
+	}
+	if certOK || keyOK {
+		return LoadCA(dir)
+	}
+
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("certs: create CA directory %s: %w", dir, err)
+	}
+	ca, err := newCA()
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := encodeKeyPEM(ca.Key)
+	if err != nil {
+		return nil, err
+	}
+	// Key first: a crash between the two writes leaves a key without a
+	// certificate, which LoadCA reports instead of overwriting.
+	if err := writeFileAtomic(keyPath, keyPEM, 0o600); err != nil {
+		return nil, err
+	}
+	if err := writeFileAtomic(certPath, ca.CertPEM, 0o644); err != nil {
+		return nil, err
+	}
+	return ca, nil
+}
+
+// LoadCA loads the CA stored in dir. It never creates anything: it returns
+// ErrCANotFound when both files are absent, ErrCAIncomplete when one is, and
+// ErrInvalidCA when they do not form a usable CA.
+func LoadCA(dir string) (*CA, error) {
+	certPath, keyPath := filepath.Join(dir, CACertFile), filepath.Join(dir, CAKeyFile)
+	certOK, err := fileExists(certPath)
+	if err != nil {
+		return nil, err
+	}
+	keyOK, err := fileExists(keyPath)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !certOK && !keyOK:
+		return nil, fmt.Errorf("%w in %s", ErrCANotFound, dir)
+	case !keyOK:
+		return nil, fmt.Errorf("%w: %s exists but %s does not", ErrCAIncomplete, certPath, keyPath)
+	case !certOK:
+		return nil, fmt.Errorf("%w: %s exists but %s does not", ErrCAIncomplete, keyPath, certPath)
+	}
+
+	certPEM, err := os.ReadFile(certPath)
+	if err != nil {
+		return nil, fmt.Errorf("certs: read %s: %w", certPath, err)
+	}
+	keyPEM, err := os.ReadFile(keyPath)
+	if err != nil {
+		return nil, fmt.Errorf("certs: read %s: %w", keyPath, err)
+	}
+	cert, err := parseCertPEM(certPEM)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidCA, certPath, err)
+	}
+	if !cert.IsCA || !cert.BasicConstraintsValid {
+		return nil, fmt.Errorf("%w: %s is not a CA certificate", ErrInvalidCA, certPath)
+	}
+	key, err := parseKeyPEM(keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidCA, keyPath, err)
+	}
+	if !keyMatches(cert, key) {
+		return nil, fmt.Errorf("%w: %s does not belong to %s", ErrInvalidCA, keyPath, certPath)
+	}
+	return &CA{Cert: cert, Key: key, CertPEM: encodeCertPEM(cert.Raw)}, nil
+}
+
+func newCA() (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("certs: generate CA key: %w", err)
+	}
+	serial, err := randomSerial()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: caCommonName},
+		NotBefore:             now.Add(-backdate),
+		NotAfter:              now.Add(caDuration),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, fmt.Errorf("certs: self-sign CA: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("certs: parse new CA certificate: %w", err)
+	}
+	return &CA{Cert: cert, Key: key, CertPEM: encodeCertPEM(der)}, nil
+}
+
+// Pool returns a new pool holding only the CA certificate, for RootCAs and
+// ClientCAs. Each call returns a fresh pool so callers may add to it.
+func (ca *CA) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.Cert)
+	return p
+}
+
+// randomSerial returns a random, positive 128-bit serial number. RFC 5280
+// allows up to 20 octets; 128 bits of randomness makes collisions between
+// independently issuing leaders negligible.
+func randomSerial() (*big.Int, error) {
+	limit := new(big.Int).Lsh(big.NewInt(1), 128)
+	for {
+		n, err := rand.Int(rand.Reader, limit)
+		if err != nil {
+			return nil, fmt.Errorf("certs: generate serial number: %w", err)
+		}
+		if n.Sign() > 0 {
+			return n, nil
+		}
+	}
+}
