@@ -1,0 +1,471 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/trustplane/trustplane/fsm"
+)
+
+// startTLSNode starts a single-node cluster on the real TLS transport.
+func startTLSNode(t *testing.T, dir, addr string, f *fsm.FSM, opts ...func(*Config)) *Node {
+	t.Helper()
+	ca := newTestCA(t, "test-ca")
+	cfg := DefaultConfig()
+	cfg.NodeName = "node-a"
+	cfg.DataDir = dir
+	cfg.RaftAddr = addr
+	cfg.TLS = tlsConfig(ca.nodeCert(t, "node-a"), ca)
+	cfg.Logger = testLogger()
+	for _, o := range opts {
+		o(cfg)
+	}
+	n, err := New(cfg, f)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = n.Shutdown() })
+	return n
+}
+
+func TestSingleNode(t *testing.T) {
+	ctx := testCtx(t)
+	f := fsm.New()
+	n := startTLSNode(t, t.TempDir(), "127.0.0.1:0", f)
+
+	var last uint64
+	for i := range 5 {
+		res, err := n.Propose(ctx, putCmd(fmt.Sprintf("cm-%d", i), "v"))
+		if err != nil {
+			t.Fatalf("Propose %d: %v", i, err)
+		}
+		if res.Err != nil {
+			t.Fatalf("Propose %d: result error %v", i, res.Err)
+		}
+		if res.Revision <= last {
+			t.Fatalf("revision %d not above previous %d", res.Revision, last)
+		}
+		if res.KV == nil || res.KV.ModRevision != res.Revision {
+			t.Fatalf("KV %+v does not carry revision %d", res.KV, res.Revision)
+		}
+		last = res.Revision
+	}
+	if got := n.AppliedIndex(); got < last {
+		t.Fatalf("AppliedIndex %d < last revision %d", got, last)
+	}
+
+	// A failed precondition is a result, not an error, and still uses an index.
+	res, err := n.Propose(ctx, &fsm.Command{Op: fsm.OpPut, Key: testKey("cm-0"), Value: []byte("x"), MustNotExist: true})
+	if err != nil {
+		t.Fatalf("Propose with failing precondition: %v", err)
+	}
+	if !errors.Is(res.Err, fsm.ErrExists) {
+		t.Fatalf("Result.Err = %v, want fsm.ErrExists", res.Err)
+	}
+	if res.Revision <= last {
+		t.Fatalf("failed command revision %d not above %d", res.Revision, last)
+	}
+	last = res.Revision
+
+	idx, err := n.ReadIndex(ctx)
+	if err != nil {
+		t.Fatalf("ReadIndex: %v", err)
+	}
+	if idx < last {
+		t.Fatalf("ReadIndex %d < last revision %d", idx, last)
+	}
+	if !n.IsLeader() {
+		t.Error("single node is not leader")
+	}
+	if id, addr := n.Leader(); id != "node-a" || addr == "" {
+		t.Errorf("Leader() = %q, %q", id, addr)
+	}
+	if err := n.CheckLeader(); err != nil {
+		t.Errorf("CheckLeader: %v", err)
+	}
+	if err := n.CheckCaughtUp(); err != nil {
+		t.Errorf("CheckCaughtUp: %v", err)
+	}
+}
+
+func TestRestart(t *testing.T) {
+	tests := []struct {
+		name string
+		// snapshot: take a snapshot between the two batches of writes and
+		// keep only one log entry behind it, so the first batch can come
+		// back only from the snapshot.
+		snapshot bool
+	}{
+		{name: "log replay restores state"},
+		{name: "snapshot plus log replay restores state", snapshot: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			dir, addr := t.TempDir(), freeAddr(t)
+			var opts []func(*Config)
+			if tc.snapshot {
+				opts = append(opts, func(c *Config) { c.TrailingLogs = 1 })
+			}
+			n := startTLSNode(t, dir, addr, fsm.New(), opts...)
+
+			revs := map[string]uint64{}
+			write := func(n *Node, name string) {
+				res, err := n.Propose(ctx, putCmd(name, "value-"+name))
+				if err != nil || res.Err != nil {
+					t.Fatalf("Propose %s: %v %v", name, err, res)
+				}
+				revs[name] = res.Revision
+			}
+			write(n, "before-1")
+			write(n, "before-2")
+			if tc.snapshot {
+				if err := n.snapshot(); err != nil {
+					t.Fatalf("snapshot: %v", err)
+				}
+				snaps, _ := filepath.Glob(filepath.Join(dir, "raft", "snapshots", "*"))
+				if len(snaps) == 0 {
+					t.Fatal("no snapshot on disk")
+				}
+			}
+			write(n, "after")
+			last := revs["after"]
+			if err := n.Shutdown(); err != nil {
+				t.Fatalf("Shutdown: %v", err)
+			}
+			if err := n.Shutdown(); err != nil {
+				t.Fatalf("second Shutdown: %v", err)
+			}
+
+			f := fsm.New()
+			n2 := startTLSNode(t, dir, addr, f, opts...)
+			if tc.snapshot && n2.raft.Stats()["last_snapshot_index"] == "0" {
+				t.Fatal("restarted node knows no snapshot")
+			}
+			if err := n2.WaitApplied(ctx, last); err != nil {
+				t.Fatalf("WaitApplied(%d) after restart: %v", last, err)
+			}
+			if got := n2.AppliedIndex(); got < last {
+				t.Fatalf("AppliedIndex %d < %d", got, last)
+			}
+			for name, rev := range revs {
+				kv, _, err := f.Get(testKey(name), 0)
+				if err != nil || kv == nil {
+					t.Fatalf("Get %s after restart: %v, %v", name, kv, err)
+				}
+				if string(kv.Value) != "value-"+name || kv.ModRevision != rev {
+					t.Fatalf("Get %s = %q@%d, want %q@%d", name, kv.Value, kv.ModRevision, "value-"+name, rev)
+				}
+			}
+			res, err := n2.Propose(ctx, putCmd("restarted", "v"))
+			if err != nil || res.Err != nil {
+				t.Fatalf("Propose after restart: %v %v", err, res)
+			}
+			if res.Revision <= last {
+				t.Fatalf("revision after restart %d not above %d", res.Revision, last)
+			}
+			if idx, err := n2.ReadIndex(ctx); err != nil || idx < res.Revision {
+				t.Fatalf("ReadIndex after restart = %d, %v", idx, err)
+			}
+		})
+	}
+}
+
+func TestReadIndexSharesRounds(t *testing.T) {
+	ctx := testCtx(t)
+	n := startTLSNode(t, t.TempDir(), "127.0.0.1:0", fsm.New())
+	res, err := n.Propose(ctx, putCmd("x", "v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.ReadIndex(ctx); err != nil { // the barrier has applied
+		t.Fatal(err)
+	}
+
+	// Hold the first round until every caller has joined one, so the test
+	// does not depend on scheduling: the first round serves whoever came
+	// before it started, and the second serves everyone else.
+	release := make(chan struct{})
+	hook := func() { <-release }
+	n.roundHook.Store(&hook)
+	const callers = 50
+	roundsBefore, joinsBefore := n.rounds.Load(), n.joins.Load()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			idx, err := n.ReadIndex(ctx)
+			if err == nil && idx < res.Revision {
+				err = fmt.Errorf("index %d < acknowledged write %d", idx, res.Revision)
+			}
+			errs <- err
+		}()
+	}
+	waitFor(t, "all callers to join a round", func() bool { return n.joins.Load()-joinsBefore == callers })
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("ReadIndex: %v", err)
+		}
+	}
+	rounds := n.rounds.Load() - roundsBefore
+	if rounds == 0 || rounds > 2 {
+		t.Fatalf("%d callers used %d rounds, want 1 or 2", callers, rounds)
+	}
+}
+
+// A caller must not be served by a round that captured the commit index
+// before the caller arrived: it could miss a write acknowledged in between.
+func TestReadIndexNeverReusesStartedRound(t *testing.T) {
+	ctx := testCtx(t)
+	n := startTLSNode(t, t.TempDir(), "127.0.0.1:0", fsm.New())
+	if _, err := n.ReadIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hook := func() {
+		once.Do(func() { close(started) })
+		<-release
+	}
+	n.roundHook.Store(&hook)
+	joinsBefore := n.joins.Load()
+
+	type result struct {
+		idx uint64
+		err error
+	}
+	a, b := make(chan result, 1), make(chan result, 1)
+	go func() { idx, err := n.ReadIndex(ctx); a <- result{idx, err} }()
+	<-started // round 1 has captured its commit index
+
+	res, err := n.Propose(ctx, putCmd("w", "v"))
+	if err != nil || res.Err != nil {
+		t.Fatalf("Propose: %v %v", err, res)
+	}
+	go func() { idx, err := n.ReadIndex(ctx); b <- result{idx, err} }()
+	waitFor(t, "second caller to join", func() bool { return n.joins.Load()-joinsBefore == 2 })
+	close(release)
+
+	ra, rb := <-a, <-b
+	if ra.err != nil || rb.err != nil {
+		t.Fatalf("ReadIndex errors: %v, %v", ra.err, rb.err)
+	}
+	if ra.idx >= res.Revision {
+		t.Fatalf("first caller's round captured %d, expected it to predate write %d (test is not exercising the race)", ra.idx, res.Revision)
+	}
+	if rb.idx < res.Revision {
+		t.Fatalf("second caller got %d, below the write %d acknowledged before it called", rb.idx, res.Revision)
+	}
+}
+
+func TestInmemCluster(t *testing.T) {
+	ctx := testCtx(t)
+	c := newInmemCluster(t, 3, true)
+	li := c.leader(t)
+	leader := c.nodes[li]
+	fi := (li + 1) % len(c.nodes)
+	follower := c.nodes[fi]
+
+	var last uint64
+	for i := range 10 {
+		res, err := leader.Propose(ctx, putCmd(fmt.Sprintf("cm-%d", i), "v"))
+		if err != nil || res.Err != nil {
+			t.Fatalf("Propose on leader: %v %v", err, res)
+		}
+		last = res.Revision
+	}
+
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"Propose on a follower is refused", func() error {
+			_, err := follower.Propose(ctx, putCmd("from-follower", "v"))
+			return err
+		}},
+		{"ReadIndex on a follower is refused", func() error {
+			_, err := follower.ReadIndex(ctx)
+			return err
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); !errors.Is(err, ErrNotLeader) {
+				t.Fatalf("got %v, want ErrNotLeader", err)
+			}
+		})
+	}
+
+	idx, err := leader.ReadIndex(ctx)
+	if err != nil || idx < last {
+		t.Fatalf("leader ReadIndex = %d, %v; want >= %d", idx, err, last)
+	}
+	want := leader.AppliedIndex()
+	for i, n := range c.nodes {
+		if err := n.WaitApplied(ctx, want); err != nil {
+			t.Fatalf("node %d WaitApplied(%d): %v", i, want, err)
+		}
+		if got := n.AppliedIndex(); got != want {
+			t.Errorf("node %d applied %d, leader applied %d", i, got, want)
+		}
+		if kv, _, err := c.fsms[i].Get(testKey("cm-9"), 0); err != nil || kv == nil || kv.ModRevision != last {
+			t.Errorf("node %d Get = %+v, %v", i, kv, err)
+		}
+		if err := n.CheckLeader(); err != nil {
+			t.Errorf("node %d CheckLeader: %v", i, err)
+		}
+		if err := n.CheckCaughtUp(); err != nil {
+			t.Errorf("node %d CheckCaughtUp: %v", i, err)
+		}
+	}
+	if _, err := c.nodes[fi].Propose(ctx, &fsm.Command{Op: fsm.OpNoop}); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("follower Propose: %v", err)
+	}
+}
+
+func TestNoLeader(t *testing.T) {
+	// A node that never bootstraps never sees a leader.
+	c := newInmemCluster(t, 1, false, func(c *Config) { c.ApplyTimeout = 50 * time.Millisecond })
+	n := c.nodes[0]
+	ctx := testCtx(t)
+
+	if _, err := n.Propose(ctx, putCmd("x", "v")); !errors.Is(err, ErrNoLeader) {
+		t.Errorf("Propose: got %v, want ErrNoLeader", err)
+	}
+	if _, err := n.ReadIndex(ctx); !errors.Is(err, ErrNoLeader) {
+		t.Errorf("ReadIndex: got %v, want ErrNoLeader", err)
+	}
+	if err := n.CheckLeader(); !errors.Is(err, ErrNoLeader) {
+		t.Errorf("CheckLeader: got %v, want ErrNoLeader", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := n.Propose(cctx, putCmd("x", "v")); !errors.Is(err, ErrTimeout) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Propose with ended context: got %v, want ErrTimeout wrapping context.Canceled", err)
+	}
+}
+
+func TestShutdown(t *testing.T) {
+	ctx := testCtx(t)
+	c := newInmemCluster(t, 1, true)
+	n := c.nodes[c.leader(t)]
+	if err := n.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"Propose", func() error { _, err := n.Propose(ctx, putCmd("x", "v")); return err }},
+		{"ReadIndex", func() error { _, err := n.ReadIndex(ctx); return err }},
+		{"WaitApplied on a future index", func() error { return n.WaitApplied(ctx, n.AppliedIndex()+1) }},
+		{"CheckLeader", n.CheckLeader},
+		{"CheckCaughtUp", n.CheckCaughtUp},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name+" after Shutdown fails with ErrShutdown", func(t *testing.T) {
+			if err := tc.call(); !errors.Is(err, ErrShutdown) {
+				t.Fatalf("got %v, want ErrShutdown", err)
+			}
+		})
+	}
+	if err := n.Shutdown(); err != nil {
+		t.Fatalf("second Shutdown: %v", err)
+	}
+}
+
+func TestShutdownUnblocksWaiters(t *testing.T) {
+	c := newInmemCluster(t, 1, true)
+	n := c.nodes[c.leader(t)]
+	done := make(chan error, 1)
+	go func() { done <- n.WaitApplied(context.Background(), n.AppliedIndex()+1000) }()
+	if err := n.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrShutdown) {
+		t.Fatalf("WaitApplied: got %v, want ErrShutdown", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	ca := newTestCA(t, "ca")
+	good := func() *Config {
+		c := DefaultConfig()
+		c.NodeName = "n"
+		c.DataDir = "/tmp/x"
+		c.RaftAddr = "127.0.0.1:6444"
+		c.TLS = tlsConfig(ca.nodeCert(t, "n"), ca)
+		return c
+	}
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		ok     bool
+	}{
+		{"default config with identity is valid", func(*Config) {}, true},
+		{"zero tunables mean defaults", func(c *Config) {
+			c.ApplyTimeout, c.SnapshotThreshold, c.SnapshotInterval, c.TrailingLogs, c.Logger = 0, 0, 0, 0, nil
+		}, true},
+		{"host name address is valid", func(c *Config) { c.RaftAddr = "node-0.trustplane:6444" }, true},
+		{"NodeName is required", func(c *Config) { c.NodeName = "" }, false},
+		{"DataDir is required", func(c *Config) { c.DataDir = "" }, false},
+		{"RaftAddr needs a port", func(c *Config) { c.RaftAddr = "127.0.0.1" }, false},
+		{"RaftAddr needs a host", func(c *Config) { c.RaftAddr = ":6444" }, false},
+		{"unspecified address cannot be advertised", func(c *Config) { c.RaftAddr = "0.0.0.0:6444" }, false},
+		{"port 0 only for a single node", func(c *Config) { c.RaftAddr = "127.0.0.1:0"; c.BootstrapExpect = 3 }, false},
+		{"TLS is required", func(c *Config) { c.TLS = nil }, false},
+		{"TLS needs a certificate", func(c *Config) { c.TLS.Certificates = nil }, false},
+		{"TLS needs a CA pool", func(c *Config) { c.TLS.RootCAs, c.TLS.ClientCAs = nil, nil }, false},
+		{"negative BootstrapExpect", func(c *Config) { c.BootstrapExpect = -1 }, false},
+		{"negative ApplyTimeout", func(c *Config) { c.ApplyTimeout = -time.Second }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := good()
+			tc.mutate(c)
+			err := c.Validate()
+			if tc.ok && err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if !tc.ok && !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("got %v, want ErrInvalidConfig", err)
+			}
+		})
+	}
+}
+
+func TestBoltLockedByAnotherNode(t *testing.T) {
+	dir := t.TempDir()
+	startTLSNode(t, dir, "127.0.0.1:0", fsm.New())
+	ca := newTestCA(t, "ca")
+	cfg := DefaultConfig()
+	cfg.NodeName, cfg.DataDir, cfg.RaftAddr = "node-a", dir, "127.0.0.1:0"
+	cfg.TLS = tlsConfig(ca.nodeCert(t, "node-a"), ca)
+	cfg.Logger = testLogger()
+	if n, err := New(cfg, fsm.New()); err == nil {
+		_ = n.Shutdown()
+		t.Fatal("second node on the same data directory started")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "raft", "raft.db")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Shutdown closes the transport through raft.WithClose; the in-memory one
+// used by tests must satisfy it too.
+var _ raft.WithClose = (*raft.InmemTransport)(nil)

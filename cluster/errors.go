@@ -1,0 +1,40 @@
+package cluster
+
+import "errors"
+
+// Sentinel errors. Every error the Node returns wraps one of them (with %w,
+// together with the underlying raft or context error), so callers decide
+// with errors.Is and never by matching raft's own errors.
+var (
+	// ErrNotLeader: the request needs the leader and this node is not it.
+	// Nothing was written. The caller may send the request to Leader().
+	ErrNotLeader = errors.New("cluster: not the leader")
+
+	// ErrNoLeader: no leader is known (an election is in progress or there
+	// is no quorum) and none appeared within the wait. Nothing was written;
+	// the request may be retried later.
+	ErrNoLeader = errors.New("cluster: no known leader")
+
+	// ErrTimeout: the context ended or ApplyTimeout passed first. For
+	// Propose the outcome is unknown: the entry may still commit and apply.
+	ErrTimeout = errors.New("cluster: timed out")
+
+	// ErrLeadershipLost: this node was leader when it appended the entry but
+	// lost leadership before the entry committed. The outcome is unknown,
+	// exactly as with ErrTimeout; the caller must not assume it failed.
+	ErrLeadershipLost = errors.New("cluster: leadership lost while committing")
+
+	// ErrShutdown: the node has been shut down.
+	ErrShutdown = errors.New("cluster: node is shut down")
+
+	// ErrNotReadReady: this node is leader but its term barrier has not
+	// applied yet, so it cannot yet serve a linearizable read index.
+	ErrNotReadReady = errors.New("cluster: leader has not applied its term barrier")
+
+	// ErrBehind: the local FSM lags raft's commit index by more than
+	// caughtUpSlack entries.
+	ErrBehind = errors.New("cluster: local state is behind the log")
+
+	// ErrInvalidConfig: Config.Validate found a problem.
+	ErrInvalidConfig = errors.New("cluster: invalid config")
+)

@@ -1,0 +1,243 @@
+package cluster
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/trustplane/trustplane/fsm"
+)
+
+// testLogger discards logs unless TRUSTPLANE_TEST_LOG is set. (Logging to
+// t.Log would panic if raft logs after the test returns.)
+func testLogger() *slog.Logger {
+	if os.Getenv("TRUSTPLANE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// testCA is a throwaway CA for transport tests. It lives here rather than
+// using package certs so cluster's tests keep cluster's import rules.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newTestCA(t *testing.T, name string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &testCA{cert: cert, key: key, pool: pool}
+}
+
+// nodeCert issues a client+server certificate for 127.0.0.1.
+func (ca *testCA) nodeCert(t *testing.T, name string) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: name},
+		DNSNames:     []string{name, "localhost"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
+}
+
+// tlsConfig is a node TLS config: cert from issuer, trusting trust.
+func tlsConfig(cert tls.Certificate, trust *testCA) *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: trust.pool, ClientCAs: trust.pool}
+}
+
+// freeAddr returns a loopback address with a port that was free a moment
+// ago, for tests that restart a node on the same address.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// waitFor polls cond until it holds. The limit only turns a hang into a
+// failure; nothing asserts on how long it took.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func putCmd(name, value string) *fsm.Command {
+	return &fsm.Command{
+		Op:    fsm.OpPut,
+		Key:   testKey(name),
+		Value: []byte(value),
+		UID:   "uid-" + name,
+	}
+}
+
+func testKey(name string) fsm.Key {
+	return fsm.Key{Resource: "configmaps", Namespace: "default", Name: name}
+}
+
+// fastRaft shortens raft's timeouts for in-memory clusters.
+func fastRaft(rc *raft.Config) {
+	rc.HeartbeatTimeout = 200 * time.Millisecond
+	rc.ElectionTimeout = 200 * time.Millisecond
+	rc.LeaderLeaseTimeout = 100 * time.Millisecond
+	rc.CommitTimeout = 5 * time.Millisecond
+}
+
+// inmemCluster is n nodes on raft's in-memory transport and stores.
+type inmemCluster struct {
+	nodes []*Node
+	fsms  []*fsm.FSM
+}
+
+// newInmemCluster starts n nodes that all bootstrap the same n-voter
+// configuration, the way a BootstrapExpect=n start will.
+func newInmemCluster(t *testing.T, n int, bootstrap bool, opts ...func(*Config)) *inmemCluster {
+	t.Helper()
+	var (
+		addrs  []raft.ServerAddress
+		transs []*raft.InmemTransport
+		conf   []raft.Server
+	)
+	for i := range n {
+		addr, tr := raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("inmem-%d", i)))
+		addrs = append(addrs, addr)
+		transs = append(transs, tr)
+		conf = append(conf, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(fmt.Sprintf("node-%d", i)), Address: addr})
+	}
+	for i, a := range transs {
+		for j, b := range transs {
+			if i != j {
+				a.Connect(addrs[j], b)
+			}
+		}
+	}
+	c := &inmemCluster{}
+	for i := range n {
+		cfg := DefaultConfig()
+		cfg.NodeName = fmt.Sprintf("node-%d", i)
+		cfg.DataDir = t.TempDir()
+		cfg.Logger = testLogger()
+		for _, o := range opts {
+			o(cfg)
+		}
+		store := raft.NewInmemStore()
+		d := deps{
+			logs:   store,
+			stable: store,
+			snaps:  raft.NewInmemSnapshotStore(),
+			trans:  transs[i],
+			tune:   fastRaft,
+		}
+		if bootstrap {
+			d.bootstrap = conf
+		}
+		f := fsm.New()
+		node, err := newNode(cfg, f, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = node.Shutdown() })
+		c.nodes = append(c.nodes, node)
+		c.fsms = append(c.fsms, f)
+	}
+	return c
+}
+
+// leader waits for a leader that every node agrees on and that has applied
+// its term barrier, and returns its position.
+func (c *inmemCluster) leader(t *testing.T) int {
+	t.Helper()
+	var li int
+	waitFor(t, "a leader known to all nodes", func() bool {
+		li = -1
+		for i, n := range c.nodes {
+			if n.readReady() {
+				li = i
+			}
+		}
+		if li < 0 {
+			return false
+		}
+		want := c.nodes[li].cfg.NodeName
+		for _, n := range c.nodes {
+			if id, _ := n.Leader(); id != want {
+				return false
+			}
+		}
+		return true
+	})
+	return li
+}

@@ -1,0 +1,384 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/trustplane/trustplane/fsm"
+)
+
+const (
+	// caughtUpSlack is how far (in log entries) the local FSM may trail
+	// raft's commit index and still count as caught up for /readyz. A node
+	// replaying its log after a restart, or installing a snapshot, is
+	// further behind and should not receive traffic yet.
+	caughtUpSlack = 1000
+
+	// logCacheSize is how many recent entries are kept in memory in front
+	// of bolt, so replication to followers rarely reads the disk.
+	logCacheSize = 512
+
+	// snapshotsRetained is how many snapshots the file store keeps.
+	snapshotsRetained = 2
+
+	// boltOpenTimeout bounds the wait for bolt's file lock. Another process
+	// holding it means the data directory is in use; failing beats hanging.
+	boltOpenTimeout = 2 * time.Second
+
+	// transportMaxPool and transportTimeout configure raft's network
+	// transport: pooled connections per peer, and the I/O deadline per RPC.
+	transportMaxPool = 3
+	transportTimeout = 10 * time.Second
+)
+
+// Node is one member of the raft cluster: it owns raft, its stores and its
+// transport, and offers the write path (Propose), the linearizable read
+// path (ReadIndex) and the leadership and health signals the rest of the
+// server needs. All methods are safe for concurrent use.
+type Node struct {
+	cfg    *Config
+	fsm    *fsm.FSM
+	raft   *raft.Raft
+	trans  raft.Transport
+	logger *slog.Logger
+
+	// closers are closed after raft has stopped (the bolt store).
+	closers []io.Closer
+
+	observer *raft.Observer
+	obsCh    chan raft.Observation
+
+	// ctx ends when Shutdown starts; every wait in this package also
+	// watches it, so no caller outlives the node.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// readyTerm is the term whose barrier command has applied locally (0:
+	// none). Read-ready means: leader, and the current term is readyTerm.
+	readyTerm atomic.Uint64
+
+	// stateCh is closed and replaced whenever leadership, the known leader
+	// or read-readiness may have changed; waiters re-check on wake-up.
+	stateMu sync.Mutex
+	stateCh chan struct{}
+
+	// Read-index rounds (see readindex.go).
+	readMu    sync.Mutex
+	pending   *readRound
+	readKick  chan struct{}
+	rounds    atomic.Uint64          // rounds run, for tests and metrics
+	joins     atomic.Uint64          // callers that joined a round; joins/rounds is the sharing ratio
+	roundHook atomic.Pointer[func()] // tests: runs inside a round after the commit index is captured
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// deps are the pieces New builds from Config; tests substitute in-memory
+// ones to run several nodes in one process.
+type deps struct {
+	logs   raft.LogStore
+	stable raft.StableStore
+	snaps  raft.SnapshotStore
+	trans  raft.Transport
+	// closers are closed on Shutdown after raft has stopped.
+	closers []io.Closer
+	// bootstrap, when non-empty, is the configuration written if the
+	// stores hold no state yet.
+	bootstrap []raft.Server
+	// tune, if set, adjusts the raft config (tests shorten timeouts).
+	tune func(*raft.Config)
+}
+
+// New opens the raft stores under cfg.DataDir, listens on cfg.RaftAddr and
+// starts raft with f as its state machine. On the first start with
+// BootstrapExpect == 1 it bootstraps a one-voter cluster; on later starts
+// raft restores the latest snapshot into f and replays the log after it, so
+// f must be freshly created (fsm.New) for every New.
+//
+// New returns once raft is running, usually before a leader is elected:
+// Propose and ReadIndex wait (up to ApplyTimeout) for one.
+func New(cfg *Config, f *fsm.FSM) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if f == nil {
+		return nil, fmt.Errorf("%w: nil FSM", ErrInvalidConfig)
+	}
+	c := cfg.withDefaults()
+	hl := newHCLogAdapter(c.Logger, "raft")
+
+	raftDir := filepath.Join(c.DataDir, "raft")
+	if err := os.MkdirAll(raftDir, 0o700); err != nil {
+		return nil, fmt.Errorf("cluster: create %s: %w", raftDir, err)
+	}
+	dbPath := filepath.Join(raftDir, "raft.db")
+	bolt, err := raftboltdb.New(raftboltdb.Options{
+		Path:        dbPath,
+		BoltOptions: &bbolt.Options{Timeout: boltOpenTimeout},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: open raft log %s (is another process using the data directory?): %w", dbPath, err)
+	}
+	logs, err := raft.NewLogCache(logCacheSize, bolt)
+	if err != nil {
+		_ = bolt.Close()
+		return nil, fmt.Errorf("cluster: create log cache: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(raftDir, snapshotsRetained, hl.Named("snapshot"))
+	if err != nil {
+		_ = bolt.Close()
+		return nil, fmt.Errorf("cluster: open snapshot store in %s: %w", raftDir, err)
+	}
+	stream, err := newTLSStreamLayer(c.RaftAddr, c.RaftAddr, c.TLS)
+	if err != nil {
+		_ = bolt.Close()
+		return nil, err
+	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  stream,
+		MaxPool: transportMaxPool,
+		Timeout: transportTimeout,
+		Logger:  hl.Named("transport"),
+	})
+
+	d := deps{logs: logs, stable: bolt, snaps: snaps, trans: trans, closers: []io.Closer{bolt}}
+	if c.BootstrapExpect == 1 {
+		d.bootstrap = []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(c.NodeName), Address: trans.LocalAddr()}}
+	}
+	n, err := newNode(c, f, d)
+	if err != nil {
+		_ = trans.Close()
+		_ = bolt.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// newNode starts raft on d. c must already carry its defaults. On error
+// the caller still owns d's transport and closers.
+func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
+	if err := c.validateCommon(); err != nil {
+		return nil, err
+	}
+	c = c.withDefaults()
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.NodeName)
+	rc.Logger = newHCLogAdapter(c.Logger, "raft")
+	rc.HeartbeatTimeout = 500 * time.Millisecond
+	rc.ElectionTimeout = 500 * time.Millisecond
+	rc.LeaderLeaseTimeout = 250 * time.Millisecond
+	rc.BatchApplyCh = true // group commit: queued Applies share one StoreLogs and fsync
+	rc.MaxAppendEntries = 256
+	rc.SnapshotThreshold = c.SnapshotThreshold
+	rc.SnapshotInterval = c.SnapshotInterval
+	rc.TrailingLogs = c.TrailingLogs
+	rc.NoSnapshotRestoreOnStart = false
+	if d.tune != nil {
+		d.tune(rc)
+	}
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("%w: raft: %w", ErrInvalidConfig, err)
+	}
+
+	if len(d.bootstrap) > 0 {
+		has, err := raft.HasExistingState(d.logs, d.stable, d.snaps)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: inspect raft state: %w", err)
+		}
+		if !has {
+			conf := raft.Configuration{Servers: d.bootstrap}
+			if err := raft.BootstrapCluster(rc, d.logs, d.stable, d.snaps, d.trans, conf); err != nil {
+				return nil, fmt.Errorf("cluster: bootstrap: %w", err)
+			}
+		}
+	}
+
+	r, err := raft.NewRaft(rc, f, d.logs, d.stable, d.snaps, d.trans)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: start raft: %w", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{
+		cfg:      c,
+		fsm:      f,
+		raft:     r,
+		trans:    d.trans,
+		logger:   c.Logger.With("component", "cluster", "node", c.NodeName),
+		closers:  d.closers,
+		obsCh:    make(chan raft.Observation, 16),
+		ctx:      ctx,
+		cancel:   cancel,
+		stateCh:  make(chan struct{}),
+		readKick: make(chan struct{}, 1),
+	}
+	// Non-blocking: raft never waits for us. A dropped observation is
+	// harmless because waiters re-read raft's state on every wake-up, and
+	// a full buffer means a wake-up is already queued.
+	n.observer = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.LeaderObservation, raft.RaftState:
+			return true
+		}
+		return false
+	})
+	r.RegisterObserver(n.observer)
+
+	n.wg.Add(2)
+	go n.watchLeadership()
+	go n.runReadRounds()
+	return n, nil
+}
+
+// Shutdown stops raft, closes the transport and then the log store. Calls
+// in flight return ErrShutdown. It is idempotent: later calls return the
+// first call's result.
+func (n *Node) Shutdown() error {
+	n.shutdownOnce.Do(func() {
+		n.cancel()
+		var errs []error
+		if err := n.raft.Shutdown().Error(); err != nil {
+			errs = append(errs, fmt.Errorf("cluster: raft shutdown: %w", err))
+		}
+		n.raft.DeregisterObserver(n.observer)
+		if c, ok := n.trans.(raft.WithClose); ok {
+			if err := c.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("cluster: close transport: %w", err))
+			}
+		}
+		n.wg.Wait()
+		for _, c := range n.closers {
+			if err := c.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("cluster: close store: %w", err))
+			}
+		}
+		n.shutdownErr = errors.Join(errs...)
+		n.logger.Info("raft node shut down")
+	})
+	return n.shutdownErr
+}
+
+// IsLeader reports whether this node is the raft leader right now. It is a
+// hint (leadership can end at any moment); writes and reads confirm it.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Leader returns the current leader's server ID and raft address, or empty
+// strings when no leader is known.
+func (n *Node) Leader() (id, addr string) {
+	a, i := n.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// AppliedIndex is the local FSM's applied index: the newest revision this
+// node can serve without waiting.
+func (n *Node) AppliedIndex() uint64 { return n.fsm.AppliedIndex() }
+
+// WaitApplied waits until the local FSM has applied index (and its
+// listeners have seen it). It fails with ErrTimeout when ctx ends first and
+// ErrShutdown when the node stops first, because a stopped node never
+// applies anything again.
+func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
+	ctx, cancel := n.bind(ctx)
+	defer cancel()
+	if err := n.fsm.WaitApplied(ctx, index); err != nil {
+		return n.ctxErr(ctx)
+	}
+	return nil
+}
+
+// CheckLeader is the /livez-/readyz check that the cluster has a leader.
+// When this node is the leader it also requires the term barrier to have
+// applied, because until then it cannot serve linearizable reads.
+func (n *Node) CheckLeader() error {
+	if n.ctx.Err() != nil {
+		return ErrShutdown
+	}
+	_, id := n.raft.LeaderWithID()
+	if id == "" {
+		return ErrNoLeader
+	}
+	if id == raft.ServerID(n.cfg.NodeName) && !n.readReady() {
+		return ErrNotReadReady
+	}
+	return nil
+}
+
+// CheckCaughtUp is the /readyz check that the local FSM is not far behind
+// the log (see caughtUpSlack), so local reads are reasonably fresh and
+// RV-bounded reads do not all wait.
+func (n *Node) CheckCaughtUp() error {
+	if n.ctx.Err() != nil {
+		return ErrShutdown
+	}
+	commit, applied := n.raft.CommitIndex(), n.fsm.AppliedIndex()
+	if commit > applied && commit-applied > caughtUpSlack {
+		return fmt.Errorf("%w: applied index %d, commit index %d", ErrBehind, applied, commit)
+	}
+	return nil
+}
+
+// snapshot forces a raft snapshot (tests).
+func (n *Node) snapshot() error { return n.raft.Snapshot().Error() }
+
+// changed returns a channel closed at the next state change. Get it before
+// checking the state, so a change between check and wait is not missed.
+func (n *Node) changed() <-chan struct{} {
+	n.stateMu.Lock()
+	defer n.stateMu.Unlock()
+	return n.stateCh
+}
+
+func (n *Node) broadcast() {
+	n.stateMu.Lock()
+	defer n.stateMu.Unlock()
+	close(n.stateCh)
+	n.stateCh = make(chan struct{})
+}
+
+// bind returns ctx, also cancelled (with cause ErrShutdown) when the node
+// shuts down.
+func (n *Node) bind(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(n.ctx, func() { cancel(ErrShutdown) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+	}
+}
+
+// ctxErr translates the end of a bound context into this package's errors.
+func (n *Node) ctxErr(ctx context.Context) error {
+	if errors.Is(context.Cause(ctx), ErrShutdown) {
+		return ErrShutdown
+	}
+	return fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
+}
+
+// waitFuture waits for f, or for ctx to end (answered is then false).
+// raft does not answer every future on shutdown (an Apply still queued when
+// the leader loop exits is dropped), so no wait here may depend on it.
+func waitFuture(ctx context.Context, f raft.Future) (answered bool, err error) {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return true, err
+	case <-ctx.Done():
+		return false, nil
+	}
+}

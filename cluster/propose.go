@@ -1,0 +1,208 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/trustplane/trustplane/fsm"
+)
+
+// Propose appends cmd to the raft log and waits until the local FSM has
+// applied it, returning the FSM's Result. Result.Revision is the entry's
+// log index, which becomes the object's resourceVersion.
+//
+// A failed precondition is not an error here: the entry still consumed an
+// index, and Result.Err says which precondition failed. Errors mean the
+// command may not have applied:
+//
+//   - ErrNotLeader: this node is not the leader; nothing was written and
+//     the caller may forward to Leader().
+//   - ErrNoLeader: no leader appeared within ApplyTimeout; nothing written.
+//   - ErrTimeout: ctx ended or raft did not accept the entry in time. If the
+//     entry was accepted the outcome is unknown.
+//   - ErrLeadershipLost: appended, then leadership was lost; outcome unknown.
+//   - ErrShutdown: the node stopped.
+//
+// Concurrent Proposes are group-committed by raft (BatchApplyCh): entries
+// queued while a disk write is in progress share the next one.
+func (n *Node) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error) {
+	if cmd == nil {
+		return nil, errors.New("cluster: nil command")
+	}
+	if n.ctx.Err() != nil {
+		return nil, ErrShutdown
+	}
+	ctx, cancel := n.bind(ctx)
+	defer cancel()
+
+	deadline := time.Now().Add(n.cfg.ApplyTimeout)
+	if err := n.awaitLeader(ctx, deadline); err != nil {
+		return nil, err
+	}
+	timeout := time.Until(deadline)
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
+		timeout = time.Until(d)
+	}
+	if timeout <= 0 {
+		return nil, fmt.Errorf("%w: no time left to enqueue the entry", ErrTimeout)
+	}
+
+	fut := n.raft.Apply(cmd.Encode(), timeout)
+	answered, err := waitFuture(ctx, fut)
+	if !answered {
+		return nil, n.ctxErr(ctx)
+	}
+	if err != nil {
+		return nil, n.raftErr(err)
+	}
+	switch resp := fut.Response().(type) {
+	case *fsm.Result:
+		return resp, nil
+	case error:
+		return nil, fmt.Errorf("cluster: fsm rejected entry %d: %w", fut.Index(), resp)
+	default:
+		return nil, fmt.Errorf("cluster: fsm returned %T for entry %d, want *fsm.Result", resp, fut.Index())
+	}
+}
+
+// awaitLeader returns nil once this node is the leader, ErrNotLeader as
+// soon as another node is known to be, and ErrNoLeader if neither happens
+// by deadline. Waiting covers the election right after start-up or a
+// leader failure, so callers need not retry that window themselves.
+func (n *Node) awaitLeader(ctx context.Context, deadline time.Time) error {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		ch := n.changed()
+		if n.raft.State() == raft.Leader {
+			return nil
+		}
+		if addr, id := n.raft.LeaderWithID(); id != "" && id != raft.ServerID(n.cfg.NodeName) {
+			return fmt.Errorf("%w: leader is %s at %s", ErrNotLeader, id, addr)
+		}
+		if timer == nil {
+			timer = time.NewTimer(time.Until(deadline))
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return ErrNoLeader
+		case <-ctx.Done():
+			return n.ctxErr(ctx)
+		}
+	}
+}
+
+// raftErr translates raft's errors into this package's sentinels, keeping
+// raft's error in the chain.
+func (n *Node) raftErr(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader):
+		if addr, id := n.raft.LeaderWithID(); id != "" {
+			return fmt.Errorf("%w: leader is %s at %s: %w", ErrNotLeader, id, addr, err)
+		}
+		return fmt.Errorf("%w: %w", ErrNotLeader, err)
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return fmt.Errorf("%w: %w", ErrLeadershipLost, err)
+	case errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return fmt.Errorf("%w: %w", ErrNoLeader, err)
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return fmt.Errorf("%w: %w", ErrTimeout, err)
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return fmt.Errorf("%w: %w", ErrShutdown, err)
+	default:
+		return fmt.Errorf("cluster: raft: %w", err)
+	}
+}
+
+// watchLeadership follows raft's leadership signal. On becoming leader it
+// starts the term barrier; on losing leadership it drops read-readiness
+// and stops the barrier. Leader observations from other nodes only wake
+// waiters.
+func (n *Node) watchLeadership() {
+	defer n.wg.Done()
+	stopBarrier := func() {}
+	defer func() { stopBarrier() }()
+	for {
+		select {
+		case isLeader := <-n.raft.LeaderCh():
+			stopBarrier()
+			n.readyTerm.Store(0)
+			if isLeader {
+				ctx, cancel := context.WithCancel(n.ctx)
+				stopBarrier = cancel
+				n.wg.Add(1)
+				go n.runBarrier(ctx)
+				n.logger.Info("became raft leader", "term", n.raft.CurrentTerm())
+			} else {
+				stopBarrier = func() {}
+				n.logger.Info("lost raft leadership")
+			}
+			n.broadcast()
+		case <-n.obsCh:
+			n.broadcast()
+		case <-n.ctx.Done():
+			return
+		}
+	}
+}
+
+// runBarrier proposes an OpNoop in the new term and, once it has applied
+// locally, marks the term read-ready.
+//
+// Why: raft commits a LogNoop at the start of each term but never hands it
+// to the FSM, so until one of our own commands applies, the FSM's applied
+// index can sit below raft's CommitIndex and a read index taken from
+// CommitIndex could never be reached by WaitApplied. Also, a new leader's
+// commit index may lag the previous leader's until an entry of its own term
+// commits. After our OpNoop has applied, both problems are gone for the
+// rest of the term: CommitIndex covers every earlier acknowledged write and
+// every later committed entry is one the FSM sees.
+func (n *Node) runBarrier(ctx context.Context) {
+	defer n.wg.Done()
+	term := n.raft.CurrentTerm()
+	data := (&fsm.Command{Op: fsm.OpNoop}).Encode()
+	backoff := 10 * time.Millisecond
+	for {
+		fut := n.raft.Apply(data, n.cfg.ApplyTimeout)
+		answered, err := waitFuture(ctx, fut)
+		if !answered {
+			return
+		}
+		if err == nil {
+			if n.raft.State() == raft.Leader && n.raft.CurrentTerm() == term {
+				n.readyTerm.Store(term)
+				n.broadcast()
+				n.logger.Info("term barrier applied; serving linearizable reads", "term", term, "index", fut.Index())
+			}
+			return
+		}
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) {
+			return
+		}
+		n.logger.Warn("term barrier failed; retrying", "term", term, "error", err)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// readReady reports whether this node leads and has applied its current
+// term's barrier. A term identifies one leadership (winning again needs a
+// new election, hence a new term), so the comparison cannot confuse two
+// leaderships.
+func (n *Node) readReady() bool {
+	term := n.readyTerm.Load()
+	return term != 0 && n.raft.State() == raft.Leader && n.raft.CurrentTerm() == term
+}

@@ -1,0 +1,117 @@
+package cluster
+
+import (
+	"crypto/tls"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+func TestTLSStreamLayer(t *testing.T) {
+	ours := newTestCA(t, "cluster-ca")
+	foreign := newTestCA(t, "foreign-ca")
+	server := tlsConfig(ours.nodeCert(t, "server"), ours)
+
+	tests := []struct {
+		name string
+		// client is the dialling side's TLS config.
+		client *tls.Config
+		// serverCfg overrides the accepting side's config.
+		serverCfg *tls.Config
+		// dialOK: the dialler's handshake succeeds; acceptOK: the
+		// acceptor's handshake succeeds (the peer is accepted).
+		dialOK, acceptOK bool
+	}{
+		{
+			name:   "peer with a certificate from the cluster CA is accepted",
+			client: tlsConfig(ours.nodeCert(t, "client"), ours),
+			dialOK: true, acceptOK: true,
+		},
+		{
+			// The client trusts our CA, so its handshake completes (TLS 1.3
+			// client auth is checked after the client's Finished), but
+			// the acceptor must reject the connection.
+			name:   "accepted connection with a foreign-CA certificate is rejected",
+			client: &tls.Config{Certificates: []tls.Certificate{foreign.nodeCert(t, "intruder")}, RootCAs: ours.pool},
+			dialOK: true, acceptOK: false,
+		},
+		{
+			name:   "accepted connection without a client certificate is rejected",
+			client: &tls.Config{RootCAs: ours.pool},
+			dialOK: true, acceptOK: false,
+		},
+		{
+			name:      "dialling a server with a foreign-CA certificate fails",
+			client:    tlsConfig(ours.nodeCert(t, "client"), ours),
+			serverCfg: tlsConfig(foreign.nodeCert(t, "impostor"), ours),
+			dialOK:    false, acceptOK: false,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := server
+			if tc.serverCfg != nil {
+				cfg = tc.serverCfg
+			}
+			srv, err := newTLSStreamLayer("127.0.0.1:0", "", cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			cli, err := newTLSStreamLayer("127.0.0.1:0", "", tc.client)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cli.Close()
+
+			accepted := make(chan error, 1)
+			go func() {
+				conn, err := srv.Accept()
+				if err != nil {
+					accepted <- err
+					return
+				}
+				defer conn.Close()
+				_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+				if err := conn.(*tls.Conn).Handshake(); err != nil {
+					accepted <- err
+					return
+				}
+				buf := make([]byte, 4)
+				if _, err := io.ReadFull(conn, buf); err != nil {
+					accepted <- err
+					return
+				}
+				_, err = conn.Write([]byte("pong"))
+				accepted <- err
+			}()
+
+			conn, err := cli.Dial(raft.ServerAddress(srv.Addr().String()), 5*time.Second)
+			if (err == nil) != tc.dialOK {
+				t.Fatalf("Dial error = %v, want success %v", err, tc.dialOK)
+			}
+			if err == nil {
+				defer conn.Close()
+				_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+				_, _ = conn.Write([]byte("ping"))
+				buf := make([]byte, 4)
+				_, rerr := io.ReadFull(conn, buf)
+				if tc.acceptOK && rerr != nil {
+					t.Fatalf("read from accepted peer: %v", rerr)
+				}
+				if !tc.acceptOK && rerr == nil {
+					t.Fatal("rejected peer could still exchange data")
+				}
+			}
+			aerr := <-accepted
+			if tc.acceptOK && aerr != nil {
+				t.Fatalf("acceptor: %v", aerr)
+			}
+			if !tc.acceptOK && aerr == nil {
+				t.Fatal("acceptor accepted a peer it must reject")
+			}
+		})
+	}
+}
