@@ -1,0 +1,121 @@
+package api
+
+import (
+	"net/http"
+	goruntime "runtime"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+
+	"github.com/trustplane/trustplane/api/registry"
+)
+
+// Version is what /version reports: the Kubernetes API level served.
+var Version = version.Info{
+	Major: "1", Minor: "33", GitVersion: "v1.33.13+trustplane",
+	GitTreeState: "clean", GoVersion: goruntime.Version(), Compiler: goruntime.Compiler,
+	Platform: goruntime.GOOS + "/" + goruntime.GOARCH,
+}
+
+func (s *Server) serveVersion(w http.ResponseWriter, req *http.Request) {
+	responsewriters.WriteRawJSON(http.StatusOK, Version, w)
+}
+
+var unversioned = schema.GroupVersion{Version: "v1"}
+
+func (s *Server) writeDiscovery(w http.ResponseWriter, req *http.Request, obj runtime.Object) {
+	responsewriters.WriteObjectNegotiated(registry.Codecs, discoveryRestrictions{}, unversioned, w, req, http.StatusOK, obj, false)
+}
+
+func (s *Server) serveAPIVersions(w http.ResponseWriter, req *http.Request) {
+	s.writeDiscovery(w, req, &metav1.APIVersions{
+		Versions: []string{"v1"},
+		ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{
+			{ClientCIDR: "0.0.0.0/0", ServerAddress: s.cfg.Listen},
+		},
+	})
+}
+
+// groups returns the named groups served, each with its versions.
+func (s *Server) groups() []metav1.APIGroup {
+	byName := map[string]*metav1.APIGroup{}
+	var names []string
+	for _, st := range s.reg.Stores() {
+		gv := st.GVR.GroupVersion()
+		if gv.Group == "" {
+			continue
+		}
+		g, ok := byName[gv.Group]
+		if !ok {
+			g = &metav1.APIGroup{Name: gv.Group}
+			byName[gv.Group] = g
+			names = append(names, gv.Group)
+		}
+		seen := false
+		for _, v := range g.Versions {
+			seen = seen || v.Version == gv.Version
+		}
+		if !seen {
+			vd := metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: gv.Version}
+			g.Versions = append(g.Versions, vd)
+			if len(g.Versions) == 1 {
+				g.PreferredVersion = vd
+			}
+		}
+	}
+	sort.Strings(names)
+	out := make([]metav1.APIGroup, 0, len(names))
+	for _, n := range names {
+		out = append(out, *byName[n])
+	}
+	return out
+}
+
+func (s *Server) serveAPIGroupList(w http.ResponseWriter, req *http.Request) {
+	s.writeDiscovery(w, req, &metav1.APIGroupList{Groups: s.groups()})
+}
+
+// serveDiscovery answers /api/v1, /apis/<group> and /apis/<group>/<version>.
+func (s *Server) serveDiscovery(w http.ResponseWriter, req *http.Request, info *genericapirequest.RequestInfo) {
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	switch {
+	case len(parts) == 2 && parts[0] == "api" && parts[1] == "v1":
+		s.serveResourceList(w, req, schema.GroupVersion{Version: "v1"})
+		return
+	case len(parts) == 2 && parts[0] == "apis":
+		for _, g := range s.groups() {
+			if g.Name == parts[1] {
+				s.writeDiscovery(w, req, &g)
+				return
+			}
+		}
+	case len(parts) == 3 && parts[0] == "apis":
+		s.serveResourceList(w, req, schema.GroupVersion{Group: parts[1], Version: parts[2]})
+		return
+	}
+	s.notFound(w, req)
+}
+
+func (s *Server) serveResourceList(w http.ResponseWriter, req *http.Request, gv schema.GroupVersion) {
+	list := &metav1.APIResourceList{GroupVersion: gv.String(), APIResources: []metav1.APIResource{}}
+	for _, st := range s.reg.Stores() {
+		if st.GVR.GroupVersion() != gv {
+			continue
+		}
+		list.APIResources = append(list.APIResources, metav1.APIResource{
+			Name: st.GVR.Resource, SingularName: st.Singular, Namespaced: st.Namespaced,
+			Kind: st.KindName, Verbs: st.Verbs(), ShortNames: st.ShortNames, Categories: st.Categories,
+		})
+	}
+	if len(list.APIResources) == 0 {
+		s.notFound(w, req)
+		return
+	}
+	s.writeDiscovery(w, req, list)
+}

@@ -1,0 +1,523 @@
+package api
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
+	metainternalversionvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/warning"
+
+	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/apply"
+)
+
+// hub is the internal version every object is handled in.
+func hub(gv schema.GroupVersion) schema.GroupVersion {
+	return schema.GroupVersion{Group: gv.Group, Version: runtime.APIVersionInternal}
+}
+
+// serveResource dispatches /api/... and /apis/... requests.
+func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
+	info, err := s.infos.NewRequestInfo(req)
+	if err != nil {
+		s.writeError(w, req, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	ctx := genericapirequest.WithRequestInfo(req.Context(), info)
+	req = req.WithContext(ctx)
+	if !info.IsResourceRequest {
+		s.serveDiscovery(w, req, info)
+		return
+	}
+	st := s.reg.Store(schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource})
+	if st == nil || info.Subresource != "" {
+		s.notFound(w, req)
+		return
+	}
+	ns := info.Namespace
+	if !st.Namespaced {
+		// RequestInfo reports a namespace's own name as its namespace.
+		if ns != "" && !(st.GVR.Resource == "namespaces" && ns == info.Name) {
+			s.notFound(w, req)
+			return
+		}
+		ns = ""
+	}
+	if st.Namespaced && ns == "" && info.Verb != "list" && info.Verb != "watch" {
+		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), info.Verb))
+		return
+	}
+	ctx = genericapirequest.WithNamespace(ctx, ns)
+	req = req.WithContext(ctx)
+	if st.ReadOnly && info.Verb != "get" && info.Verb != "list" {
+		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), info.Verb))
+		return
+	}
+	switch info.Verb {
+	case "get":
+		s.get(w, req, st, info.Name)
+	case "list":
+		s.list(w, req, st)
+	case "create":
+		s.create(w, req, st)
+	case "update":
+		s.update(w, req, st, info.Name, ns)
+	case "patch":
+		s.patch(w, req, st, info.Name)
+	case "delete":
+		s.delete(w, req, st, info.Name)
+	case "deletecollection":
+		s.deleteCollection(w, req, st)
+	default:
+		// watch arrives with the watch cache.
+		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), info.Verb))
+	}
+}
+
+func (s *Server) get(w http.ResponseWriter, req *http.Request, st *registry.Store, name string) {
+	if _, _, err := negotiation.NegotiateOutputMediaType(req, registry.Codecs, restrictions{}); err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	opts := &metav1.GetOptions{}
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+		s.writeError(w, req, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	obj, err := st.Get(req.Context(), name, opts)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	s.writeObject(w, req, http.StatusOK, st, obj)
+}
+
+func (s *Server) list(w http.ResponseWriter, req *http.Request, st *registry.Store) {
+	if _, _, err := negotiation.NegotiateOutputMediaType(req, registry.Codecs, restrictions{}); err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	opts, err := s.listOptions(req, st)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	if opts.Watch {
+		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "watch"))
+		return
+	}
+	out, err := st.List(req.Context(), opts)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	s.writeObject(w, req, http.StatusOK, st, out)
+}
+
+// listOptions decodes and validates list parameters as kube-apiserver does,
+// converting field selector labels through the scheme.
+func (s *Server) listOptions(req *http.Request, st *registry.Store) (*metainternalversion.ListOptions, error) {
+	opts := &metainternalversion.ListOptions{}
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if errs := metainternalversionvalidation.ValidateListOptions(opts, false); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
+	}
+	if opts.FieldSelector != nil {
+		gvk := st.GVK()
+		sel, err := opts.FieldSelector.Transform(func(label, value string) (string, string, error) {
+			return registry.Scheme.ConvertFieldLabel(gvk, label, value)
+		})
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		opts.FieldSelector = sel
+	}
+	return opts, nil
+}
+
+func (s *Server) create(w http.ResponseWriter, req *http.Request, st *registry.Store) {
+	if st.CreateStrategy == nil {
+		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "create"))
+		return
+	}
+	if _, _, err := negotiation.NegotiateOutputMediaType(req, registry.Codecs, restrictions{}); err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	si, err := negotiation.NegotiateInputSerializer(req, false, registry.Codecs)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	body, err := s.readBody(req)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	opts := &metav1.CreateOptions{}
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+		s.writeError(w, req, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	if errs := metav1validation.ValidateCreateOptions(opts); len(errs) > 0 {
+		s.writeError(w, req, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
+		return
+	}
+	obj, err := s.decodeBody(req.Context(), st, si, body, opts.FieldValidation)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		s.writeError(w, req, apierrors.NewInternalError(err))
+		return
+	}
+	rest.WipeObjectMetaSystemFields(m)
+	ns, _ := genericapirequest.NamespaceFrom(req.Context())
+	if err := rest.EnsureObjectNamespaceMatchesRequestNamespace(rest.ExpectedNamespaceForScope(ns, st.Namespaced), m); err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	out, err := st.Create(req.Context(), obj, len(opts.DryRun) > 0)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	s.writeObject(w, req, http.StatusCreated, st, out)
+}
+
+func (s *Server) update(w http.ResponseWriter, req *http.Request, st *registry.Store, name, ns string) {
+	if st.UpdateStrategy == nil {
+		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "update"))
+		return
+	}
+	if _, _, err := negotiation.NegotiateOutputMediaType(req, registry.Codecs, restrictions{}); err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	si, err := negotiation.NegotiateInputSerializer(req, false, registry.Codecs)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	body, err := s.readBody(req)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	opts := &metav1.UpdateOptions{}
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+		s.writeError(w, req, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	if errs := metav1validation.ValidateUpdateOptions(opts); len(errs) > 0 {
+		s.writeError(w, req, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
+		return
+	}
+	obj, err := s.decodeBody(req.Context(), st, si, body, opts.FieldValidation)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	if err := checkName(obj, name, ns); err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	out, err := st.Update(req.Context(), name, rest.DefaultUpdatedObjectInfo(obj), len(opts.DryRun) > 0)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	s.writeObject(w, req, http.StatusOK, st, out)
+}
+
+// patchTypes are the patch media types served, in kube-apiserver's order.
+var patchTypes = []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType)}
+
+func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.Store, name string) {
+	if st.UpdateStrategy == nil {
+		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "patch"))
+		return
+	}
+	if _, _, err := negotiation.NegotiateOutputMediaType(req, registry.Codecs, restrictions{}); err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	contentType := req.Header.Get("Content-Type")
+	if i := strings.Index(contentType, ";"); i > 0 {
+		contentType = contentType[:i]
+	}
+	pt := types.PatchType(strings.TrimSpace(contentType))
+	if pt != types.JSONPatchType && pt != types.MergePatchType && pt != types.StrategicMergePatchType {
+		s.writeError(w, req, negotiation.NewUnsupportedMediaTypeError(patchTypes))
+		return
+	}
+	body, err := s.readBody(req)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	opts := &metav1.PatchOptions{}
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+		s.writeError(w, req, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	if errs := metav1validation.ValidatePatchOptions(opts, pt); len(errs) > 0 {
+		s.writeError(w, req, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
+		return
+	}
+	info := &patchInfo{store: st, patchType: pt, patch: body}
+	out, err := st.Update(req.Context(), name, info, len(opts.DryRun) > 0)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	s.writeObject(w, req, http.StatusOK, st, out)
+}
+
+// patchInfo applies a patch to whatever object is current, so that the
+// store's optimistic loop can re-apply it after a conflict.
+type patchInfo struct {
+	store     *registry.Store
+	patchType types.PatchType
+	patch     []byte
+}
+
+func (p *patchInfo) Preconditions() *metav1.Preconditions { return nil }
+
+func (p *patchInfo) UpdatedObject(ctx context.Context, old runtime.Object) (runtime.Object, error) {
+	gv := p.store.GVR.GroupVersion()
+	oldJSON, err := runtime.Encode(registry.Codecs.LegacyCodec(gv), old)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	var patched []byte
+	switch p.patchType {
+	case types.JSONPatchType:
+		patched, err = apply.JSONPatch(oldJSON, p.patch)
+	case types.MergePatchType:
+		patched, err = apply.MergePatch(oldJSON, p.patch)
+	case types.StrategicMergePatchType:
+		var schemaObj runtime.Object
+		schemaObj, err = registry.Scheme.New(p.store.GVK())
+		if err == nil {
+			patched, err = apply.StrategicMergePatch(oldJSON, p.patch, schemaObj)
+		}
+	}
+	switch {
+	case errors.Is(err, apply.ErrBadPatch):
+		return nil, apierrors.NewBadRequest(strings.TrimPrefix(err.Error(), apply.ErrBadPatch.Error()+": "))
+	case errors.Is(err, apply.ErrTooManyOperations):
+		return nil, apierrors.NewRequestEntityTooLargeError(strings.TrimPrefix(err.Error(), apply.ErrTooManyOperations.Error()+": "))
+	case errors.Is(err, apply.ErrPatchFailed):
+		return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "",
+			strings.TrimPrefix(err.Error(), apply.ErrPatchFailed.Error()+": "), 0, false)
+	case err != nil:
+		return nil, apierrors.NewInternalError(err)
+	}
+	info, _ := runtime.SerializerInfoForMediaType(registry.Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
+	defaultGVK := p.store.GVK()
+	obj, _, err := registry.Codecs.DecoderToVersion(info.Serializer, hub(gv)).Decode(patched, &defaultGVK, p.store.NewFunc())
+	if err != nil {
+		return nil, apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{
+			field.Invalid(field.NewPath("patch"), string(patched), err.Error())})
+	}
+	// A resourceVersion the patch did not change is no precondition: the
+	// store may re-apply the patch to a newer object.
+	om, _ := meta.Accessor(old)
+	nm, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	if nm.GetResourceVersion() == om.GetResourceVersion() {
+		nm.SetResourceVersion("")
+	}
+	return obj, nil
+}
+
+func (s *Server) deleteOptions(req *http.Request) (*metav1.DeleteOptions, error) {
+	opts := &metav1.DeleteOptions{}
+	body, err := s.readBody(req)
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > 0 {
+		si, err := negotiation.NegotiateInputSerializer(req, false, metainternalversionscheme.Codecs)
+		if err != nil {
+			return nil, err
+		}
+		defaultGVK := metav1.SchemeGroupVersion.WithKind("DeleteOptions")
+		obj, _, err := metainternalversionscheme.Codecs.DecoderToVersion(si.Serializer, defaultGVK.GroupVersion()).Decode(body, &defaultGVK, opts)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		if obj != opts {
+			return nil, apierrors.NewBadRequest("decoded object cannot be converted to DeleteOptions")
+		}
+	} else if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if errs := metav1validation.ValidateDeleteOptions(opts); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
+	}
+	return opts, nil
+}
+
+func (s *Server) delete(w http.ResponseWriter, req *http.Request, st *registry.Store, name string) {
+	if st.DeleteStrategy == nil {
+		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "delete"))
+		return
+	}
+	if _, _, err := negotiation.NegotiateOutputMediaType(req, registry.Codecs, restrictions{}); err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	opts, err := s.deleteOptions(req)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	out, done, err := st.Delete(req.Context(), name, opts, len(opts.DryRun) > 0)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	code := http.StatusOK
+	if !done {
+		code = http.StatusAccepted
+	}
+	s.writeObject(w, req, code, st, out)
+}
+
+func (s *Server) deleteCollection(w http.ResponseWriter, req *http.Request, st *registry.Store) {
+	if st.DeleteStrategy == nil {
+		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "deletecollection"))
+		return
+	}
+	if _, _, err := negotiation.NegotiateOutputMediaType(req, registry.Codecs, restrictions{}); err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	listOpts, err := s.listOptions(req, st)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	opts, err := s.deleteOptions(req)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	out, err := st.DeleteCollection(req.Context(), listOpts, opts, len(opts.DryRun) > 0)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	s.writeObject(w, req, http.StatusOK, st, out)
+}
+
+// readBody reads at most MaxRequestBodyBytes; more is 413, as kube-apiserver.
+func (s *Server) readBody(req *http.Request) ([]byte, error) {
+	defer req.Body.Close()
+	limit := s.cfg.MaxRequestBodyBytes
+	lr := &io.LimitedReader{R: req.Body, N: limit + 1}
+	data, err := io.ReadAll(lr)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("unable to read the request body: %v", err))
+	}
+	if lr.N <= 0 {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", limit))
+	}
+	return data, nil
+}
+
+// decodeBody decodes a create or update body into the internal version,
+// applying the fieldValidation directive to unknown and duplicate fields.
+func (s *Server) decodeBody(ctx context.Context, st *registry.Store, si runtime.SerializerInfo, body []byte, directive string) (runtime.Object, error) {
+	if directive == "" {
+		directive = metav1.FieldValidationWarn
+	}
+	ser := si.Serializer
+	if (directive == metav1.FieldValidationWarn || directive == metav1.FieldValidationStrict) && si.StrictSerializer != nil {
+		ser = si.StrictSerializer
+	}
+	defaultGVK := st.GVK()
+	original := st.NewFunc()
+	obj, gvk, err := registry.Codecs.DecoderToVersion(ser, hub(st.GVR.GroupVersion())).Decode(body, &defaultGVK, original)
+	if err != nil {
+		strictErr, isStrict := runtime.AsStrictDecodingError(err)
+		if isStrict && obj != nil && directive == metav1.FieldValidationWarn {
+			for _, e := range strictErr.Errors() {
+				warning.AddWarning(ctx, "", e.Error())
+			}
+		} else {
+			return nil, transformDecodeError(st, err, gvk, body)
+		}
+	}
+	if gvk.GroupVersion() != st.GVR.GroupVersion() {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%v)",
+			gvk.GroupVersion().String(), st.GVR.GroupVersion().String()))
+	}
+	return obj, nil
+}
+
+// transformDecodeError words a decode failure as kube-apiserver does.
+func transformDecodeError(st *registry.Store, baseErr error, gvk *schema.GroupVersionKind, body []byte) error {
+	if gvk != nil && len(gvk.Kind) > 0 {
+		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, st.KindName, baseErr))
+	}
+	return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %v (%s)", st.KindName, baseErr, summarizeData(body, 30)))
+}
+
+func summarizeData(data []byte, maxLength int) string {
+	switch {
+	case len(data) == 0:
+		return "<empty>"
+	case data[0] == '{':
+		if len(data) > maxLength {
+			return string(data[:maxLength]) + " ..."
+		}
+		return string(data)
+	default:
+		if len(data) > maxLength {
+			return hex.EncodeToString(data[:maxLength]) + " ..."
+		}
+		return hex.EncodeToString(data)
+	}
+}
+
+// checkName enforces that a PUT body names the object on the URL.
+func checkName(obj runtime.Object, name, ns string) error {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s based on URL) was undeterminable: %v", name, err))
+	}
+	if m.GetName() != name {
+		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), name))
+	}
+	if ns != "" && m.GetNamespace() != "" && m.GetNamespace() != ns {
+		return apierrors.NewBadRequest(fmt.Sprintf("the namespace of the object (%s) does not match the namespace on the request (%s)", m.GetNamespace(), ns))
+	}
+	return nil
+}

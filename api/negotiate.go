@@ -1,0 +1,169 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	metav1beta1 "k8s.io/apimachinery/pkg/apis/meta/v1beta1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
+	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+
+	"github.com/trustplane/trustplane/api/registry"
+)
+
+// restrictions says which output transformations resource endpoints accept:
+// Table and PartialObjectMetadata(List) in meta.k8s.io v1 and v1beta1.
+type restrictions struct{}
+
+func (restrictions) AllowsMediaTypeTransform(mimeType, mimeSubType string, gvk *schema.GroupVersionKind) bool {
+	if gvk == nil {
+		return true
+	}
+	if gvk.GroupVersion() != metav1.SchemeGroupVersion && gvk.GroupVersion() != metav1beta1.SchemeGroupVersion {
+		return false
+	}
+	switch gvk.Kind {
+	case "Table", "PartialObjectMetadata", "PartialObjectMetadataList":
+		return true
+	}
+	return false
+}
+func (restrictions) AllowsServerVersion(string) bool  { return false }
+func (restrictions) AllowsStreamSchema(s string) bool { return s == "watch" }
+
+// discoveryRestrictions accept no transformation, so that aggregated
+// discovery requests fall back to the legacy documents.
+type discoveryRestrictions struct{}
+
+func (discoveryRestrictions) AllowsMediaTypeTransform(_, _ string, gvk *schema.GroupVersionKind) bool {
+	return gvk == nil
+}
+func (discoveryRestrictions) AllowsServerVersion(string) bool { return false }
+func (discoveryRestrictions) AllowsStreamSchema(string) bool  { return false }
+
+// writeObject encodes obj in the negotiated media type and version, turning it
+// into a Table or PartialObjectMetadata first when the client asked for one.
+func (s *Server) writeObject(w http.ResponseWriter, req *http.Request, code int, st *registry.Store, obj runtime.Object) {
+	mt, _, err := negotiation.NegotiateOutputMediaType(req, registry.Codecs, restrictions{})
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	gv := st.GVR.GroupVersion()
+	if _, isStatus := obj.(*metav1.Status); !isStatus && mt.Convert != nil {
+		obj, err = transform(req, st, obj, mt.Convert)
+		if err != nil {
+			s.writeError(w, req, err)
+			return
+		}
+		gv = mt.Convert.GroupVersion()
+	}
+	responsewriters.WriteObjectNegotiated(registry.Codecs, restrictions{}, gv, w, req, code, obj, false)
+}
+
+func transform(req *http.Request, st *registry.Store, obj runtime.Object, target *schema.GroupVersionKind) (runtime.Object, error) {
+	switch target.Kind {
+	case "Table":
+		return asTable(req.Context(), req, st, obj, target.GroupVersion())
+	case "PartialObjectMetadata", "PartialObjectMetadataList":
+		return asPartial(obj, target)
+	}
+	return nil, apierrors.NewBadRequest("no supported transformation for " + target.String())
+}
+
+// asTable renders obj with the resource's table convertor, embedding row
+// objects as includeObject asks (PartialObjectMetadata by default).
+func asTable(ctx context.Context, req *http.Request, st *registry.Store, obj runtime.Object, gv schema.GroupVersion) (runtime.Object, error) {
+	opts := &metav1.TableOptions{}
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if errs := metav1validation.ValidateTableOptions(opts); len(errs) > 0 {
+		return nil, apierrors.NewBadRequest(errs.ToAggregate().Error())
+	}
+	table, err := st.TableConvertor.ConvertToTable(ctx, obj, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range table.Rows {
+		row := &table.Rows[i]
+		switch opts.IncludeObject {
+		case metav1.IncludeObject:
+			versioned, err := registry.Scheme.ConvertToVersion(row.Object.Object, st.GVR.GroupVersion())
+			if err != nil {
+				return nil, err
+			}
+			row.Object.Object = versioned
+		case metav1.IncludeNone:
+			row.Object.Object = nil
+		default:
+			m, err := meta.Accessor(row.Object.Object)
+			if err != nil {
+				return nil, err
+			}
+			partial := meta.AsPartialObjectMetadata(m)
+			partial.GetObjectKind().SetGroupVersionKind(gv.WithKind("PartialObjectMetadata"))
+			row.Object.Object = partial
+		}
+	}
+	if lm, err := meta.ListAccessor(obj); err == nil {
+		table.ResourceVersion = lm.GetResourceVersion()
+		table.Continue = lm.GetContinue()
+		table.RemainingItemCount = lm.GetRemainingItemCount()
+	} else if m, err := meta.CommonAccessor(obj); err == nil {
+		table.ResourceVersion = m.GetResourceVersion()
+	}
+	table.GetObjectKind().SetGroupVersionKind(gv.WithKind("Table"))
+	return table, nil
+}
+
+func asPartial(obj runtime.Object, target *schema.GroupVersionKind) (runtime.Object, error) {
+	if meta.IsListType(obj) {
+		if target.Kind != "PartialObjectMetadataList" {
+			return nil, apierrors.NewBadRequest("you requested PartialObjectMetadata, but the requested object is a list")
+		}
+		items, err := meta.ExtractList(obj)
+		if err != nil {
+			return nil, err
+		}
+		list := &metav1.PartialObjectMetadataList{}
+		for _, item := range items {
+			m, err := meta.Accessor(item)
+			if err != nil {
+				return nil, err
+			}
+			p := meta.AsPartialObjectMetadata(m)
+			p.GetObjectKind().SetGroupVersionKind(target.GroupVersion().WithKind("PartialObjectMetadata"))
+			list.Items = append(list.Items, *p)
+		}
+		if lm, err := meta.ListAccessor(obj); err == nil {
+			list.ResourceVersion = lm.GetResourceVersion()
+			list.Continue = lm.GetContinue()
+			list.RemainingItemCount = lm.GetRemainingItemCount()
+		}
+		list.GetObjectKind().SetGroupVersionKind(*target)
+		return list, nil
+	}
+	if target.Kind != "PartialObjectMetadata" {
+		return nil, apierrors.NewBadRequest("you requested PartialObjectMetadataList, but the requested object is not a list")
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	p := meta.AsPartialObjectMetadata(m)
+	p.GetObjectKind().SetGroupVersionKind(*target)
+	return p, nil
+}
+
+// writeError is the one place errors become Status responses.
+func (s *Server) writeError(w http.ResponseWriter, req *http.Request, err error) {
+	responsewriters.ErrorNegotiated(err, registry.Codecs, metav1.SchemeGroupVersion, w, req)
+}

@@ -1,0 +1,17 @@
+// Package registry owns the generic store: the one place where create,
+// update, delete and read run against the Raft-backed fsm, in a fixed order,
+// for every served resource.
+//
+// Rules it keeps:
+//   - Objects are handled in their internal (hub) version and stored as
+//     protobuf of their external version, without a resourceVersion; the
+//     resourceVersion is always the fsm ModRevision of the stored value.
+//   - Per-resource behaviour comes only from the Resource's strategies
+//     (kube's own strategies where kube has them), run through
+//     rest.BeforeCreate / rest.BeforeUpdate so that order and messages
+//     match kube-apiserver.
+//   - Every write is one fsm command with preconditions; read-modify-write is
+//     an optimistic loop on ModRevision.
+//   - fsm sentinel errors become Kubernetes Status errors here; the HTTP layer
+//     only writes them out.
+package registry

@@ -1,0 +1,141 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	api "k8s.io/kubernetes/pkg/apis/core"
+
+	"github.com/trustplane/trustplane/fsm"
+)
+
+// Config configures a Registry.
+type Config struct {
+	// FreshWait bounds how long a read waits for a resourceVersion this node
+	// has not applied yet (kube-apiserver waits 3 s).
+	FreshWait time.Duration
+}
+
+// DefaultConfig returns kube-apiserver's defaults.
+func DefaultConfig() *Config { return &Config{FreshWait: 3 * time.Second} }
+
+// Registry holds one Store per served resource.
+type Registry struct {
+	backend Backend
+	stores  map[schema.GroupVersionResource]*Store
+	ordered []*Store
+}
+
+// New builds stores for resources over backend.
+func New(cfg *Config, backend Backend, resources []*Resource) *Registry {
+	r := &Registry{backend: backend, stores: map[schema.GroupVersionResource]*Store{}}
+	for _, res := range resources {
+		s := &Store{Resource: res, backend: backend, codec: StorageCodec(res.GVR.GroupVersion()), freshWait: cfg.FreshWait}
+		if res.Namespaced {
+			s.admit = r.admitNamespace
+		}
+		r.stores[res.GVR] = s
+		r.ordered = append(r.ordered, s)
+	}
+	return r
+}
+
+// Store returns the store serving gvr, or nil.
+func (r *Registry) Store(gvr schema.GroupVersionResource) *Store { return r.stores[gvr] }
+
+// Stores returns every store in registration order, for discovery.
+func (r *Registry) Stores() []*Store { return r.ordered }
+
+var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+// admitNamespace is kube's NamespaceLifecycle admission for creates: the
+// namespace must exist and must not be terminating.
+func (r *Registry) admitNamespace(ctx context.Context, s *Store, obj runtime.Object) error {
+	ns, _ := genericapirequest.NamespaceFrom(ctx)
+	nsStore := r.stores[namespacesGVR]
+	key := fsm.Key{Resource: "namespaces", Name: ns}
+	kv, _, err := r.backend.Get(key, 0)
+	if err == nil && kv == nil {
+		// The local state may be behind a namespace created a moment ago
+		// through another node: look again after a linearizable barrier.
+		if _, rerr := r.backend.ReadIndex(ctx); rerr == nil {
+			kv, _, err = r.backend.Get(key, 0)
+		}
+	}
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if kv == nil {
+		return apierrors.NewNotFound(nsStore.GroupResource(), ns)
+	}
+	nsObj, err := nsStore.decode(kv)
+	if err != nil {
+		return err
+	}
+	if nsObj.(*api.Namespace).Status.Phase == api.NamespaceTerminating {
+		m, _ := meta.Accessor(obj)
+		return apierrors.NewForbidden(s.GroupResource(), m.GetName(),
+			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
+	}
+	return nil
+}
+
+// Bootstrap creates what a fresh cluster must have: the default, kube-system
+// and kube-public namespaces, and the Service default/kubernetes pointing at
+// the API. It is idempotent and safe to run on every start of a leader.
+func (r *Registry) Bootstrap(ctx context.Context, clusterIP net.IP, apiPort int32) error {
+	nsStore := r.stores[namespacesGVR]
+	for _, name := range []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic} {
+		nctx := genericapirequest.WithNamespace(ctx, "")
+		_, err := nsStore.Create(nctx, &api.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, false)
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("bootstrap namespace %s: %w", name, err)
+		}
+	}
+	svcStore := r.stores[schema.GroupVersionResource{Version: "v1", Resource: "services"}]
+	if svcStore == nil {
+		return nil
+	}
+	sctx := genericapirequest.WithNamespace(ctx, metav1.NamespaceDefault)
+	want := &api.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "kubernetes", Namespace: metav1.NamespaceDefault,
+			Labels: map[string]string{"component": "apiserver", "provider": "kubernetes"},
+		},
+		Spec: api.ServiceSpec{
+			Type:            api.ServiceTypeClusterIP,
+			ClusterIP:       clusterIP.String(),
+			ClusterIPs:      []string{clusterIP.String()},
+			IPFamilies:      []api.IPFamily{ipFamily(clusterIP)},
+			IPFamilyPolicy:  ptr(api.IPFamilyPolicySingleStack),
+			SessionAffinity: api.ServiceAffinityNone,
+			Ports: []api.ServicePort{{
+				Name: "https", Protocol: api.ProtocolTCP, Port: 443, TargetPort: intstr.FromInt32(apiPort),
+			}},
+			InternalTrafficPolicy: ptr(api.ServiceInternalTrafficPolicyCluster),
+		},
+	}
+	_, err := svcStore.Create(sctx, want, false)
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("bootstrap service default/kubernetes: %w", err)
+	}
+	return nil
+}
+
+func ipFamily(ip net.IP) api.IPFamily {
+	if ip.To4() != nil {
+		return api.IPv4Protocol
+	}
+	return api.IPv6Protocol
+}
+
+func ptr[T any](v T) *T { return &v }

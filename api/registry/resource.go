@@ -1,0 +1,111 @@
+package registry
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/registry/rest"
+)
+
+// Resource describes one served resource: its names on the wire, its
+// strategies and its read helpers. The generic Store does the rest.
+type Resource struct {
+	// GVR is the external group/version/resource served.
+	GVR        schema.GroupVersionResource
+	KindName   string
+	Singular   string
+	ShortNames []string
+	Categories []string
+	Namespaced bool
+
+	// NewFunc and NewListFunc return empty internal (hub) objects.
+	NewFunc     func() runtime.Object
+	NewListFunc func() runtime.Object
+
+	// Strategies; a nil strategy means the verb is not served.
+	CreateStrategy rest.RESTCreateStrategy
+	UpdateStrategy rest.RESTUpdateStrategy
+	DeleteStrategy rest.RESTDeleteStrategy
+
+	// ReadOnly hides the write verbs from clients; the server itself may
+	// still write through the store (default/kubernetes).
+	ReadOnly bool
+
+	// ReturnDeletedObject: delete answers with the object rather than a Status.
+	ReturnDeletedObject bool
+	// Finalizers returns resource-specific finalizers that hold a deletion
+	// (a namespace's spec.finalizers), in addition to metadata.finalizers.
+	Finalizers func(obj runtime.Object) []string
+	// OnDeleting adjusts an object whose deletion is pending (namespace phase).
+	OnDeleting func(obj runtime.Object)
+	// GetAttrs returns the labels and selectable fields of an object.
+	GetAttrs func(obj runtime.Object) (labels.Set, fields.Set, error)
+	// TableConvertor renders the Table output.
+	TableConvertor rest.TableConvertor
+}
+
+// GroupResource is the resource's qualified name used in Status errors.
+func (r *Resource) GroupResource() schema.GroupResource { return r.GVR.GroupResource() }
+
+// Kind is the resource's group kind used in Invalid errors.
+func (r *Resource) Kind() schema.GroupKind {
+	return schema.GroupKind{Group: r.GVR.Group, Kind: r.KindName}
+}
+
+// GVK is the external kind served.
+func (r *Resource) GVK() schema.GroupVersionKind { return r.GVR.GroupVersion().WithKind(r.KindName) }
+
+// Verbs lists the verbs served, for discovery.
+func (r *Resource) Verbs() []string {
+	if r.ReadOnly {
+		return []string{"get", "list"}
+	}
+	v := []string{}
+	if r.CreateStrategy != nil {
+		v = append(v, "create")
+	}
+	if r.DeleteStrategy != nil {
+		v = append(v, "delete", "deletecollection")
+	}
+	v = append(v, "get", "list")
+	if r.UpdateStrategy != nil {
+		v = append(v, "patch", "update")
+	}
+	return v
+}
+
+// continueToken is the state a continue parameter carries: the revision of
+// the first page and the last key returned.
+type continueToken struct {
+	APIVersion string `json:"v"`
+	Revision   uint64 `json:"rv"`
+	Start      string `json:"start"`
+}
+
+const continueVersion = "meta.k8s.io/v1"
+
+func encodeContinue(rev uint64, lastKey string) string {
+	b, _ := json.Marshal(continueToken{APIVersion: continueVersion, Revision: rev, Start: lastKey})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeContinue(s string) (uint64, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return 0, "", apierrors.NewBadRequest(fmt.Sprintf("invalid continue token: %v", err))
+	}
+	var t continueToken
+	if err := json.Unmarshal(b, &t); err != nil {
+		return 0, "", apierrors.NewBadRequest(fmt.Sprintf("invalid continue token: %v", err))
+	}
+	if t.APIVersion != continueVersion || t.Revision == 0 {
+		return 0, "", apierrors.NewBadRequest("invalid continue token: unsupported version or revision")
+	}
+	return t.Revision, t.Start, nil
+}

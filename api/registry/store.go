@@ -1,0 +1,612 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/trustplane/trustplane/fsm"
+)
+
+// Backend is what the store needs from the replicated state machine. It is
+// declared here, where it is used, so that the store depends on three
+// behaviours and not on the node that provides them.
+type Backend interface {
+	// Propose replicates cmd and returns the fsm's result once it has been
+	// applied on this node. A failed precondition is reported in Result.Err,
+	// not as the error: the error means the command may not have been applied.
+	Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error)
+	// ReadIndex returns an index at least as new as every write acknowledged
+	// before the call, once this node has applied it; reads served after it
+	// are linearizable.
+	ReadIndex(ctx context.Context) (uint64, error)
+	// WaitApplied blocks until this node has applied index, so that reads
+	// "not older than" index can be served locally.
+	WaitApplied(ctx context.Context, index uint64) error
+	// Get and List read this node's applied state without waiting.
+	Get(key fsm.Key, rev uint64) (*fsm.KV, uint64, error)
+	List(p fsm.Prefix, opts fsm.ListOptions) (fsm.ListResult, error)
+}
+
+// optimisticLockErrorMsg is kube-apiserver's wording for a stale resourceVersion.
+const optimisticLockErrorMsg = "the object has been modified; please apply your changes to the latest version and try again"
+
+// maxGenerateNameAttempts bounds retries when a generated name collides.
+const maxGenerateNameAttempts = 8
+
+// Store runs the generic verbs for one resource against the Backend.
+type Store struct {
+	*Resource
+	backend Backend
+	codec   runtime.Codec
+	// admit runs before a create is proposed (namespace lifecycle).
+	admit func(ctx context.Context, s *Store, obj runtime.Object) error
+	// freshWait bounds how long a read waits for a resourceVersion this node
+	// has not applied yet before answering 504.
+	freshWait time.Duration
+}
+
+func (s *Store) key(ctx context.Context, name string) fsm.Key {
+	k := fsm.Key{Group: s.GVR.Group, Resource: s.GVR.Resource, Name: name}
+	if s.Namespaced {
+		k.Namespace, _ = genericapirequest.NamespaceFrom(ctx)
+	}
+	return k
+}
+
+func (s *Store) prefix(ctx context.Context) fsm.Prefix {
+	p := fsm.Prefix{Group: s.GVR.Group, Resource: s.GVR.Resource}
+	if s.Namespaced {
+		p.Namespace, _ = genericapirequest.NamespaceFrom(ctx)
+	}
+	return p
+}
+
+// decode turns a stored value into an internal object carrying its
+// resourceVersion.
+func (s *Store) decode(kv *fsm.KV) (runtime.Object, error) {
+	obj, _, err := s.codec.Decode(kv.Value, nil, s.NewFunc())
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("decoding stored %s %q: %w", s.GVR.Resource, kv.Key.Name, err))
+	}
+	setRV(obj, kv.ModRevision)
+	return obj, nil
+}
+
+// encode serialises obj for storage without its resourceVersion, which is
+// always derived from the log index.
+func (s *Store) encode(obj runtime.Object) ([]byte, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	rv := m.GetResourceVersion()
+	m.SetResourceVersion("")
+	defer m.SetResourceVersion(rv)
+	var buf bytes.Buffer
+	if err := s.codec.Encode(obj, &buf); err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return buf.Bytes(), nil
+}
+
+func setRV(obj runtime.Object, rv uint64) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetResourceVersion(strconv.FormatUint(rv, 10))
+	}
+}
+
+// parseRV parses a client resourceVersion; "" and "0" are 0.
+func parseRV(rv string) (uint64, error) {
+	if rv == "" || rv == "0" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil || n == 0 {
+		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %s", rv))
+	}
+	return n, nil
+}
+
+// tooLargeRV is kube-apiserver's answer when a requested resourceVersion does
+// not become available in time: 504 with Retry-After.
+func tooLargeRV(want, have uint64) error {
+	err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", want, have), 1)
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
+	return err
+}
+
+// fresh makes this node's state suitable for a read at resourceVersion rv:
+// "" is linearizable (read index), "0" is local, N waits until N is applied.
+func (s *Store) fresh(ctx context.Context, rv string) error {
+	switch rv {
+	case "0":
+		return nil
+	case "":
+		if _, err := s.backend.ReadIndex(ctx); err != nil {
+			return unavailable(err)
+		}
+		return nil
+	}
+	n, err := parseRV(rv)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.freshWait)
+	defer cancel()
+	if err := s.backend.WaitApplied(wctx, n); err != nil {
+		_, have, _ := s.backend.Get(fsm.Key{}, 0)
+		return tooLargeRV(n, have)
+	}
+	return nil
+}
+
+func unavailable(err error) error {
+	e := apierrors.NewServiceUnavailable(fmt.Sprintf("the cluster cannot serve the request right now: %v", err))
+	e.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+	return e
+}
+
+// proposeErr maps a Propose transport error to a Status.
+func proposeErr(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return apierrors.NewTimeoutError(fmt.Sprintf("the write was not confirmed in time: %v", err), 1)
+	}
+	return unavailable(err)
+}
+
+// Get returns the named object, read per the resourceVersion rules.
+func (s *Store) Get(ctx context.Context, name string, opts *metav1.GetOptions) (runtime.Object, error) {
+	if err := s.fresh(ctx, opts.ResourceVersion); err != nil {
+		return nil, err
+	}
+	kv, _, err := s.backend.Get(s.key(ctx, name), 0)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	if kv == nil {
+		return nil, apierrors.NewNotFound(s.GroupResource(), name)
+	}
+	return s.decode(kv)
+}
+
+// Create stores a new object. Names from generateName are retried on collision.
+func (s *Store) Create(ctx context.Context, obj runtime.Object, dryRun bool) (runtime.Object, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	rest.FillObjectMetaSystemFields(m)
+	generated := m.GetGenerateName() != "" && m.GetName() == ""
+	if generated {
+		m.SetName(s.CreateStrategy.GenerateName(m.GetGenerateName()))
+	}
+	if err := rest.BeforeCreate(s.CreateStrategy, ctx, obj); err != nil {
+		return nil, err
+	}
+	if s.admit != nil {
+		if err := s.admit(ctx, s, obj); err != nil {
+			return nil, err
+		}
+	}
+	for attempt := 1; ; attempt++ {
+		data, err := s.encode(obj)
+		if err != nil {
+			return nil, err
+		}
+		if dryRun {
+			return obj, nil
+		}
+		res, err := s.backend.Propose(ctx, &fsm.Command{
+			Op: fsm.OpPut, Key: s.key(ctx, m.GetName()), Value: data, UID: string(m.GetUID()), MustNotExist: true,
+		})
+		if err != nil {
+			return nil, proposeErr(err)
+		}
+		if errors.Is(res.Err, fsm.ErrExists) {
+			if generated && attempt < maxGenerateNameAttempts {
+				m.SetName(s.CreateStrategy.GenerateName(m.GetGenerateName()))
+				continue
+			}
+			return nil, s.alreadyExists(res.Prev, m.GetName(), generated)
+		}
+		if res.Err != nil {
+			return nil, apierrors.NewInternalError(res.Err)
+		}
+		setRV(obj, res.Revision)
+		return obj, nil
+	}
+}
+
+func (s *Store) alreadyExists(cur *fsm.KV, name string, generated bool) error {
+	if generated {
+		return apierrors.NewGenerateNameConflict(s.GroupResource(), name, 1)
+	}
+	err := apierrors.NewAlreadyExists(s.GroupResource(), name)
+	if cur != nil {
+		if obj, derr := s.decode(cur); derr == nil {
+			if m, merr := meta.Accessor(obj); merr == nil && m.GetDeletionTimestamp() != nil {
+				err.ErrStatus.Message = "object is being deleted: " + err.ErrStatus.Message
+			}
+		}
+	}
+	return err
+}
+
+// Update replaces the named object with objInfo's result. The read-modify-write
+// is an optimistic loop: a concurrent write makes it start again, unless the
+// caller pinned a resourceVersion, which then conflicts.
+func (s *Store) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, dryRun bool) (runtime.Object, error) {
+	key := s.key(ctx, name)
+	for {
+		kv, _, err := s.backend.Get(key, 0)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		if kv == nil {
+			return nil, apierrors.NewNotFound(s.GroupResource(), name)
+		}
+		old, err := s.decode(kv)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkPreconditions(s.GroupResource(), name, objInfo.Preconditions(), old); err != nil {
+			return nil, err
+		}
+		obj, err := objInfo.UpdatedObject(ctx, old)
+		if err != nil {
+			return nil, err
+		}
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		pinned := m.GetResourceVersion()
+		switch {
+		case pinned == "" && !s.UpdateStrategy.AllowUnconditionalUpdate():
+			return nil, apierrors.NewInvalid(s.Kind(), name, field.ErrorList{
+				field.Invalid(field.NewPath("metadata", "resourceVersion"), pinned, "must be specified for an update")})
+		case pinned != "" && pinned != strconv.FormatUint(kv.ModRevision, 10):
+			return nil, apierrors.NewConflict(s.GroupResource(), name, errors.New(optimisticLockErrorMsg))
+		}
+		if err := rest.BeforeUpdate(s.UpdateStrategy, ctx, obj, old); err != nil {
+			return nil, err
+		}
+		data, err := s.encode(obj)
+		if err != nil {
+			return nil, err
+		}
+		if bytes.Equal(data, kv.Value) {
+			// A no-op update keeps the resourceVersion and writes nothing.
+			return old, nil
+		}
+		if dryRun {
+			setRV(obj, kv.ModRevision)
+			return obj, nil
+		}
+		res, err := s.backend.Propose(ctx, &fsm.Command{
+			Op: fsm.OpPut, Key: key, Value: data, UID: string(m.GetUID()), ModRevision: kv.ModRevision, MatchUID: kv.UID,
+		})
+		if err != nil {
+			return nil, proposeErr(err)
+		}
+		switch {
+		case res.Err == nil:
+			setRV(obj, res.Revision)
+			return obj, nil
+		case errors.Is(res.Err, fsm.ErrNotFound):
+			return nil, apierrors.NewNotFound(s.GroupResource(), name)
+		case errors.Is(res.Err, fsm.ErrModRevisionMismatch), errors.Is(res.Err, fsm.ErrUIDMismatch):
+			if pinned != "" {
+				return nil, apierrors.NewConflict(s.GroupResource(), name, errors.New(optimisticLockErrorMsg))
+			}
+			continue
+		default:
+			return nil, apierrors.NewInternalError(res.Err)
+		}
+	}
+}
+
+// checkPreconditions applies DeleteOptions/UpdatedObjectInfo preconditions
+// with kube-apiserver's messages.
+func checkPreconditions(gr schema.GroupResource, name string, p *metav1.Preconditions, obj runtime.Object) error {
+	if p == nil {
+		return nil
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if p.UID != nil && *p.UID != m.GetUID() {
+		return apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, m.GetUID()))
+	}
+	if p.ResourceVersion != nil && *p.ResourceVersion != m.GetResourceVersion() {
+		return apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, m.GetResourceVersion()))
+	}
+	return nil
+}
+
+// Delete removes the named object and reports whether it is gone. An object
+// with finalizers is only marked with a deletionTimestamp (done is false);
+// the last finalizer's removal deletes it.
+func (s *Store) Delete(ctx context.Context, name string, opts *metav1.DeleteOptions, dryRun bool) (obj runtime.Object, done bool, err error) {
+	key := s.key(ctx, name)
+	for {
+		kv, _, err := s.backend.Get(key, 0)
+		if err != nil {
+			return nil, false, apierrors.NewInternalError(err)
+		}
+		if kv == nil {
+			return nil, false, apierrors.NewNotFound(s.GroupResource(), name)
+		}
+		obj, err = s.decode(kv)
+		if err != nil {
+			return nil, false, err
+		}
+		if err := checkPreconditions(s.GroupResource(), name, opts.Preconditions, obj); err != nil {
+			return nil, false, err
+		}
+		graceful, pending, err := rest.BeforeDelete(s.DeleteStrategy, ctx, obj, opts)
+		if err != nil {
+			return nil, false, err
+		}
+		if pending {
+			return obj, false, nil
+		}
+		if graceful || s.hasFinalizers(obj) {
+			out, retry, err := s.markDeleting(ctx, key, kv, obj, dryRun)
+			if retry {
+				continue
+			}
+			return out, false, err
+		}
+		if dryRun {
+			return s.deleted(obj, name), true, nil
+		}
+		res, err := s.backend.Propose(ctx, &fsm.Command{Op: fsm.OpDelete, Key: key, ModRevision: kv.ModRevision})
+		if err != nil {
+			return nil, false, proposeErr(err)
+		}
+		switch {
+		case res.Err == nil:
+			setRV(obj, res.Revision)
+			return s.deleted(obj, name), true, nil
+		case errors.Is(res.Err, fsm.ErrNotFound):
+			return nil, false, apierrors.NewNotFound(s.GroupResource(), name)
+		case errors.Is(res.Err, fsm.ErrModRevisionMismatch):
+			continue
+		default:
+			return nil, false, apierrors.NewInternalError(res.Err)
+		}
+	}
+}
+
+func (s *Store) hasFinalizers(obj runtime.Object) bool {
+	if s.Finalizers != nil && len(s.Finalizers(obj)) > 0 {
+		return true
+	}
+	m, err := meta.Accessor(obj)
+	return err == nil && len(m.GetFinalizers()) > 0
+}
+
+// markDeleting records a pending deletion: deletionTimestamp and a zero grace
+// period, plus whatever the resource's OnDeleting hook sets (namespace phase).
+func (s *Store) markDeleting(ctx context.Context, key fsm.Key, kv *fsm.KV, obj runtime.Object, dryRun bool) (runtime.Object, bool, error) {
+	m, _ := meta.Accessor(obj)
+	if m.GetDeletionTimestamp() == nil {
+		now := metav1.NewTime(time.Now().Truncate(time.Second))
+		m.SetDeletionTimestamp(&now)
+	}
+	if m.GetDeletionGracePeriodSeconds() == nil {
+		zero := int64(0)
+		m.SetDeletionGracePeriodSeconds(&zero)
+	}
+	if s.OnDeleting != nil {
+		s.OnDeleting(obj)
+	}
+	data, err := s.encode(obj)
+	if err != nil {
+		return nil, false, err
+	}
+	if bytes.Equal(data, kv.Value) || dryRun {
+		return obj, false, nil
+	}
+	res, err := s.backend.Propose(ctx, &fsm.Command{Op: fsm.OpPut, Key: key, Value: data, UID: kv.UID, ModRevision: kv.ModRevision})
+	if err != nil {
+		return nil, false, proposeErr(err)
+	}
+	if errors.Is(res.Err, fsm.ErrModRevisionMismatch) {
+		return nil, true, nil
+	}
+	if res.Err != nil {
+		return nil, false, apierrors.NewNotFound(s.GroupResource(), m.GetName())
+	}
+	setRV(obj, res.Revision)
+	return obj, false, nil
+}
+
+// deleted is the response body of a completed delete.
+func (s *Store) deleted(obj runtime.Object, name string) runtime.Object {
+	if s.ReturnDeletedObject {
+		return obj
+	}
+	m, _ := meta.Accessor(obj)
+	return &metav1.Status{
+		Status: metav1.StatusSuccess,
+		Details: &metav1.StatusDetails{
+			Name: name, Group: s.GVR.Group, Kind: s.GVR.Resource, UID: m.GetUID(),
+		},
+	}
+}
+
+// DeleteCollection deletes every object the options select and returns them
+// as a list, as kube-apiserver does.
+func (s *Store) DeleteCollection(ctx context.Context, listOpts *metainternalversion.ListOptions, opts *metav1.DeleteOptions, dryRun bool) (runtime.Object, error) {
+	listObj, err := s.List(ctx, listOpts)
+	if err != nil {
+		return nil, err
+	}
+	items, err := meta.ExtractList(listObj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	var deleted []runtime.Object
+	for _, item := range items {
+		m, _ := meta.Accessor(item)
+		itemCtx := genericapirequest.WithNamespace(ctx, m.GetNamespace())
+		out, _, err := s.Delete(itemCtx, m.GetName(), opts.DeepCopy(), dryRun)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if _, isStatus := out.(*metav1.Status); isStatus {
+			out = item
+		}
+		deleted = append(deleted, out)
+	}
+	if err := meta.SetList(listObj, deleted); err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return listObj, nil
+}
+
+// List returns the objects the options select, ordered by namespace and name.
+func (s *Store) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
+	label := labels.Everything()
+	if opts.LabelSelector != nil {
+		label = opts.LabelSelector
+	}
+	fieldSel := fields.Everything()
+	if opts.FieldSelector != nil {
+		fieldSel = opts.FieldSelector
+	}
+	rev, startAfter, err := s.listStart(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	filtered := !label.Empty() || !fieldSel.Empty()
+	limit := int(opts.Limit)
+	var (
+		items     []runtime.Object
+		more      bool
+		remaining int64
+	)
+pages:
+	for {
+		batch := 0
+		if limit > 0 {
+			batch = limit - len(items)
+			if filtered && batch < 64 {
+				batch = 64 // read ahead: a selector may drop items
+			}
+		}
+		res, err := s.backend.List(s.prefix(ctx), fsm.ListOptions{Revision: rev, StartAfter: startAfter, Limit: batch})
+		if err != nil {
+			return nil, s.readErr(err, opts.Continue != "")
+		}
+		rev = res.Revision // every page of one list comes from one revision
+		for i, kv := range res.KVs {
+			startAfter = kv.Key.String()
+			obj, err := s.decode(kv)
+			if err != nil {
+				return nil, err
+			}
+			ok, err := s.matches(obj, label, fieldSel)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+			items = append(items, obj)
+			if limit > 0 && len(items) == limit {
+				left := int64(len(res.KVs) - 1 - i)
+				more = left > 0 || res.More
+				if res.More {
+					left += res.Remaining
+				}
+				remaining = left
+				break pages
+			}
+		}
+		if !res.More {
+			break
+		}
+	}
+	list := s.NewListFunc()
+	if err := meta.SetList(list, items); err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	lm, err := meta.ListAccessor(list)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	lm.SetResourceVersion(strconv.FormatUint(rev, 10))
+	if more {
+		lm.SetContinue(encodeContinue(rev, startAfter))
+		if !filtered && remaining > 0 {
+			lm.SetRemainingItemCount(&remaining)
+		}
+	}
+	return list, nil
+}
+
+// listStart resolves the revision and start key of a list request.
+func (s *Store) listStart(ctx context.Context, opts *metainternalversion.ListOptions) (uint64, string, error) {
+	if opts.Continue != "" {
+		rev, start, err := decodeContinue(opts.Continue)
+		if err != nil {
+			return 0, "", err
+		}
+		return rev, start, nil
+	}
+	if err := s.fresh(ctx, opts.ResourceVersion); err != nil {
+		return 0, "", err
+	}
+	if opts.ResourceVersion != "" && opts.ResourceVersion != "0" &&
+		(opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact || (opts.ResourceVersionMatch == "" && opts.Limit > 0)) {
+		n, _ := parseRV(opts.ResourceVersion)
+		return n, "", nil
+	}
+	return 0, "", nil
+}
+
+func (s *Store) readErr(err error, continuing bool) error {
+	switch {
+	case errors.Is(err, fsm.ErrCompacted) && continuing:
+		return apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
+	case errors.Is(err, fsm.ErrCompacted):
+		return apierrors.NewResourceExpired("The resourceVersion for the provided list is too old.")
+	case errors.Is(err, fsm.ErrFutureRevision):
+		return tooLargeRV(0, 0)
+	}
+	return apierrors.NewInternalError(err)
+}
+
+func (s *Store) matches(obj runtime.Object, label labels.Selector, field fields.Selector) (bool, error) {
+	if label.Empty() && field.Empty() {
+		return true, nil
+	}
+	ls, fs, err := s.GetAttrs(obj)
+	if err != nil {
+		return false, apierrors.NewInternalError(err)
+	}
+	return label.Matches(ls) && field.Matches(fs), nil
+}

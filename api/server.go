@@ -1,0 +1,268 @@
+package api
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/endpoints/filters"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/server/healthz"
+
+	"github.com/trustplane/trustplane/api/registry"
+)
+
+// Config configures the API server. cmd/trustplane fills it from flags.
+type Config struct {
+	// Listen is the host:port of the HTTPS listener.
+	Listen string
+	// TLS carries the serving certificate and the client CA pool used to
+	// authenticate client certificates.
+	TLS *tls.Config
+	// MaxRequestBodyBytes bounds request bodies (kube-apiserver: 3 MiB).
+	MaxRequestBodyBytes int64
+	// LivezChecks and ReadyzChecks back /livez and /readyz; /healthz runs both.
+	LivezChecks  []healthz.HealthChecker
+	ReadyzChecks []healthz.HealthChecker
+	Logger       *slog.Logger
+}
+
+// DefaultConfig returns kube-apiserver's defaults.
+func DefaultConfig() *Config {
+	return &Config{Listen: "127.0.0.1:6443", MaxRequestBodyBytes: 3 << 20, Logger: slog.Default()}
+}
+
+// Validate reports a configuration the server cannot run with.
+func (c *Config) Validate() error {
+	if c.TLS == nil || len(c.TLS.Certificates) == 0 && c.TLS.GetCertificate == nil {
+		return errors.New("api: a TLS serving certificate is required")
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("api: listen address %q: %w", c.Listen, err)
+	}
+	if c.MaxRequestBodyBytes <= 0 {
+		return errors.New("api: MaxRequestBodyBytes must be positive")
+	}
+	return nil
+}
+
+// Server serves the Kubernetes-compatible API over HTTPS.
+type Server struct {
+	cfg      *Config
+	reg      *registry.Registry
+	log      *slog.Logger
+	infos    *genericapirequest.RequestInfoFactory
+	handler  http.Handler
+	http     *http.Server
+	listener net.Listener
+}
+
+// New builds the server over reg. It does not listen yet.
+func New(cfg *Config, reg *registry.Registry) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{
+		cfg: cfg, reg: reg, log: log,
+		infos: &genericapirequest.RequestInfoFactory{
+			APIPrefixes:          sets.NewString("api", "apis"),
+			GrouplessAPIPrefixes: sets.NewString("api"),
+		},
+	}
+	s.handler = s.buildHandler()
+	return s, nil
+}
+
+// Handler is the whole filter chain and router, for tests and embedding.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) buildHandler() http.Handler {
+	r := httprouter.New()
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.HandleMethodNotAllowed = false
+	r.NotFound = http.HandlerFunc(s.notFound)
+
+	health := http.NewServeMux()
+	healthz.InstallLivezHandler(health, s.cfg.LivezChecks...)
+	healthz.InstallReadyzHandler(health, s.cfg.ReadyzChecks...)
+	healthz.InstallHandler(health, uniqueChecks(s.cfg.LivezChecks, s.cfg.ReadyzChecks)...)
+	for _, p := range []string{"/livez", "/readyz", "/healthz"} {
+		r.Handler(http.MethodGet, p, health)
+		r.Handler(http.MethodGet, p+"/*check", health)
+	}
+	r.HandlerFunc(http.MethodGet, "/version", s.serveVersion)
+	r.HandlerFunc(http.MethodGet, "/api", s.serveAPIVersions)
+	r.HandlerFunc(http.MethodGet, "/apis", s.serveAPIGroupList)
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		r.HandlerFunc(m, "/api/*path", s.serveResource)
+		r.HandlerFunc(m, "/apis/*path", s.serveResource)
+	}
+
+	var h http.Handler = r
+	h = filters.WithWarningRecorder(h)
+	h = s.withAuthentication(h)
+	h = s.withRecovery(h)
+	return h
+}
+
+// uniqueChecks joins check lists, keeping the first check of each name:
+// /healthz runs the liveness and readiness checks once each.
+func uniqueChecks(lists ...[]healthz.HealthChecker) []healthz.HealthChecker {
+	seen := map[string]bool{}
+	var out []healthz.HealthChecker
+	for _, l := range lists {
+		for _, c := range l {
+			if !seen[c.Name()] {
+				seen[c.Name()] = true
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// publicPaths may be read without credentials, as kube's
+// system:public-info-viewer role allows.
+var publicPaths = map[string]bool{"/livez": true, "/readyz": true, "/healthz": true, "/version": true}
+
+func isPublic(path string) bool {
+	if publicPaths[path] {
+		return true
+	}
+	for p := range publicPaths {
+		if p != "/version" && len(path) > len(p) && path[:len(p)+1] == p+"/" {
+			return true
+		}
+	}
+	return false
+}
+
+// withAuthentication identifies the caller by a client certificate signed by
+// the cluster CA (CN = user, O = groups). Everything else gets 401, except the
+// public health and version paths.
+func (s *Server) withAuthentication(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.TLS != nil && len(req.TLS.VerifiedChains) > 0 && len(req.TLS.VerifiedChains[0]) > 0 {
+			leaf := req.TLS.VerifiedChains[0][0]
+			groups := append(append([]string{}, leaf.Subject.Organization...), user.AllAuthenticated)
+			u := &user.DefaultInfo{Name: leaf.Subject.CommonName, Groups: groups}
+			next.ServeHTTP(w, req.WithContext(genericapirequest.WithUser(req.Context(), u)))
+			return
+		}
+		if isPublic(req.URL.Path) {
+			u := &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}
+			next.ServeHTTP(w, req.WithContext(genericapirequest.WithUser(req.Context(), u)))
+			return
+		}
+		s.writeError(w, req, apierrors.NewUnauthorized("Unauthorized"))
+	})
+}
+
+// withRecovery turns a handler panic into a 500 Status and a logged stack,
+// so that no request can take the node down.
+func (s *Server) withRecovery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		rw := &trackingWriter{ResponseWriter: w}
+		defer func() {
+			p := recover()
+			if p == nil {
+				return
+			}
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.Error("panic serving request", "method", req.Method, "path", req.URL.Path, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			if !rw.wrote {
+				s.writeError(rw, req, apierrors.NewInternalError(fmt.Errorf("an internal error occurred while serving the request")))
+			}
+		}()
+		next.ServeHTTP(rw, req)
+	})
+}
+
+// trackingWriter remembers whether the response has started.
+type trackingWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (t *trackingWriter) WriteHeader(code int) { t.wrote = true; t.ResponseWriter.WriteHeader(code) }
+func (t *trackingWriter) Write(b []byte) (int, error) {
+	t.wrote = true
+	return t.ResponseWriter.Write(b)
+}
+
+// Flush lets streaming responses through the wrapper.
+func (t *trackingWriter) Flush() {
+	if f, ok := t.ResponseWriter.(http.Flusher); ok {
+		t.wrote = true
+		f.Flush()
+	}
+}
+
+// Unwrap exposes the underlying writer to http.ResponseController.
+func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
+
+func (s *Server) notFound(w http.ResponseWriter, req *http.Request) {
+	s.writeError(w, req, apierrors.NewGenericServerResponse(http.StatusNotFound, req.Method, schema.GroupResource{}, "", "", 0, false))
+}
+
+// Listen binds the listener; Serve serves on it. Splitting them lets the
+// caller know the port is bound before it reports readiness.
+func (s *Server) Listen() error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("api: listen %s: %w", s.cfg.Listen, err)
+	}
+	s.listener = ln
+	return nil
+}
+
+// Addr is the bound address, after Listen.
+func (s *Server) Addr() net.Addr { return s.listener.Addr() }
+
+// Serve serves HTTPS until Shutdown.
+func (s *Server) Serve() error {
+	tlsCfg := s.cfg.TLS.Clone()
+	tlsCfg.NextProtos = []string{"h2", "http/1.1"}
+	s.http = &http.Server{
+		Handler:           s.handler,
+		TLSConfig:         tlsCfg,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	err := s.http.ServeTLS(s.listener, "", "")
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting requests and waits for in-flight ones until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.http == nil {
+		if s.listener != nil {
+			return s.listener.Close()
+		}
+		return nil
+	}
+	return s.http.Shutdown(ctx)
+}

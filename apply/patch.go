@@ -1,0 +1,75 @@
+package apply
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"k8s.io/apimachinery/pkg/util/mergepatch"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+)
+
+// Sentinel errors; the api package maps them to Status codes.
+var (
+	// ErrBadPatch: the patch document itself cannot be decoded (400).
+	ErrBadPatch = errors.New("bad patch")
+	// ErrPatchFailed: a well-formed patch cannot be applied to the object,
+	// for example a failing JSON patch "test" operation (422).
+	ErrPatchFailed = errors.New("patch cannot be applied")
+	// ErrTooManyOperations: a JSON patch exceeds MaxJSONPatchOperations (413).
+	ErrTooManyOperations = errors.New("too many JSON patch operations")
+)
+
+// MaxJSONPatchOperations is kube-apiserver's bound on JSON patch length.
+const MaxJSONPatchOperations = 10000
+
+// JSONPatch applies an RFC 6902 patch to original.
+func JSONPatch(original, patch []byte) ([]byte, error) {
+	ops, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadPatch, err)
+	}
+	if len(ops) > MaxJSONPatchOperations {
+		return nil, fmt.Errorf("%w: The allowed maximum operations in a JSON patch is %d, got %d",
+			ErrTooManyOperations, MaxJSONPatchOperations, len(ops))
+	}
+	out, err := ops.Apply(original)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPatchFailed, err)
+	}
+	return out, nil
+}
+
+// MergePatch applies an RFC 7386 merge patch to original.
+func MergePatch(original, patch []byte) ([]byte, error) {
+	out, err := jsonpatch.MergePatch(original, patch)
+	switch {
+	case errors.Is(err, jsonpatch.ErrBadJSONPatch), errors.Is(err, jsonpatch.ErrBadJSONDoc):
+		return nil, fmt.Errorf("%w: %v", ErrBadPatch, err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %v", ErrPatchFailed, err)
+	}
+	return out, nil
+}
+
+// StrategicMergePatch applies a strategic merge patch to original, using the
+// patch metadata (merge keys, strategies) of the Go type of schema, which
+// must be the external type of the object.
+func StrategicMergePatch(original, patch []byte, schema interface{}) ([]byte, error) {
+	var probe map[string]interface{}
+	if err := json.Unmarshal(patch, &probe); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadPatch, err)
+	}
+	out, err := strategicpatch.StrategicMergePatch(original, patch, schema)
+	switch {
+	case err == nil:
+		return out, nil
+	case errors.Is(err, mergepatch.ErrBadJSONDoc), errors.Is(err, mergepatch.ErrBadPatchFormatForPrimitiveList),
+		errors.Is(err, mergepatch.ErrBadPatchFormatForRetainKeys), errors.Is(err, mergepatch.ErrBadPatchFormatForSetElementOrderList),
+		errors.Is(err, mergepatch.ErrUnsupportedStrategicMergePatchFormat):
+		return nil, fmt.Errorf("%w: %v", ErrBadPatch, err)
+	default:
+		return nil, fmt.Errorf("%w: %v", ErrPatchFailed, err)
+	}
+}
