@@ -1,0 +1,43 @@
+# trustplane: make run starts a one-node cluster, make test runs the tests.
+
+GO       ?= go
+BIN      := bin/trustplane
+DATA_DIR ?= ./trustplane-data
+LISTEN   ?= 127.0.0.1:6443
+PKGS     := ./...
+
+.PHONY: all build run test test-unit test-e2e lint bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/trustplane
+
+# run builds and starts one node with the default data dir; it prints how to
+# point kubectl at it once ready (the kubeconfig is $(DATA_DIR)/admin.kubeconfig).
+run: build
+	$(BIN) serve --data-dir $(DATA_DIR) --listen $(LISTEN)
+
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+# test is what CI runs: lint, unit tests (race detector on the concurrent
+# core), and end-to-end tests against the real binary.
+test: lint test-unit test-e2e
+
+test-unit:
+	$(GO) test -race -count=1 ./fsm/... ./cluster/... ./certs/... ./apply/...
+	$(GO) test -count=1 ./api/...
+
+test-e2e:
+	$(GO) test -count=1 -timeout 15m ./cmd/...
+
+# bench runs the benchmarks recorded in docs/BENCHMARKS.md.
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 5s ./fsm/
+	$(GO) test -run '^$$' -bench . -benchtime 10s -timeout 30m ./cmd/trustplane/
+
+clean:
+	rm -rf bin

@@ -1,0 +1,51 @@
+// Command trustplane runs a node of the trustplane control plane.
+//
+//	trustplane [serve] [flags]   run a node (the default command)
+//	trustplane certs init --dir D  create a shared cluster CA and gossip key
+//
+// Flags fill config structs here and nowhere else; every flag has an
+// environment-variable twin (TRUSTPLANE_<FLAG>, dashes as underscores).
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	args := os.Args[1:]
+	cmd := "serve"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "serve":
+		err = serve(args)
+	case "certs":
+		err = certsCmd(args)
+	case "version":
+		fmt.Println(versionString())
+	case "help":
+		usage()
+	default:
+		usage()
+		err = fmt.Errorf("unknown command %q", cmd)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "trustplane:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprint(os.Stderr, `trustplane: a Kubernetes-compatible identity and certificate API on Raft
+
+Usage:
+  trustplane [serve] [flags]        run a node (default)
+  trustplane certs init --dir DIR   create a shared cluster CA and gossip key
+  trustplane version                print the version
+
+Run "trustplane serve -h" for the node's flags.
+`)
+}

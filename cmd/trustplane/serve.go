@@ -1,0 +1,339 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"k8s.io/apiserver/pkg/server/healthz"
+
+	"github.com/trustplane/trustplane/api"
+	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/certs"
+	"github.com/trustplane/trustplane/cluster"
+	"github.com/trustplane/trustplane/fsm"
+)
+
+// options are the serve flags.
+type options struct {
+	dataDir         string
+	listen          string
+	raftAddr        string
+	gossipAddr      string
+	nodeName        string
+	join            string
+	bootstrapExpect int
+	caDir           string
+	runtimeConfig   string
+	saIssuer        string
+	serviceCIDR     string
+	logLevel        string
+}
+
+func parseServe(args []string) (*options, error) {
+	host, _ := os.Hostname()
+	o := &options{}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&o.dataDir, "data-dir", "./trustplane-data", "raft log, snapshots, generated certificates and admin.kubeconfig")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:6443", "HTTPS API address")
+	fs.StringVar(&o.raftAddr, "raft-addr", "127.0.0.1:6444", "raft transport address (mutual TLS)")
+	fs.StringVar(&o.gossipAddr, "gossip-addr", "127.0.0.1:6445", "memberlist gossip address (multi-node clusters; not used by a one-node cluster yet)")
+	fs.StringVar(&o.nodeName, "node-name", host, "unique name of this node")
+	fs.StringVar(&o.join, "join", "", "gossip seeds of an existing cluster (multi-node clusters; not used yet)")
+	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 1, "servers to see before the first election (1 bootstraps a one-node cluster)")
+	fs.StringVar(&o.caDir, "ca-dir", "", "shared cluster CA directory (default <data-dir>/pki, generated when absent)")
+	fs.StringVar(&o.runtimeConfig, "runtime-config", "", "enable or disable group versions, k=v,...")
+	fs.StringVar(&o.saIssuer, "service-account-issuer", "https://kubernetes.default.svc", "service account token issuer URL")
+	fs.StringVar(&o.serviceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "range whose first address is the ClusterIP of default/kubernetes")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := envTwins(fs); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if o.bootstrapExpect != 1 {
+		return nil, fmt.Errorf("--bootstrap-expect %d: only one-node clusters are supported so far", o.bootstrapExpect)
+	}
+	if o.nodeName == "" {
+		return nil, errors.New("--node-name is required")
+	}
+	return o, nil
+}
+
+func serve(args []string) error {
+	o, err := parseServe(args)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(log)
+
+	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	pki := filepath.Join(o.dataDir, "pki")
+	caDir := o.caDir
+	if caDir == "" {
+		caDir = pki
+	}
+	ca, err := certs.LoadOrCreateCA(caDir)
+	if err != nil {
+		return fmt.Errorf("cluster CA: %w", err)
+	}
+	clusterIP, err := firstServiceIP(o.serviceCIDR)
+	if err != nil {
+		return err
+	}
+	listenHost, listenPort, err := net.SplitHostPort(o.listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	serving, err := ca.EnsurePair(filepath.Join(pki, "apiserver.crt"), filepath.Join(pki, "apiserver.key"), servingRequest(o.nodeName, listenHost, clusterIP))
+	if err != nil {
+		return fmt.Errorf("serving certificate: %w", err)
+	}
+	raftHost, _, err := net.SplitHostPort(o.raftAddr)
+	if err != nil {
+		return fmt.Errorf("--raft-addr: %w", err)
+	}
+	nodeCert, err := ca.EnsurePair(filepath.Join(pki, "node.crt"), filepath.Join(pki, "node.key"), nodeRequest(o.nodeName, raftHost))
+	if err != nil {
+		return fmt.Errorf("node certificate: %w", err)
+	}
+
+	f := fsm.New()
+	ccfg := cluster.DefaultConfig()
+	ccfg.NodeName = o.nodeName
+	ccfg.DataDir = o.dataDir
+	ccfg.RaftAddr = o.raftAddr
+	ccfg.BootstrapExpect = o.bootstrapExpect
+	ccfg.TLS = &tls.Config{Certificates: []tls.Certificate{nodeCert}, RootCAs: ca.Pool(), ClientCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
+	ccfg.Logger = log.With("component", "cluster")
+	node, err := cluster.New(ccfg, f)
+	if err != nil {
+		return fmt.Errorf("raft: %w", err)
+	}
+	defer node.Shutdown()
+
+	reg := registry.New(registry.DefaultConfig(), backend{node: node, fsm: f}, registry.CoreResources())
+	var bootstrapped, shuttingDown atomic.Bool
+	port, _ := strconv.Atoi(listenPort)
+
+	acfg := api.DefaultConfig()
+	acfg.Listen = o.listen
+	acfg.Logger = log.With("component", "api")
+	acfg.TLS = &tls.Config{
+		Certificates: []tls.Certificate{serving},
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+		ClientCAs:    ca.Pool(),
+		MinVersion:   tls.VersionTLS12,
+	}
+	acfg.LivezChecks = []healthz.HealthChecker{
+		healthz.PingHealthz,
+	}
+	acfg.ReadyzChecks = []healthz.HealthChecker{
+		healthz.PingHealthz,
+		healthz.NamedCheck("raft-leader", func(*http.Request) error { return node.CheckLeader() }),
+		healthz.NamedCheck("fsm-caught-up", func(*http.Request) error { return node.CheckCaughtUp() }),
+		healthz.NamedCheck("poststarthook/bootstrap", func(*http.Request) error {
+			if !bootstrapped.Load() {
+				return errors.New("default namespaces and services are not created yet")
+			}
+			return nil
+		}),
+		healthz.NamedCheck("shutdown", func(*http.Request) error {
+			if shuttingDown.Load() {
+				return errors.New("process is shutting down")
+			}
+			return nil
+		}),
+	}
+	srv, err := api.New(acfg, reg)
+	if err != nil {
+		return err
+	}
+	if err := srv.Listen(); err != nil {
+		return err
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve() }()
+	log.Info("serving the API", "address", srv.Addr().String(), "node", o.nodeName, "data-dir", o.dataDir)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		if err := bootstrap(ctx, log, node, reg, clusterIP, int32(port)); err != nil {
+			return
+		}
+		bootstrapped.Store(true)
+		kubeconfig := filepath.Join(o.dataDir, "admin.kubeconfig")
+		if err := writeAdminKubeconfig(ca, pki, kubeconfig, apiURL(srv.Addr().String(), listenHost)); err != nil {
+			log.Error("writing the admin kubeconfig", "error", err)
+			return
+		}
+		log.Info("ready", "kubeconfig", kubeconfig)
+		fmt.Fprintf(os.Stderr, "\ntrustplane is ready. Point kubectl at it with:\n\n  export KUBECONFIG=%s\n  kubectl get serviceaccounts -A\n\n", kubeconfig)
+	}()
+
+	select {
+	case err := <-serveErr:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shuttingDown.Store(true)
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+// bootstrap waits until this node leads and the log is readable, then creates
+// the default namespaces and the kubernetes Service. It retries until ctx ends.
+func bootstrap(ctx context.Context, log *slog.Logger, node *cluster.Node, reg *registry.Registry, ip net.IP, port int32) error {
+	for {
+		if node.IsLeader() {
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := reg.Bootstrap(rctx, ip, port)
+			cancel()
+			if err == nil {
+				return nil
+			}
+			log.Warn("bootstrap failed, retrying", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// backend joins the node (writes, read index) and the fsm (local reads) into
+// what the registry needs.
+type backend struct {
+	node *cluster.Node
+	fsm  *fsm.FSM
+}
+
+func (b backend) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error) {
+	return b.node.Propose(ctx, cmd)
+}
+func (b backend) ReadIndex(ctx context.Context) (uint64, error) { return b.node.ReadIndex(ctx) }
+func (b backend) WaitApplied(ctx context.Context, index uint64) error {
+	return b.fsm.WaitApplied(ctx, index)
+}
+func (b backend) Get(key fsm.Key, rev uint64) (*fsm.KV, uint64, error) { return b.fsm.Get(key, rev) }
+func (b backend) List(p fsm.Prefix, opts fsm.ListOptions) (fsm.ListResult, error) {
+	return b.fsm.List(p, opts)
+}
+
+func servingRequest(nodeName, listenHost string, clusterIP net.IP) certs.Request {
+	r := certs.Request{
+		CommonName:  "trustplane-apiserver",
+		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1"), clusterIP},
+		Server:      true,
+	}
+	addHost(&r, nodeName)
+	addHost(&r, listenHost)
+	return r
+}
+
+func nodeRequest(nodeName, raftHost string) certs.Request {
+	r := certs.Request{
+		CommonName: "system:trustplane-node:" + nodeName, Organization: []string{"system:trustplane-nodes"},
+		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		Client: true, Server: true,
+	}
+	addHost(&r, nodeName)
+	addHost(&r, raftHost)
+	return r
+}
+
+// addHost adds h as an IP or DNS SAN unless it is empty, unspecified or present.
+func addHost(r *certs.Request, h string) {
+	if h == "" {
+		return
+	}
+	if ip := net.ParseIP(h); ip != nil {
+		if ip.IsUnspecified() {
+			return
+		}
+		for _, have := range r.IPAddresses {
+			if have.Equal(ip) {
+				return
+			}
+		}
+		r.IPAddresses = append(r.IPAddresses, ip)
+		return
+	}
+	for _, have := range r.DNSNames {
+		if have == h {
+			return
+		}
+	}
+	r.DNSNames = append(r.DNSNames, h)
+}
+
+// firstServiceIP is the first host address of the service range, the
+// ClusterIP kube-apiserver gives default/kubernetes.
+func firstServiceIP(cidr string) (net.IP, error) {
+	_, n, err := net.ParseCIDR(cidr)
+	if err != nil {
+		return nil, fmt.Errorf("--service-cluster-ip-range: %w", err)
+	}
+	ip := make(net.IP, len(n.IP))
+	copy(ip, n.IP)
+	ip[len(ip)-1]++
+	if !n.Contains(ip) {
+		return nil, fmt.Errorf("--service-cluster-ip-range %s has no host addresses", cidr)
+	}
+	return ip, nil
+}
+
+// apiURL is the URL clients use: the bound address, with an unspecified
+// listen host replaced by loopback.
+func apiURL(bound, listenHost string) string {
+	host, port, _ := net.SplitHostPort(bound)
+	if ip := net.ParseIP(listenHost); ip == nil || !ip.IsUnspecified() {
+		host = listenHost
+	} else {
+		host = "127.0.0.1"
+	}
+	return "https://" + net.JoinHostPort(host, port)
+}
+
+func writeAdminKubeconfig(ca *certs.CA, pki, path, server string) error {
+	cert, key, err := ca.Issue(certs.Request{CommonName: "trustplane-admin", Organization: []string{"system:masters"}, Client: true})
+	if err != nil {
+		return err
+	}
+	return certs.WriteKubeconfig(path, certs.Kubeconfig{
+		Server: server, ClusterName: "trustplane", UserName: "trustplane-admin",
+		CAPEM: ca.CertPEM, CertPEM: cert, KeyPEM: key,
+	})
+}
+
+func versionString() string {
+	return "trustplane " + api.Version.GitVersion
+}
