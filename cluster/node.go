@@ -301,6 +301,16 @@ func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
 	return nil
 }
 
+// CheckRunning is the /livez check: raft has not shut down. It does not
+// depend on a leader, because a node waiting out an election is alive and
+// restarting it would not help.
+func (n *Node) CheckRunning() error {
+	if n.ctx.Err() != nil || n.raft.State() == raft.Shutdown {
+		return ErrShutdown
+	}
+	return nil
+}
+
 // CheckLeader is the /livez-/readyz check that the cluster has a leader.
 // When this node is the leader it also requires the term barrier to have
 // applied, because until then it cannot serve linearizable reads.

@@ -127,7 +127,10 @@ func serve(args []string) error {
 	ccfg.DataDir = o.dataDir
 	ccfg.RaftAddr = o.raftAddr
 	ccfg.BootstrapExpect = o.bootstrapExpect
-	ccfg.TLS = &tls.Config{Certificates: []tls.Certificate{nodeCert}, RootCAs: ca.Pool(), ClientCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
+	ccfg.TLS = &tls.Config{
+		Certificates: []tls.Certificate{nodeCert}, RootCAs: ca.Pool(), ClientCAs: ca.Pool(), MinVersion: tls.VersionTLS13,
+		VerifyConnection: onlyNodes,
+	}
 	ccfg.Logger = log.With("component", "cluster")
 	node, err := cluster.New(ccfg, f)
 	if err != nil {
@@ -150,6 +153,7 @@ func serve(args []string) error {
 	}
 	acfg.LivezChecks = []healthz.HealthChecker{
 		healthz.PingHealthz,
+		healthz.NamedCheck("raft", func(*http.Request) error { return node.CheckRunning() }),
 	}
 	acfg.ReadyzChecks = []healthz.HealthChecker{
 		healthz.PingHealthz,
@@ -247,6 +251,24 @@ func (b backend) List(p fsm.Prefix, opts fsm.ListOptions) (fsm.ListResult, error
 	return b.fsm.List(p, opts)
 }
 
+// nodeOrganization marks node certificates. Raft peers must carry it, so
+// that a client certificate from the same CA (an admin's, say) cannot speak
+// Raft.
+const nodeOrganization = "system:trustplane-nodes"
+
+// onlyNodes refuses a Raft peer whose verified certificate is not a node's.
+func onlyNodes(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("raft peer presented no certificate")
+	}
+	for _, o := range cs.PeerCertificates[0].Subject.Organization {
+		if o == nodeOrganization {
+			return nil
+		}
+	}
+	return fmt.Errorf("raft peer %q is not a trustplane node", cs.PeerCertificates[0].Subject.CommonName)
+}
+
 func servingRequest(nodeName, listenHost string, clusterIP net.IP) certs.Request {
 	r := certs.Request{
 		CommonName:  "trustplane-apiserver",
@@ -261,7 +283,7 @@ func servingRequest(nodeName, listenHost string, clusterIP net.IP) certs.Request
 
 func nodeRequest(nodeName, raftHost string) certs.Request {
 	r := certs.Request{
-		CommonName: "system:trustplane-node:" + nodeName, Organization: []string{"system:trustplane-nodes"},
+		CommonName: "system:trustplane-node:" + nodeName, Organization: []string{nodeOrganization},
 		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 		Client: true, Server: true,
 	}
