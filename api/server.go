@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -107,6 +109,7 @@ func (s *Server) buildHandler() http.Handler {
 		r.Handler(http.MethodGet, p+"/*check", health)
 	}
 	r.HandlerFunc(http.MethodGet, "/version", s.serveVersion)
+	r.Handler(http.MethodGet, "/debug/pprof/*profile", s.onlyMasters(http.HandlerFunc(servePprof)))
 	r.HandlerFunc(http.MethodGet, "/api", s.serveAPIVersions)
 	r.HandlerFunc(http.MethodGet, "/apis", s.serveAPIGroupList)
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
@@ -194,6 +197,40 @@ func (s *Server) withRecovery(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(rw, req)
 	})
+}
+
+// onlyMasters admits members of system:masters only. It guards the
+// profiling endpoints until RBAC can express who may read them.
+func (s *Server) onlyMasters(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if u, ok := genericapirequest.UserFrom(req.Context()); ok {
+			for _, g := range u.GetGroups() {
+				if g == user.SystemPrivilegedGroup {
+					next.ServeHTTP(w, req)
+					return
+				}
+			}
+		}
+		s.writeError(w, req, apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf("only %s may read %s", user.SystemPrivilegedGroup, req.URL.Path)))
+	})
+}
+
+// servePprof serves net/http/pprof under /debug/pprof/, as kube-apiserver does.
+func servePprof(w http.ResponseWriter, req *http.Request) {
+	switch name := strings.TrimPrefix(req.URL.Path, "/debug/pprof/"); name {
+	case "":
+		pprof.Index(w, req)
+	case "cmdline":
+		pprof.Cmdline(w, req)
+	case "profile":
+		pprof.Profile(w, req)
+	case "symbol":
+		pprof.Symbol(w, req)
+	case "trace":
+		pprof.Trace(w, req)
+	default:
+		pprof.Handler(name).ServeHTTP(w, req)
+	}
 }
 
 // trackingWriter remembers whether the response has started.
