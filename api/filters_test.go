@@ -1,0 +1,137 @@
+package api
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/trustplane/trustplane/api/registry"
+)
+
+func testServer(t *testing.T) *Server {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.TLS = &tls.Config{Certificates: []tls.Certificate{{}}}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := New(cfg, registry.New(registry.DefaultConfig(), nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func decodeStatus(t *testing.T, rec *httptest.ResponseRecorder) metav1.Status {
+	t.Helper()
+	var st metav1.Status
+	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
+		t.Fatalf("body is not a Status: %v\n%s", err, rec.Body.String())
+	}
+	if st.Kind != "Status" || st.APIVersion != "v1" || st.Status != metav1.StatusFailure {
+		t.Fatalf("not a failure Status: %+v", st)
+	}
+	return st
+}
+
+func TestRecoveryTurnsAHandlerPanicIntoA500Status(t *testing.T) {
+	s := testServer(t)
+	h := s.withRecovery(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/namespaces", nil))
+	if rec.Code != http.StatusInternalServerError {
+		t.Fatalf("code = %d, want 500", rec.Code)
+	}
+	if st := decodeStatus(t, rec); st.Code != 500 || st.Reason != metav1.StatusReasonInternalError {
+		t.Fatalf("status = %+v", st)
+	}
+}
+
+func TestRecoveryLetsAbortHandlerThrough(t *testing.T) {
+	s := testServer(t)
+	h := s.withRecovery(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) }))
+	defer func() {
+		if p := recover(); p != http.ErrAbortHandler {
+			t.Fatalf("recovered %v, want http.ErrAbortHandler to reach net/http", p)
+		}
+	}()
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
+}
+
+func TestAuthentication(t *testing.T) {
+	client := &x509.Certificate{Subject: pkix.Name{CommonName: "alice", Organization: []string{"team-a", "team-b"}}}
+	withCert := func(r *http.Request) *http.Request {
+		r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{client}}}
+		return r
+	}
+	tests := []struct {
+		name       string
+		req        *http.Request
+		wantCode   int
+		wantUser   string
+		wantGroups []string
+	}{
+		{"a verified client certificate names the user and groups",
+			withCert(httptest.NewRequest(http.MethodGet, "/api/v1/namespaces", nil)), 200, "alice", []string{"team-a", "team-b", "system:authenticated"}},
+		{"no credentials on a resource path is 401",
+			httptest.NewRequest(http.MethodGet, "/api/v1/namespaces", nil), 401, "", nil},
+		{"no credentials on discovery is 401",
+			httptest.NewRequest(http.MethodGet, "/apis", nil), 401, "", nil},
+		{"health is public",
+			httptest.NewRequest(http.MethodGet, "/readyz", nil), 200, "system:anonymous", []string{"system:unauthenticated"}},
+		{"a single health check is public",
+			httptest.NewRequest(http.MethodGet, "/livez/ping", nil), 200, "system:anonymous", []string{"system:unauthenticated"}},
+		{"version is public",
+			httptest.NewRequest(http.MethodGet, "/version", nil), 200, "system:anonymous", []string{"system:unauthenticated"}},
+		{"a path that only starts like a public one is not public",
+			httptest.NewRequest(http.MethodGet, "/readyzz", nil), 401, "", nil},
+	}
+	s := testServer(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var gotUser string
+			var gotGroups []string
+			h := s.withAuthentication(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				u, _ := genericapirequest.UserFrom(r.Context())
+				gotUser, gotGroups = u.GetName(), u.GetGroups()
+			}))
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, tt.req)
+			if rec.Code != tt.wantCode {
+				t.Fatalf("code = %d, want %d", rec.Code, tt.wantCode)
+			}
+			if tt.wantCode == 401 {
+				if st := decodeStatus(t, rec); st.Reason != metav1.StatusReasonUnauthorized || st.Message != "Unauthorized" {
+					t.Fatalf("status = %+v", st)
+				}
+				return
+			}
+			if gotUser != tt.wantUser || len(gotGroups) != len(tt.wantGroups) {
+				t.Fatalf("user = %q %v, want %q %v", gotUser, gotGroups, tt.wantUser, tt.wantGroups)
+			}
+			for i := range gotGroups {
+				if gotGroups[i] != tt.wantGroups[i] {
+					t.Fatalf("groups = %v, want %v", gotGroups, tt.wantGroups)
+				}
+			}
+		})
+	}
+}
+
+func TestProfilingIsForSystemMastersOnly(t *testing.T) {
+	s := testServer(t)
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/debug/pprof/", nil)
+	req.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{{Subject: pkix.Name{CommonName: "bob"}}}}}
+	s.Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusForbidden {
+		t.Fatalf("code = %d for a user outside system:masters, want 403", rec.Code)
+	}
+}
