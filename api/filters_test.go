@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/trustplane/trustplane/api/registry"
@@ -133,5 +134,80 @@ func TestProfilingIsForSystemMastersOnly(t *testing.T) {
 	s.Handler().ServeHTTP(rec, req)
 	if rec.Code != http.StatusForbidden {
 		t.Fatalf("code = %d for a user outside system:masters, want 403", rec.Code)
+	}
+}
+
+func TestRemoteIdentityHeadersAreTrustedOnlyFromNodes(t *testing.T) {
+	node := &x509.Certificate{Subject: pkix.Name{CommonName: "system:trustplane-node:n2", Organization: []string{nodeOrganization}}}
+	admin := &x509.Certificate{Subject: pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}}}
+	spoof := func(cert *x509.Certificate) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/serviceaccounts", nil)
+		r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{cert}}}
+		r.Header.Set("X-Remote-User", "mallory")
+		r.Header.Add("X-Remote-Group", "system:masters")
+		return r
+	}
+	tests := []struct {
+		name     string
+		req      *http.Request
+		wantUser string
+	}{
+		{"a node forwarding a write is trusted for the caller's identity", spoof(node), "mallory"},
+		{"a client certificate cannot claim another identity", spoof(admin), "admin"},
+	}
+	s := testServer(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got string
+			h := s.withAuthentication(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				u, _ := genericapirequest.UserFrom(r.Context())
+				got = u.GetName()
+			}))
+			h.ServeHTTP(httptest.NewRecorder(), tt.req)
+			if got != tt.wantUser {
+				t.Fatalf("user = %q, want %q", got, tt.wantUser)
+			}
+		})
+	}
+}
+
+func TestIdentityHeadersRoundTrip(t *testing.T) {
+	in := &user.DefaultInfo{Name: "alice", UID: "u-1", Groups: []string{"a", "system:authenticated"},
+		Extra: map[string][]string{"scopes.example.com/x": {"1", "2"}}}
+	h := http.Header{}
+	h.Set("X-Remote-User", "stale")
+	h.Set("Authorization", "Bearer secret")
+	setIdentityHeaders(h, in)
+	if h.Get("Authorization") != "" {
+		t.Fatal("credentials of the caller were forwarded")
+	}
+	out, ok := identityFromHeaders(h)
+	if !ok {
+		t.Fatal("no identity read back")
+	}
+	if out.GetName() != "alice" || out.GetUID() != "u-1" || len(out.GetGroups()) != 2 {
+		t.Fatalf("identity = %+v", out)
+	}
+	if got := out.GetExtra()["scopes.example.com/x"]; len(got) != 2 || got[0] != "1" {
+		t.Fatalf("extra = %v", out.GetExtra())
+	}
+}
+
+func TestOnlyResourceWritesAreForwarded(t *testing.T) {
+	tests := []struct {
+		verb     string
+		resource bool
+		want     bool
+	}{
+		{"create", true, true}, {"update", true, true}, {"patch", true, true},
+		{"delete", true, true}, {"deletecollection", true, true},
+		{"get", true, false}, {"list", true, false}, {"watch", true, false},
+		{"post", false, false},
+	}
+	for _, tt := range tests {
+		info := &genericapirequest.RequestInfo{IsResourceRequest: tt.resource, Verb: tt.verb}
+		if got := isWrite(info); got != tt.want {
+			t.Errorf("isWrite(%s, resource=%v) = %v, want %v", tt.verb, tt.resource, got, tt.want)
+		}
 	}
 }

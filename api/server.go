@@ -38,6 +38,9 @@ type Config struct {
 	LivezChecks  []healthz.HealthChecker
 	ReadyzChecks []healthz.HealthChecker
 	Logger       *slog.Logger
+	// Forward, when set, sends writes received while this node is not the
+	// leader to the leader's API. A one-node cluster leaves it nil.
+	Forward *ForwardConfig
 }
 
 // DefaultConfig returns kube-apiserver's defaults.
@@ -55,6 +58,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRequestBodyBytes <= 0 {
 		return errors.New("api: MaxRequestBodyBytes must be positive")
+	}
+	if f := c.Forward; f != nil && (f.Leadership == nil || f.TLS == nil || f.WaitForLeader <= 0) {
+		return errors.New("api: forwarding needs Leadership, TLS and a positive WaitForLeader")
 	}
 	return nil
 }
@@ -119,6 +125,8 @@ func (s *Server) buildHandler() http.Handler {
 
 	var h http.Handler = r
 	h = filters.WithWarningRecorder(h)
+	h = s.withForwarding(h)
+	h = filters.WithRequestInfo(h, s.infos)
 	h = s.withAuthentication(h)
 	h = s.withRecovery(h)
 	return h
@@ -161,6 +169,14 @@ func isPublic(path string) bool {
 // public health and version paths.
 func (s *Server) withAuthentication(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if isNodeCert(req) {
+			// A peer node forwarding a client's write carries the client's
+			// identity; only node certificates are trusted to do so.
+			if u, ok := identityFromHeaders(req.Header); ok {
+				next.ServeHTTP(w, req.WithContext(genericapirequest.WithUser(req.Context(), u)))
+				return
+			}
+		}
 		if req.TLS != nil && len(req.TLS.VerifiedChains) > 0 && len(req.TLS.VerifiedChains[0]) > 0 {
 			leaf := req.TLS.VerifiedChains[0][0]
 			groups := append(append([]string{}, leaf.Subject.Organization...), user.AllAuthenticated)

@@ -1,0 +1,235 @@
+package api
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+)
+
+// Leadership is what write forwarding needs from the cluster.
+type Leadership interface {
+	// IsLeader reports whether this node leads now. A stale true is
+	// harmless: the write then fails its proposal with a retryable error.
+	IsLeader() bool
+	// LeaderAPIAddr is the HTTPS address of the current leader's API, or an
+	// error while no leader is known (during an election).
+	LeaderAPIAddr() (string, error)
+}
+
+// ForwardConfig configures forwarding of writes from followers to the leader.
+type ForwardConfig struct {
+	Leadership Leadership
+	// TLS is the node's client configuration towards other nodes' APIs: a
+	// node certificate (so the leader trusts the X-Remote-* headers) and the
+	// cluster CA.
+	TLS *tls.Config
+	// WaitForLeader bounds how long a write waits for a leader during an
+	// election before it is answered 503 with Retry-After.
+	WaitForLeader time.Duration
+}
+
+// Headers carrying the caller's identity on a forwarded request. They are
+// read only when the request comes from a node certificate.
+const (
+	headerRemoteUser    = "X-Remote-User"
+	headerRemoteUID     = "X-Remote-Uid"
+	headerRemoteGroup   = "X-Remote-Group"
+	headerRemoteExtra   = "X-Remote-Extra-"
+	headerForwardedBy   = "X-Trustplane-Forwarded-By"
+	nodeOrganization    = "system:trustplane-nodes"
+	forwardPollInterval = 50 * time.Millisecond
+)
+
+// isWrite says whether a request must be served by the leader.
+func isWrite(info *genericapirequest.RequestInfo) bool {
+	if !info.IsResourceRequest {
+		return false
+	}
+	switch info.Verb {
+	case "create", "update", "patch", "delete", "deletecollection":
+		return true
+	}
+	return false
+}
+
+// forwarder sends writes received by a follower to the leader.
+type forwarder struct {
+	cfg   *ForwardConfig
+	log   *slog.Logger
+	proxy *httputil.ReverseProxy
+}
+
+func newForwarder(cfg *ForwardConfig, log *slog.Logger) *forwarder {
+	f := &forwarder{cfg: cfg, log: log}
+	tr := &http.Transport{
+		TLSClientConfig:     cfg.TLS.Clone(),
+		ForceAttemptHTTP2:   true,
+		MaxIdleConnsPerHost: 32,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	f.proxy = &httputil.ReverseProxy{
+		Rewrite:   func(*httputil.ProxyRequest) {}, // set per request in serve
+		Transport: tr,
+		ErrorLog:  slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return f
+}
+
+// leaderAddr waits, bounded, for a leader other than this node.
+func (f *forwarder) leaderAddr(req *http.Request) (addr string, self bool, err error) {
+	deadline := time.Now().Add(f.cfg.WaitForLeader)
+	for {
+		if f.cfg.Leadership.IsLeader() {
+			return "", true, nil
+		}
+		addr, err = f.cfg.Leadership.LeaderAPIAddr()
+		if err == nil && addr != "" {
+			return addr, false, nil
+		}
+		if time.Now().After(deadline) {
+			return "", false, fmt.Errorf("no leader was elected within %v", f.cfg.WaitForLeader)
+		}
+		select {
+		case <-req.Context().Done():
+			return "", false, req.Context().Err()
+		case <-time.After(forwardPollInterval):
+		}
+	}
+}
+
+// noLeader is the answer to a write while the cluster has no leader.
+func noLeader(err error) error {
+	e := apierrors.NewServiceUnavailable(fmt.Sprintf("the cluster has no leader to accept writes: %v", err))
+	e.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+	return e
+}
+
+// withForwarding serves writes locally on the leader and proxies them to the
+// leader elsewhere, carrying the authenticated identity in X-Remote-* headers.
+// A request that was already forwarded once is never forwarded again.
+func (s *Server) withForwarding(next http.Handler) http.Handler {
+	if s.cfg.Forward == nil || s.cfg.Forward.Leadership == nil {
+		return next
+	}
+	f := newForwarder(s.cfg.Forward, s.log)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		info, ok := genericapirequest.RequestInfoFrom(req.Context())
+		if !ok || !isWrite(info) {
+			next.ServeHTTP(w, req)
+			return
+		}
+		addr, self, err := f.leaderAddr(req)
+		switch {
+		case self:
+			next.ServeHTTP(w, req)
+			return
+		case err != nil:
+			s.writeError(w, req, noLeader(err))
+			return
+		case req.Header.Get(headerForwardedBy) != "":
+			// Leadership moved while the request was in flight: answer
+			// instead of bouncing between nodes.
+			s.writeError(w, req, noLeader(errors.New("leadership changed while the request was forwarded")))
+			return
+		}
+		u, _ := genericapirequest.UserFrom(req.Context())
+		target := &url.URL{Scheme: "https", Host: addr}
+		out := req.Clone(req.Context())
+		setIdentityHeaders(out.Header, u)
+		out.Header.Set(headerForwardedBy, "1")
+		f.proxyTo(w, out, target)
+	})
+}
+
+func (f *forwarder) proxyTo(w http.ResponseWriter, req *http.Request, target *url.URL) {
+	p := *f.proxy
+	p.Rewrite = func(pr *httputil.ProxyRequest) {
+		pr.SetURL(target)
+		pr.Out.Host = target.Host
+		// Rewrite strips hop-by-hop headers; the identity headers set on
+		// the inbound copy must survive to the leader.
+		for k, v := range pr.In.Header {
+			if strings.HasPrefix(k, "X-Remote-") || k == headerForwardedBy {
+				pr.Out.Header[k] = v
+			}
+		}
+	}
+	p.ServeHTTP(w, req)
+}
+
+// setIdentityHeaders replaces any client-sent identity headers with the
+// authenticated user's.
+func setIdentityHeaders(h http.Header, u user.Info) {
+	for k := range h {
+		if strings.HasPrefix(http.CanonicalHeaderKey(k), "X-Remote-") {
+			delete(h, k)
+		}
+	}
+	h.Del("Authorization")
+	h.Del("Impersonate-User")
+	h.Del("Impersonate-Group")
+	h.Del("Impersonate-Uid")
+	if u == nil {
+		return
+	}
+	h.Set(headerRemoteUser, u.GetName())
+	if uid := u.GetUID(); uid != "" {
+		h.Set(headerRemoteUID, uid)
+	}
+	for _, g := range u.GetGroups() {
+		h.Add(headerRemoteGroup, g)
+	}
+	for k, vs := range u.GetExtra() {
+		for _, v := range vs {
+			h.Add(headerRemoteExtra+url.PathEscape(k), v)
+		}
+	}
+}
+
+// identityFromHeaders reads a forwarded identity. ok is false when the
+// request carries none.
+func identityFromHeaders(h http.Header) (user.Info, bool) {
+	name := h.Get(headerRemoteUser)
+	if name == "" {
+		return nil, false
+	}
+	u := &user.DefaultInfo{Name: name, UID: h.Get(headerRemoteUID), Groups: h.Values(headerRemoteGroup)}
+	for k, vs := range h {
+		if !strings.HasPrefix(k, headerRemoteExtra) {
+			continue
+		}
+		key, err := url.PathUnescape(strings.ToLower(strings.TrimPrefix(k, headerRemoteExtra)))
+		if err != nil {
+			continue
+		}
+		if u.Extra == nil {
+			u.Extra = map[string][]string{}
+		}
+		u.Extra[key] = append(u.Extra[key], vs...)
+	}
+	return u, true
+}
+
+// isNodeCert reports whether the verified client certificate is a node's.
+func isNodeCert(req *http.Request) bool {
+	if req.TLS == nil || len(req.TLS.VerifiedChains) == 0 || len(req.TLS.VerifiedChains[0]) == 0 {
+		return false
+	}
+	for _, o := range req.TLS.VerifiedChains[0][0].Subject.Organization {
+		if o == nodeOrganization {
+			return true
+		}
+	}
+	return false
+}
