@@ -6,7 +6,7 @@ DATA_DIR ?= ./trustplane-data
 LISTEN   ?= 127.0.0.1:6443
 PKGS     := ./...
 
-.PHONY: all build run test test-unit test-e2e lint bench clean
+.PHONY: all build run cluster cluster-stop test test-unit test-e2e lint bench clean
 
 all: build
 
@@ -17,6 +17,14 @@ build:
 # point kubectl at it once ready (the kubeconfig is $(DATA_DIR)/admin.kubeconfig).
 run: build
 	$(BIN) serve --data-dir $(DATA_DIR) --listen $(LISTEN)
+
+# cluster starts three local nodes (data in ./trustplane-cluster) and prints a
+# kubeconfig per node; cluster-stop stops exactly those processes.
+cluster: build
+	scripts/cluster.sh start
+
+cluster-stop:
+	scripts/cluster.sh stop
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \

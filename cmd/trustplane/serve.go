@@ -186,7 +186,7 @@ func serve(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	go func() {
-		if err := bootstrap(ctx, log, node, reg, clusterIP, int32(port)); err != nil {
+		if err := bootstrap(ctx, log, node, f, reg, clusterIP, int32(port)); err != nil {
 			return
 		}
 		bootstrapped.Store(true)
@@ -211,10 +211,32 @@ func serve(args []string) error {
 	return srv.Shutdown(sctx)
 }
 
-// bootstrap waits until this node leads and the log is readable, then creates
-// the default namespaces and the kubernetes Service. It retries until ctx ends.
-func bootstrap(ctx context.Context, log *slog.Logger, node *cluster.Node, reg *registry.Registry, ip net.IP, port int32) error {
+// bootstrapKeys are the objects a bootstrapped cluster has; a follower is
+// done bootstrapping once it has applied all of them.
+var bootstrapKeys = []fsm.Key{
+	{Resource: "namespaces", Name: "default"},
+	{Resource: "namespaces", Name: "kube-system"},
+	{Resource: "namespaces", Name: "kube-public"},
+	{Resource: "services", Namespace: "default", Name: "kubernetes"},
+}
+
+func bootstrappedLocally(f *fsm.FSM) bool {
+	for _, k := range bootstrapKeys {
+		if kv, _, err := f.Get(k, 0); err != nil || kv == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// bootstrap waits until the bootstrap objects exist: the leader creates the
+// default namespaces and the kubernetes Service, a follower waits until it
+// has applied them. It retries until ctx ends.
+func bootstrap(ctx context.Context, log *slog.Logger, node *cluster.Node, f *fsm.FSM, reg *registry.Registry, ip net.IP, port int32) error {
 	for {
+		if !node.IsLeader() && bootstrappedLocally(f) {
+			return nil
+		}
 		if node.IsLeader() {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			err := reg.Bootstrap(rctx, ip, port)
