@@ -49,7 +49,9 @@ type node struct {
 	dir      string
 	listen   string
 	raftAddr string
-	args     []string
+	// caDir is the shared cluster CA (--ca-dir); "" means <dir>/pki.
+	caDir string
+	args  []string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -151,7 +153,11 @@ func (n *node) logTail() string {
 
 // caPool reads the cluster CA the node generated.
 func (n *node) caPool() *x509.CertPool {
-	pem, err := os.ReadFile(filepath.Join(n.dir, "pki", "ca.crt"))
+	dir := n.caDir
+	if dir == "" {
+		dir = filepath.Join(n.dir, "pki")
+	}
+	pem, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
 	if err != nil {
 		return nil
 	}
