@@ -41,6 +41,8 @@ type Config struct {
 	// Forward, when set, sends writes received while this node is not the
 	// leader to the leader's API. A one-node cluster leaves it nil.
 	Forward *ForwardConfig
+	// Membership backs the operator members endpoint; nil answers 503.
+	Membership Membership
 }
 
 // DefaultConfig returns kube-apiserver's defaults.
@@ -116,6 +118,8 @@ func (s *Server) buildHandler() http.Handler {
 	}
 	r.HandlerFunc(http.MethodGet, "/version", s.serveVersion)
 	r.Handler(http.MethodGet, "/debug/pprof/*profile", s.onlyMasters(http.HandlerFunc(servePprof)))
+	r.Handler(http.MethodGet, membersPath, s.onlyMasters(http.HandlerFunc(s.serveMembers)))
+	r.Handler(http.MethodDelete, membersPath+"/:name", s.onlyMasters(http.HandlerFunc(s.serveMembers)))
 	r.HandlerFunc(http.MethodGet, "/api", s.serveAPIVersions)
 	r.HandlerFunc(http.MethodGet, "/apis", s.serveAPIGroupList)
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {

@@ -2,6 +2,7 @@
 //
 //	trustplane [serve] [flags]   run a node (the default command)
 //	trustplane certs init --dir D  create a shared cluster CA and gossip key
+//	trustplane members [remove N]  list nodes, or remove a dead voter
 //
 // Flags fill config structs here and nowhere else; every flag has an
 // environment-variable twin (TRUSTPLANE_<FLAG>, dashes as underscores).
@@ -24,6 +25,8 @@ func main() {
 		err = serve(args)
 	case "certs":
 		err = certsCmd(args)
+	case "members":
+		err = membersCmd(args)
 	case "version":
 		fmt.Println(versionString())
 	case "help":
@@ -44,6 +47,7 @@ func usage() {
 Usage:
   trustplane [serve] [flags]        run a node (default)
   trustplane certs init --dir DIR   create a shared cluster CA and gossip key
+  trustplane members [remove NAME]  list the cluster's nodes, or remove a dead one
   trustplane version                print the version
 
 Run "trustplane serve -h" for the node's flags.

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/trustplane/trustplane/api"
+)
+
+// membersCmd implements "trustplane members" (list) and
+// "trustplane members remove NAME" against a node's operator endpoint.
+func membersCmd(args []string) error {
+	fs := flag.NewFlagSet("members", flag.ContinueOnError)
+	kubeconfig := fs.String("kubeconfig", defaultKubeconfig(), "admin kubeconfig of any node")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig %s: %w", *kubeconfig, err)
+	}
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	client.Timeout = 15 * time.Second
+	url := cfg.Host + "/debug/trustplane/members"
+	switch rest := fs.Args(); {
+	case len(rest) == 0:
+		return listMembers(client, url)
+	case len(rest) == 2 && rest[0] == "remove":
+		req, _ := http.NewRequest(http.MethodDelete, url+"/"+rest[1], nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return statusError(resp)
+		}
+		fmt.Printf("member %s removed\n", rest[1])
+		return nil
+	default:
+		return errors.New("usage: trustplane members [--kubeconfig F] [remove NAME]")
+	}
+}
+
+func defaultKubeconfig() string {
+	if k := os.Getenv("KUBECONFIG"); k != "" {
+		return k
+	}
+	return "./trustplane-data/admin.kubeconfig"
+}
+
+func listMembers(client *http.Client, url string) error {
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return statusError(resp)
+	}
+	var members []api.Member
+	if err := json.NewDecoder(resp.Body).Decode(&members); err != nil {
+		return fmt.Errorf("decoding members: %w", err)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tROLE\tSTATUS\tRAFT-STATE\tLAST-CONTACT\tAPPLIED-INDEX\tAPI\tRAFT")
+	for _, m := range members {
+		role := "non-voter"
+		if m.Voter {
+			role = "voter"
+		}
+		contact := "-"
+		if m.LastContact >= 0 {
+			contact = m.LastContact.Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", m.Name, role, m.Status, m.RaftState, contact, m.AppliedIndex, m.APIAddr, m.RaftAddr)
+	}
+	return tw.Flush()
+}
+
+func statusError(resp *http.Response) error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	var st struct{ Message string }
+	if json.Unmarshal(body, &st) == nil && st.Message != "" {
+		return fmt.Errorf("%s: %s", resp.Status, st.Message)
+	}
+	return fmt.Errorf("%s: %s", resp.Status, body)
+}
