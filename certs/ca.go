@@ -5,8 +5,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"fmt"
 	"math/big"
 	"os"
@@ -185,4 +187,12 @@ func randomSerial() (*big.Int, error) {
 			return n, nil
 		}
 	}
+}
+
+// ID identifies the cluster this CA belongs to: the hex SHA-256 of the CA
+// certificate. Nodes compare it before gossiping, so that two clusters that
+// happen to share a gossip key still never merge.
+func (ca *CA) ID() string {
+	sum := sha256.Sum256(ca.Cert.Raw)
+	return hex.EncodeToString(sum[:])
 }

@@ -415,3 +415,17 @@ func TestWriteKubeconfig(t *testing.T) {
 		})
 	}
 }
+
+func TestCAIDIdentifiesTheCertificate(t *testing.T) {
+	a, err := LoadOrCreateCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := LoadOrCreateCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.ID()) != 64 || a.ID() == b.ID() {
+		t.Fatalf("IDs %q and %q: want distinct 64-hex-digit IDs for distinct CAs", a.ID(), b.ID())
+	}
+}

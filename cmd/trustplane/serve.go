@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -40,6 +42,13 @@ type options struct {
 	saIssuer        string
 	serviceCIDR     string
 	logLevel        string
+
+	// Raft and membership tuning (documented in the README).
+	snapshotThreshold uint64
+	snapshotInterval  time.Duration
+	trailingLogs      uint64
+	deadServerTimeout time.Duration
+	writeLeaderWait   time.Duration
 }
 
 func parseServe(args []string) (*options, error) {
@@ -49,15 +58,21 @@ func parseServe(args []string) (*options, error) {
 	fs.StringVar(&o.dataDir, "data-dir", "./trustplane-data", "raft log, snapshots, generated certificates and admin.kubeconfig")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:6443", "HTTPS API address")
 	fs.StringVar(&o.raftAddr, "raft-addr", "127.0.0.1:6444", "raft transport address (mutual TLS)")
-	fs.StringVar(&o.gossipAddr, "gossip-addr", "127.0.0.1:6445", "memberlist gossip address (multi-node clusters; not used by a one-node cluster yet)")
+	fs.StringVar(&o.gossipAddr, "gossip-addr", "127.0.0.1:6445", "memberlist gossip address (encrypted); used when --bootstrap-expect > 1 or --join is set")
 	fs.StringVar(&o.nodeName, "node-name", host, "unique name of this node")
-	fs.StringVar(&o.join, "join", "", "gossip seeds of an existing cluster (multi-node clusters; not used yet)")
+	fs.StringVar(&o.join, "join", "", "gossip addresses of other nodes, host:port[,...]")
 	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 1, "servers to see before the first election (1 bootstraps a one-node cluster)")
 	fs.StringVar(&o.caDir, "ca-dir", "", "shared cluster CA directory (default <data-dir>/pki, generated when absent)")
 	fs.StringVar(&o.runtimeConfig, "runtime-config", "", "enable or disable group versions, k=v,...")
 	fs.StringVar(&o.saIssuer, "service-account-issuer", "https://kubernetes.default.svc", "service account token issuer URL")
 	fs.StringVar(&o.serviceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "range whose first address is the ClusterIP of default/kubernetes")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	d := cluster.DefaultConfig()
+	fs.Uint64Var(&o.snapshotThreshold, "raft-snapshot-threshold", d.SnapshotThreshold, "log entries since the last snapshot that trigger a new one")
+	fs.DurationVar(&o.snapshotInterval, "raft-snapshot-interval", d.SnapshotInterval, "how often the snapshot threshold is checked")
+	fs.Uint64Var(&o.trailingLogs, "raft-trailing-logs", d.TrailingLogs, "log entries kept after a snapshot, so lagging followers catch up from the log")
+	fs.DurationVar(&o.deadServerTimeout, "dead-server-timeout", d.DeadServerTimeout, "a voter that gossip reports failed this long is removed while a quorum stays (negative: never)")
+	fs.DurationVar(&o.writeLeaderWait, "write-leader-wait", 10*time.Second, "how long a write waits for a leader during an election before 503")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -67,8 +82,8 @@ func parseServe(args []string) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if o.bootstrapExpect != 1 {
-		return nil, fmt.Errorf("--bootstrap-expect %d: only one-node clusters are supported so far", o.bootstrapExpect)
+	if o.bootstrapExpect < 0 {
+		return nil, fmt.Errorf("--bootstrap-expect %d: must not be negative", o.bootstrapExpect)
 	}
 	if o.nodeName == "" {
 		return nil, errors.New("--node-name is required")
@@ -132,6 +147,21 @@ func serve(args []string) error {
 		VerifyConnection: onlyNodes,
 	}
 	ccfg.Logger = log.With("component", "cluster")
+	ccfg.SnapshotThreshold = o.snapshotThreshold
+	ccfg.SnapshotInterval = o.snapshotInterval
+	ccfg.TrailingLogs = o.trailingLogs
+	ccfg.DeadServerTimeout = o.deadServerTimeout
+	if o.multiNode() {
+		key, err := readGossipKey(caDir)
+		if err != nil {
+			return err
+		}
+		ccfg.GossipAddr = o.gossipAddr
+		ccfg.GossipKey = key
+		ccfg.Join = splitList(o.join)
+		ccfg.APIAddr = advertised(o.listen)
+		ccfg.ClusterID = ca.ID()
+	}
 	node, err := cluster.New(ccfg, f)
 	if err != nil {
 		return fmt.Errorf("raft: %w", err)
@@ -172,6 +202,16 @@ func serve(args []string) error {
 			return nil
 		}),
 	}
+	acfg.Membership = membership{node}
+	if o.multiNode() {
+		acfg.Forward = &api.ForwardConfig{
+			Leadership: node,
+			TLS: &tls.Config{
+				Certificates: []tls.Certificate{nodeCert}, RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12,
+			},
+			WaitForLeader: o.writeLeaderWait,
+		}
+	}
 	srv, err := api.New(acfg, reg)
 	if err != nil {
 		return err
@@ -208,6 +248,11 @@ func serve(args []string) error {
 	shuttingDown.Store(true)
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// Leave first, so the cluster removes this node instead of counting it
+	// as failed; then stop serving.
+	if err := node.Leave(sctx); err != nil {
+		log.Warn("leaving the cluster", "error", err)
+	}
 	return srv.Shutdown(sctx)
 }
 
@@ -252,6 +297,66 @@ func bootstrap(ctx context.Context, log *slog.Logger, node *cluster.Node, f *fsm
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// multiNode says whether this node takes part in gossip: it expects peers
+// or was told where to find them.
+func (o *options) multiNode() bool { return o.bootstrapExpect > 1 || o.join != "" }
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// advertised is the address peers use for this node's API: the listen
+// address, with an unspecified host replaced by loopback.
+func advertised(listen string) string {
+	return strings.TrimPrefix(apiURL(listen, hostOf(listen)), "https://")
+}
+
+func hostOf(addr string) string {
+	h, _, _ := net.SplitHostPort(addr)
+	return h
+}
+
+// readGossipKey reads <ca-dir>/gossip.key (trustplane certs init writes it).
+func readGossipKey(caDir string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(caDir, "gossip.key"))
+	if err != nil {
+		return nil, fmt.Errorf("gossip key (create it with trustplane certs init --dir %s): %w", caDir, err)
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(key) != 32 {
+		return nil, fmt.Errorf("gossip key %s: want base64 of 32 bytes", filepath.Join(caDir, "gossip.key"))
+	}
+	return key, nil
+}
+
+// membership adapts the cluster's member view to the API's.
+type membership struct{ node *cluster.Node }
+
+func (m membership) Members(ctx context.Context) ([]api.Member, error) {
+	ms, err := m.node.Members(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Member, len(ms))
+	for i, c := range ms {
+		out[i] = api.Member{
+			Name: c.Name, RaftAddr: c.RaftAddr, APIAddr: c.APIAddr, Voter: c.Voter, Status: c.Status,
+			RaftState: c.RaftState, LastContact: c.LastContact, AppliedIndex: c.AppliedIndex,
+		}
+	}
+	return out, nil
+}
+
+func (m membership) RemoveMember(ctx context.Context, name string) error {
+	return m.node.RemoveMember(ctx, name)
 }
 
 // backend joins the node (writes, read index) and the fsm (local reads) into
