@@ -1,0 +1,287 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/trustplane/trustplane/api"
+)
+
+// members reads the cluster view of n through the operator endpoint.
+func (n *node) members() ([]api.Member, error) {
+	resp, err := n.httpClient().Get(n.url() + "/debug/trustplane/members")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("members: %s", resp.Status)
+	}
+	var ms []api.Member
+	return ms, json.NewDecoder(resp.Body).Decode(&ms)
+}
+
+// leaderOf waits (bounded) until the nodes agree on one leader among them.
+func leaderOf(t *testing.T, nodes []*node) *node {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, n := range nodes {
+			ms, err := n.members()
+			if err != nil {
+				continue
+			}
+			for _, m := range ms {
+				if m.RaftState != "Leader" {
+					continue
+				}
+				for _, c := range nodes {
+					if c.name == m.Name {
+						return c
+					}
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("the cluster agreed on no leader within 30s")
+	return nil
+}
+
+func followersOf(nodes []*node, leader *node) []*node {
+	var out []*node
+	for _, n := range nodes {
+		if n != leader {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// pause and resume freeze and thaw the process (SIGSTOP / SIGCONT).
+func (n *node) pause()  { n.rawSignal(syscall.SIGSTOP) }
+func (n *node) resume() { n.rawSignal(syscall.SIGCONT) }
+
+func (n *node) rawSignal(sig syscall.Signal) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		n.cmd.Process.Signal(sig)
+	}
+}
+
+func createSA(cs kubernetes.Interface, name string) (*corev1.ServiceAccount, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return cs.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+}
+
+func getSA(cs kubernetes.Interface, name, rv string) (*corev1.ServiceAccount, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return cs.CoreV1().ServiceAccounts("default").Get(ctx, name, metav1.GetOptions{ResourceVersion: rv})
+}
+
+// TestClusterFormsAndReplicates: three processes started at once form one
+// cluster; a write on any node reads back linearizably on every node, with
+// the same resourceVersion everywhere.
+func TestClusterFormsAndReplicates(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ms, err := nodes[0].members()
+	if err != nil {
+		t.Fatal(err)
+	}
+	voters, leaders := 0, 0
+	for _, m := range ms {
+		if m.Voter {
+			voters++
+		}
+		if m.RaftState == "Leader" {
+			leaders++
+		}
+	}
+	if len(ms) != 3 || voters != 3 || leaders != 1 {
+		t.Fatalf("members = %+v; want 3 voters and 1 leader", ms)
+	}
+	for i, writer := range nodes {
+		name := fmt.Sprintf("from-%s", writer.name)
+		created, err := createSA(writer.clientset(), name)
+		if err != nil {
+			t.Fatalf("create on %s: %v", writer.name, err)
+		}
+		for _, reader := range nodes {
+			got, err := getSA(reader.clientset(), name, "")
+			if err != nil {
+				t.Fatalf("linearizable read on %s of a write on node %d: %v", reader.name, i, err)
+			}
+			if got.ResourceVersion != created.ResourceVersion || got.UID != created.UID {
+				t.Fatalf("%s sees rv %s uid %s, the write returned rv %s uid %s",
+					reader.name, got.ResourceVersion, got.UID, created.ResourceVersion, created.UID)
+			}
+		}
+	}
+}
+
+// TestLeaderKillLosesNoAcknowledgedWrite kills the leader with SIGKILL during
+// a write load spread over every node; every acknowledged write must survive
+// and writes must resume on the new leader.
+func TestLeaderKillLosesNoAcknowledgedWrite(t *testing.T) {
+	nodes := startCluster(t, 3)
+	leader := leaderOf(t, nodes)
+	clients := make([]kubernetes.Interface, len(nodes))
+	for i, n := range nodes {
+		clients[i] = n.clientset()
+	}
+	var (
+		mu        sync.Mutex
+		acked     []string
+		afterKill int
+		killed    = make(chan struct{})
+		stop      = make(chan struct{})
+		wg        sync.WaitGroup
+	)
+	// The load is bounded twice: by the stop signal below and by a count.
+	const writers, maxPerWriter = 6, 5000
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < maxPerWriter; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				name := fmt.Sprintf("w%d-%d", w, i)
+				c := clients[(w+i)%len(clients)]
+				if _, err := createSA(c, name); err != nil {
+					continue // not acknowledged: may or may not exist
+				}
+				mu.Lock()
+				acked = append(acked, name)
+				select {
+				case <-killed:
+					afterKill++
+				default:
+				}
+				mu.Unlock()
+			}
+		}(w)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	leader.kill()
+	close(killed)
+	time.Sleep(5 * time.Second)
+	close(stop)
+	wg.Wait()
+
+	survivors := followersOf(nodes, leader)
+	if afterKill == 0 {
+		t.Fatalf("no write was acknowledged after the leader was killed (%d before)", len(acked))
+	}
+	leader.start()
+	leader.waitReady(90 * time.Second)
+	for _, n := range append(survivors, leader) {
+		cs := n.clientset()
+		list, err := cs.CoreV1().ServiceAccounts("default").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatalf("list on %s: %v", n.name, err)
+		}
+		have := map[string]bool{}
+		for _, sa := range list.Items {
+			have[sa.Name] = true
+		}
+		for _, name := range acked {
+			if !have[name] {
+				t.Fatalf("%s lost acknowledged write %s (%d acknowledged, %d after the kill)", n.name, name, len(acked), afterKill)
+			}
+		}
+	}
+	t.Logf("%d writes acknowledged, %d after the leader kill; none lost", len(acked), afterKill)
+}
+
+// TestFollowerKillAndCatchUp: killing a follower does not stop writes; the
+// follower restarts and catches up, by snapshot install when the leader has
+// compacted its log past the follower's position.
+func TestFollowerKillAndCatchUp(t *testing.T) {
+	nodes := startCluster(t, 3, "--raft-snapshot-threshold", "64", "--raft-trailing-logs", "16", "--raft-snapshot-interval", "1s")
+	leader := leaderOf(t, nodes)
+	follower := followersOf(nodes, leader)[0]
+	follower.kill()
+	cs := leader.clientset()
+	var last *corev1.ServiceAccount
+	for i := 0; i < 400; i++ {
+		sa, err := createSA(cs, fmt.Sprintf("while-down-%d", i))
+		if err != nil {
+			t.Fatalf("write %d with a follower down: %v", i, err)
+		}
+		last = sa
+	}
+	// Let the leader snapshot and compact past the dead follower's log.
+	time.Sleep(3 * time.Second)
+	follower.start()
+	follower.waitReady(90 * time.Second)
+	got, err := getSA(follower.clientset(), last.Name, last.ResourceVersion)
+	if err != nil {
+		t.Fatalf("restarted follower did not catch up to rv %s: %v\n%s", last.ResourceVersion, err, follower.logTail())
+	}
+	if got.ResourceVersion != last.ResourceVersion {
+		t.Fatalf("rv on restarted follower = %s, want %s", got.ResourceVersion, last.ResourceVersion)
+	}
+}
+
+// TestFrozenLeader: a leader frozen with SIGSTOP serves no linearizable read;
+// RV=0 reads on the healthy nodes keep working, and after the election the
+// healthy nodes serve linearizable reads again.
+func TestFrozenLeader(t *testing.T) {
+	nodes := startCluster(t, 3)
+	leader := leaderOf(t, nodes)
+	sa, err := createSA(leader.clientset(), "before-freeze")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// RV=0 reads may be stale: make sure each follower has applied the
+	// write (a "not older than" read) before the leader goes away.
+	for _, f := range followersOf(nodes, leader) {
+		if _, err := getSA(f.clientset(), sa.Name, sa.ResourceVersion); err != nil {
+			t.Fatalf("%s did not apply rv %s: %v", f.name, sa.ResourceVersion, err)
+		}
+	}
+	leader.pause()
+	defer leader.resume()
+
+	for _, f := range followersOf(nodes, leader) {
+		if _, err := getSA(f.clientset(), sa.Name, "0"); err != nil {
+			t.Fatalf("RV=0 read on healthy %s while the leader is frozen: %v", f.name, err)
+		}
+	}
+	cfg := leader.restConfig()
+	cfg.Timeout = 3 * time.Second
+	frozen := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := frozen.CoreV1().ServiceAccounts("default").Get(context.Background(), sa.Name, metav1.GetOptions{}); err == nil {
+		t.Fatal("a frozen node answered a linearizable read")
+	}
+	healthy := followersOf(nodes, leader)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := getSA(healthy[0].clientset(), sa.Name, "")
+		if err == nil {
+			break
+		}
+		if apierrors.IsNotFound(err) || time.Now().After(deadline) {
+			t.Fatalf("linearizable read after the election on %s: %v", healthy[0].name, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
