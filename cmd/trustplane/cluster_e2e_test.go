@@ -33,7 +33,7 @@ func (n *node) members() ([]api.Member, error) {
 }
 
 // leaderOf waits (bounded) until the nodes agree on one leader among them.
-func leaderOf(t *testing.T, nodes []*node) *node {
+func leaderOf(t testing.TB, nodes []*node) *node {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
