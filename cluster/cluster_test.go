@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -402,6 +403,16 @@ func TestShutdownUnblocksWaiters(t *testing.T) {
 	}
 }
 
+// gossipOn turns on gossip with bootstrap-expect 3.
+func gossipOn(c *Config) {
+	c.GossipAddr = "127.0.0.1:6445"
+	c.GossipKey = make([]byte, 32)
+	c.Join = []string{"127.0.0.1:7445"}
+	c.BootstrapExpect = 3
+	c.APIAddr = "127.0.0.1:6443"
+	c.ClusterID = strings.Repeat("f", 64)
+}
+
 func TestConfigValidate(t *testing.T) {
 	ca := newTestCA(t, "ca")
 	good := func() *Config {
@@ -433,6 +444,17 @@ func TestConfigValidate(t *testing.T) {
 		{"TLS needs a CA pool", func(c *Config) { c.TLS.RootCAs, c.TLS.ClientCAs = nil, nil }, false},
 		{"negative BootstrapExpect", func(c *Config) { c.BootstrapExpect = -1 }, false},
 		{"negative ApplyTimeout", func(c *Config) { c.ApplyTimeout = -time.Second }, false},
+		{"gossip with a 32-byte key and expect 3 is valid", gossipOn, true},
+		{"negative DeadServerTimeout disables autopilot", func(c *Config) { gossipOn(c); c.DeadServerTimeout = -1 }, true},
+		{"BootstrapExpect above 1 needs gossip", func(c *Config) { c.BootstrapExpect = 3 }, false},
+		{"Join needs gossip", func(c *Config) { c.Join = []string{"127.0.0.1:6445"} }, false},
+		{"gossip needs a key", func(c *Config) { gossipOn(c); c.GossipKey = nil }, false},
+		{"gossip key must be 32 bytes", func(c *Config) { gossipOn(c); c.GossipKey = make([]byte, 16) }, false},
+		{"GossipAddr needs a port", func(c *Config) { gossipOn(c); c.GossipAddr = "127.0.0.1" }, false},
+		{"GossipAddr must be an IP", func(c *Config) { gossipOn(c); c.GossipAddr = "node-0:6445" }, false},
+		{"unspecified GossipAddr cannot be advertised", func(c *Config) { gossipOn(c); c.GossipAddr = "0.0.0.0:6445" }, false},
+		{"Join entries need a port", func(c *Config) { gossipOn(c); c.Join = []string{"127.0.0.1"} }, false},
+		{"metadata must fit 512 bytes", func(c *Config) { gossipOn(c); c.APIAddr = strings.Repeat("a", 600) + ":6443" }, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

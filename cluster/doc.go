@@ -1,15 +1,20 @@
 // Package cluster owns raft for a trustplane node: the log and stable
 // store (raft-boltdb in <data-dir>/raft/raft.db behind a 512-entry cache),
 // file snapshots (<data-dir>/raft/snapshots, two kept), the mutual-TLS
-// stream layer every raft connection uses, bootstrapping, and the two
-// operations the API is built on:
+// stream layer every raft connection uses, discovery and membership
+// (memberlist gossip, bootstrap-expect, voter management, graceful leave),
+// a small internal RPC between nodes, and the two operations the API is
+// built on:
 //
 //   - Propose appends an fsm.Command and returns the fsm.Result once the
 //     local FSM has applied it. The entry's log index is the object's
 //     resourceVersion. Concurrent Proposes are group-committed (raft's
-//     BatchApplyCh), so one fsync covers many writes.
-//   - ReadIndex gives a linearizable read point: every write acknowledged
-//     before the call is applied locally when it returns.
+//     BatchApplyCh), so one fsync covers many writes. Only the leader
+//     proposes; followers get ErrNotLeader and the caller forwards the
+//     HTTP request to LeaderAPIAddr.
+//   - ReadIndex gives a linearizable read point on any node: every write
+//     acknowledged before the call is applied locally when it returns. A
+//     follower gets the index from the leader over the internal RPC.
 //
 // Rules this package keeps:
 //
@@ -20,7 +25,11 @@
 //     index until it has applied (see runBarrier for why). Losing
 //     leadership clears read-readiness; a term identifies one leadership.
 //   - ReadIndex rounds are shared but never reused: a caller joins the
-//     first verification round that starts after it arrived.
+//     first verification round that starts after it arrived. Followers
+//     share their remote rounds by the same rule.
+//   - A node that cannot get a read index confirmed by the leader fails
+//     (ErrNoLeader or ErrTimeout); it never serves a linearizable read on
+//     its own authority.
 //   - No wait outlives the node: Shutdown ends every Propose, ReadIndex and
 //     WaitApplied with ErrShutdown, even where raft itself would leave a
 //     future unanswered.
@@ -29,12 +38,18 @@
 //     chain to the cluster CA; the dialler also checks the peer's name
 //     (TLS.ServerName, or else the host of the peer's raft address).
 //     Restricting peers to node identities, rather than any certificate
-//     of the CA, is done by the caller's VerifyPeerCertificate hook.
-//   - Raft's hclog output goes to the node's slog.Logger at Info and up.
-//
-// Not here yet (the HA work): discovery and BootstrapExpect > 1, voter
-// management, and forwarding of writes and read indexes from followers to
-// the leader; until then followers answer ErrNotLeader.
+//     of the CA, is done by the caller's VerifyConnection hook. The
+//     internal RPC shares the raft port and its TLS (rpc.go).
+//   - Gossip is encrypted with the shared key and only informs: raft's
+//     configuration decides who votes, and only the leader changes it
+//     (membership.go). Peers of another cluster (ClusterID), with another
+//     key, reusing a server's name or raft address, or carrying raft state
+//     of another cluster are refused with a log line saying why.
+//   - Bootstrap happens at most once: BootstrapExpect 1 on the first
+//     start, or bootstrap-expect's identical server list on every node
+//     that sees the same servers (bootstrapLoop).
+//   - Raft's hclog and memberlist's log output go to the node's
+//     slog.Logger at Info and up.
 //
 // This package imports only fsm from trustplane.
 package cluster

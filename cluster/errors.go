@@ -38,3 +38,13 @@ var (
 	// ErrInvalidConfig: Config.Validate found a problem.
 	ErrInvalidConfig = errors.New("cluster: invalid config")
 )
+
+// Sentinel errors of membership management.
+var (
+	// ErrUnknownMember: no server or gossip member has the given name.
+	ErrUnknownMember = errors.New("cluster: unknown member")
+
+	// ErrWouldLoseQuorum: removing the member would leave fewer alive
+	// voters than a majority of the remaining configuration.
+	ErrWouldLoseQuorum = errors.New("cluster: removal would leave no quorum of alive voters")
+)

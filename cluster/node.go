@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
@@ -83,6 +85,21 @@ type Node struct {
 	joins     atomic.Uint64          // callers that joined a round; joins/rounds is the sharing ratio
 	roundHook atomic.Pointer[func()] // tests: runs inside a round after the commit index is captured
 
+	// A follower's remote read-index rounds (see readindex.go).
+	remote     roundQueue
+	remoteKick chan struct{}
+	remoteHook atomic.Pointer[func()] // tests: runs at the start of a remote round
+
+	// dialRPC opens an internal RPC connection to a node by its raft
+	// address (nil: no internal RPC, followers cannot forward).
+	dialRPC func(context.Context, raft.ServerAddress) (net.Conn, error)
+
+	// gossip is nil when Config.GossipAddr is empty.
+	gossip *gossip
+	// left is set once Leave has started: the node no longer manages
+	// membership or rejoins gossip.
+	left atomic.Bool
+
 	shutdownOnce sync.Once
 	shutdownErr  error
 }
@@ -101,6 +118,13 @@ type deps struct {
 	bootstrap []raft.Server
 	// tune, if set, adjusts the raft config (tests shorten timeouts).
 	tune func(*raft.Config)
+	// dialRPC and registerRPC connect the internal RPC: dialRPC opens a
+	// connection to a peer's RPC server, registerRPC installs this node's
+	// handler for incoming ones. Both nil: no internal RPC.
+	dialRPC     func(context.Context, raft.ServerAddress) (net.Conn, error)
+	registerRPC func(handler func(net.Conn))
+	// tuneGossip, if set, adjusts the memberlist config (tests).
+	tuneGossip func(*memberlist.Config)
 }
 
 // New opens the raft stores under cfg.DataDir, listens on cfg.RaftAddr and
@@ -108,6 +132,11 @@ type deps struct {
 // BootstrapExpect == 1 it bootstraps a one-voter cluster; on later starts
 // raft restores the latest snapshot into f and replays the log after it, so
 // f must be freshly created (fsm.New) for every New.
+//
+// With GossipAddr set, New also starts gossip and returns while it joins
+// Config.Join in the background; with BootstrapExpect > 1 the node then
+// bootstraps together with the servers it finds, or is added by an
+// existing cluster's leader (see membership.go).
 //
 // New returns once raft is running, usually before a leader is elected:
 // Propose and ReadIndex wait (up to ApplyTimeout) for one.
@@ -143,7 +172,7 @@ func New(cfg *Config, f *fsm.FSM) (*Node, error) {
 		_ = bolt.Close()
 		return nil, fmt.Errorf("cluster: open snapshot store in %s: %w", raftDir, err)
 	}
-	stream, err := newTLSStreamLayer(c.RaftAddr, c.RaftAddr, c.TLS)
+	stream, err := newTLSStreamLayer(c.RaftAddr, c.RaftAddr, c.TLS, c.Logger.With("component", "cluster", "node", c.NodeName))
 	if err != nil {
 		_ = bolt.Close()
 		return nil, err
@@ -155,7 +184,11 @@ func New(cfg *Config, f *fsm.FSM) (*Node, error) {
 		Logger:  hl.Named("transport"),
 	})
 
-	d := deps{logs: logs, stable: bolt, snaps: snaps, trans: trans, closers: []io.Closer{bolt}}
+	d := deps{
+		logs: logs, stable: bolt, snaps: snaps, trans: trans, closers: []io.Closer{bolt},
+		dialRPC:     stream.dialRPC,
+		registerRPC: func(h func(net.Conn)) { stream.rpc.Store(&h) },
+	}
 	if c.BootstrapExpect == 1 {
 		d.bootstrap = []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(c.NodeName), Address: trans.LocalAddr()}}
 	}
@@ -179,9 +212,9 @@ func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(c.NodeName)
 	rc.Logger = newHCLogAdapter(c.Logger, "raft")
-	rc.HeartbeatTimeout = 500 * time.Millisecond
-	rc.ElectionTimeout = 500 * time.Millisecond
-	rc.LeaderLeaseTimeout = 250 * time.Millisecond
+	rc.HeartbeatTimeout = raftHeartbeatTimeout
+	rc.ElectionTimeout = raftElectionTimeout
+	rc.LeaderLeaseTimeout = raftLeaderLeaseTimeout
 	rc.BatchApplyCh = true // group commit: queued Applies share one StoreLogs and fsync
 	rc.MaxAppendEntries = 256
 	rc.SnapshotThreshold = c.SnapshotThreshold
@@ -215,17 +248,19 @@ func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
-		cfg:      c,
-		fsm:      f,
-		raft:     r,
-		trans:    d.trans,
-		logger:   c.Logger.With("component", "cluster", "node", c.NodeName),
-		closers:  d.closers,
-		obsCh:    make(chan raft.Observation, 16),
-		ctx:      ctx,
-		cancel:   cancel,
-		stateCh:  make(chan struct{}),
-		readKick: make(chan struct{}, 1),
+		cfg:        c,
+		fsm:        f,
+		raft:       r,
+		trans:      d.trans,
+		logger:     c.Logger.With("component", "cluster", "node", c.NodeName),
+		closers:    d.closers,
+		obsCh:      make(chan raft.Observation, 16),
+		ctx:        ctx,
+		cancel:     cancel,
+		stateCh:    make(chan struct{}),
+		readKick:   make(chan struct{}, 1),
+		remoteKick: make(chan struct{}, 1),
+		dialRPC:    d.dialRPC,
 	}
 	// Non-blocking: raft never waits for us. A dropped observation is
 	// harmless because waiters re-read raft's state on every wake-up, and
@@ -239,19 +274,50 @@ func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
 	})
 	r.RegisterObserver(n.observer)
 
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.watchLeadership()
 	go n.runReadRounds()
+	go n.runRemoteRounds()
+	if d.registerRPC != nil {
+		d.registerRPC(n.serveRPC)
+	}
+	if c.GossipAddr != "" {
+		if err := n.startGossip(d.tuneGossip); err != nil {
+			n.stop()
+			return nil, err
+		}
+		n.wg.Add(2)
+		go n.bootstrapLoop()
+		go n.reconcileLoop()
+	}
 	return n, nil
 }
 
-// Shutdown stops raft, closes the transport and then the log store. Calls
-// in flight return ErrShutdown. It is idempotent: later calls return the
-// first call's result.
+// stop ends the node's goroutines and raft without closing the transport
+// or the stores (New's error path: the caller still owns them).
+func (n *Node) stop() {
+	n.cancel()
+	_ = n.raft.Shutdown().Error()
+	n.raft.DeregisterObserver(n.observer)
+	if n.gossip != nil && n.gossip.ml != nil {
+		_ = n.gossip.ml.Shutdown()
+	}
+	n.wg.Wait()
+}
+
+// Shutdown stops gossip (without a leave message: call Leave first for a
+// graceful departure), stops raft, closes the transport and then the log
+// store. Calls in flight return ErrShutdown. It is idempotent: later calls
+// return the first call's result.
 func (n *Node) Shutdown() error {
 	n.shutdownOnce.Do(func() {
 		n.cancel()
 		var errs []error
+		if n.gossip != nil {
+			if err := n.gossip.ml.Shutdown(); err != nil {
+				errs = append(errs, fmt.Errorf("cluster: gossip shutdown: %w", err))
+			}
+		}
 		if err := n.raft.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("cluster: raft shutdown: %w", err))
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -21,18 +23,26 @@ type readRound struct {
 // call started is at or below it, after waiting until the local FSM has
 // applied it; a read served from local state afterwards is linearizable.
 //
-// It works only on the leader (followers get ErrNotLeader and forward) and
-// only once the term barrier has applied; a new leader makes callers wait
-// for that, up to ApplyTimeout. The steps are: capture raft's commit index,
-// confirm leadership with a heartbeat round (VerifyLeader), then wait for
-// the FSM. Confirmation is what makes the captured index safe: had another
-// leader been elected meanwhile, the heartbeat round would fail.
+// On the leader, once its term barrier has applied (a new leader makes
+// callers wait for that, up to ApplyTimeout), the steps are: capture
+// raft's commit index, confirm leadership with a heartbeat round
+// (VerifyLeader), then wait for the FSM. Confirmation is what makes the
+// captured index safe: had another leader been elected meanwhile, the
+// heartbeat round would fail.
 //
-// Callers share confirmation rounds: one goroutine runs them back to back,
-// and a caller joins the first round that starts after it arrived, never
-// one already in progress, whose captured commit index could predate a
-// write acknowledged just before the caller arrived. So N concurrent reads
-// cost about two heartbeat rounds, not N.
+// On a follower (when the internal RPC is available) the node asks the
+// leader for its read index, which the leader computes exactly as above,
+// and then waits until its own FSM has applied it. A follower that cannot
+// reach a leader that confirms its leadership keeps trying until
+// ApplyTimeout or ctx ends and then fails with ErrNoLeader or ErrTimeout:
+// it never answers with an index it could not confirm. Without the
+// internal RPC (in-memory tests) followers answer ErrNotLeader.
+//
+// Callers share confirmation rounds, on the leader and on followers alike:
+// one goroutine runs them back to back, and a caller joins the first round
+// that starts after it arrived, never one already in progress, whose
+// captured commit index could predate a write acknowledged just before the
+// caller arrived. So N concurrent reads cost about two rounds, not N.
 func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
 	if n.ctx.Err() != nil {
 		return 0, ErrShutdown
@@ -40,7 +50,62 @@ func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
 	ctx, cancel := n.bind(ctx)
 	defer cancel()
 
-	if err := n.awaitReadReady(ctx, time.Now().Add(n.cfg.ApplyTimeout)); err != nil {
+	deadline := time.Now().Add(n.cfg.ApplyTimeout)
+	var lastErr error
+	for {
+		leaderAddr, err := n.awaitReadReady(ctx, deadline, n.dialRPC != nil)
+		if err != nil {
+			if errors.Is(err, ErrNoLeader) && lastErr != nil {
+				return 0, fmt.Errorf("%w: last attempt: %w", ErrNoLeader, lastErr)
+			}
+			return 0, err
+		}
+		var r *readRound
+		if leaderAddr == "" {
+			r = n.joinRound()
+		} else {
+			r = n.remote.join(n.remoteKick)
+		}
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return 0, n.ctxErr(ctx)
+		}
+		if r.err != nil {
+			if leaderAddr == "" || errors.Is(r.err, ErrShutdown) {
+				return 0, r.err
+			}
+			// The leader could not be reached or has changed: try again
+			// with whoever leads next, until the deadline.
+			lastErr = r.err
+			if time.Now().After(deadline) {
+				return 0, fmt.Errorf("%w: %w", ErrNoLeader, r.err)
+			}
+			select {
+			case <-time.After(remoteRetryDelay):
+			case <-ctx.Done():
+				return 0, n.ctxErr(ctx)
+			}
+			continue
+		}
+		if err := n.fsm.WaitApplied(ctx, r.index); err != nil {
+			return 0, n.ctxErr(ctx)
+		}
+		return r.index, nil
+	}
+}
+
+// leaderReadIndex is the leader's half of ReadIndex, for a follower's RPC:
+// a confirmed read index, without waiting for the local FSM (the follower
+// waits for its own).
+func (n *Node) leaderReadIndex(ctx context.Context) (uint64, error) {
+	if n.ctx.Err() != nil {
+		return 0, ErrShutdown
+	}
+	ctx, cancel := n.bind(ctx)
+	defer cancel()
+	deadline := time.Now().Add(n.cfg.ApplyTimeout)
+	if _, err := n.awaitReadReady(ctx, deadline, false); err != nil {
 		return 0, err
 	}
 	r := n.joinRound()
@@ -49,19 +114,15 @@ func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
 	case <-ctx.Done():
 		return 0, n.ctxErr(ctx)
 	}
-	if r.err != nil {
-		return 0, r.err
-	}
-	if err := n.fsm.WaitApplied(ctx, r.index); err != nil {
-		return 0, n.ctxErr(ctx)
-	}
-	return r.index, nil
+	return r.index, r.err
 }
 
-// awaitReadReady waits until this node is leader with its barrier applied.
-// It fails fast with ErrNotLeader when another node leads, and waits while
-// an election or this node's barrier is in progress.
-func (n *Node) awaitReadReady(ctx context.Context, deadline time.Time) error {
+// awaitReadReady waits until this node is leader with its barrier applied
+// (leaderAddr ""), or, when forward is set, until another node is known to
+// lead (its raft address is returned). Without forward it fails fast with
+// ErrNotLeader when another node leads. It waits while an election or this
+// node's barrier is in progress.
+func (n *Node) awaitReadReady(ctx context.Context, deadline time.Time, forward bool) (leaderAddr raft.ServerAddress, err error) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -71,11 +132,14 @@ func (n *Node) awaitReadReady(ctx context.Context, deadline time.Time) error {
 	for {
 		ch := n.changed()
 		if n.readReady() {
-			return nil
+			return "", nil
 		}
 		if n.raft.State() != raft.Leader {
 			if addr, id := n.raft.LeaderWithID(); id != "" && id != raft.ServerID(n.cfg.NodeName) {
-				return fmt.Errorf("%w: leader is %s at %s", ErrNotLeader, id, addr)
+				if forward {
+					return addr, nil
+				}
+				return "", fmt.Errorf("%w: leader is %s at %s", ErrNotLeader, id, addr)
 			}
 		}
 		if timer == nil {
@@ -85,11 +149,11 @@ func (n *Node) awaitReadReady(ctx context.Context, deadline time.Time) error {
 		case <-ch:
 		case <-timer.C:
 			if n.raft.State() == raft.Leader {
-				return fmt.Errorf("%w: %w", ErrTimeout, ErrNotReadReady)
+				return "", fmt.Errorf("%w: %w", ErrTimeout, ErrNotReadReady)
 			}
-			return ErrNoLeader
+			return "", ErrNoLeader
 		case <-ctx.Done():
-			return n.ctxErr(ctx)
+			return "", n.ctxErr(ctx)
 		}
 	}
 }
@@ -171,4 +235,93 @@ func (n *Node) verifyRound() (uint64, error) {
 		return 0, fmt.Errorf("%w: leadership changed during read index", ErrNotLeader)
 	}
 	return index, nil
+}
+
+const (
+	// remoteRetryDelay spaces a follower's attempts to get a read index
+	// after one failed (leader unreachable or changed).
+	remoteRetryDelay = 50 * time.Millisecond
+
+	// remoteRoundTimeout bounds one remote read-index round, so a leader
+	// that stopped answering does not hold up later rounds for long.
+	remoteRoundTimeout = 3 * time.Second
+)
+
+// roundQueue is a queue of shared rounds with the join-the-next-round rule
+// (see joinRound), used for a follower's remote read-index rounds.
+type roundQueue struct {
+	mu      sync.Mutex
+	pending *readRound
+	rounds  atomic.Uint64 // rounds run
+	joins   atomic.Uint64 // callers that joined a round
+}
+
+func (q *roundQueue) join(kick chan struct{}) *readRound {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.joins.Add(1)
+	if q.pending == nil {
+		q.pending = &readRound{done: make(chan struct{})}
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	return q.pending
+}
+
+func (q *roundQueue) take() *readRound {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	r := q.pending
+	q.pending = nil
+	return r
+}
+
+// runRemoteRounds runs a follower's remote read-index rounds one at a time.
+func (n *Node) runRemoteRounds() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.remoteKick:
+		case <-n.ctx.Done():
+			if r := n.remote.take(); r != nil {
+				r.err = ErrShutdown
+				close(r.done)
+			}
+			return
+		}
+		r := n.remote.take()
+		if r == nil {
+			continue
+		}
+		n.remote.rounds.Add(1)
+		if h := n.remoteHook.Load(); h != nil {
+			(*h)()
+		}
+		r.index, r.err = n.remoteRound()
+		close(r.done)
+	}
+}
+
+// remoteRound asks the current leader for a read index.
+func (n *Node) remoteRound() (uint64, error) {
+	addr, id := n.raft.LeaderWithID()
+	if id == "" {
+		return 0, ErrNoLeader
+	}
+	if id == raft.ServerID(n.cfg.NodeName) {
+		return 0, fmt.Errorf("%w: this node became leader", ErrNotLeader)
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, min(n.cfg.ApplyTimeout, remoteRoundTimeout))
+	defer cancel()
+	resp, err := n.call(ctx, addr, rpcRequest{Op: opReadIndex})
+	if err != nil {
+		if errors.Is(err, ErrShutdown) && n.ctx.Err() == nil {
+			// The leader is shutting down, not this node.
+			return 0, fmt.Errorf("%w: leader %s is shutting down: %v", ErrNoLeader, id, err)
+		}
+		return 0, fmt.Errorf("read index from leader %s at %s: %w", id, addr, err)
+	}
+	return resp.Index, nil
 }

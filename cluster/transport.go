@@ -1,10 +1,15 @@
 package cluster
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -14,10 +19,30 @@ import (
 // connection, in either direction, presents the node certificate and
 // requires the peer's to chain to the cluster CA. Without it anyone who can
 // reach the raft port could append to the log.
+//
+// The listener also carries the internal RPC (rpc.go): after the handshake
+// the first byte of every accepted connection is peeked. Raft's own RPC
+// type bytes are small (0..4); rpcMarker selects the internal RPC, which is
+// served on its own goroutine, and anything else goes to raft with the
+// byte put back.
 type tlsStreamLayer struct {
-	ln        net.Listener // a tls.NewListener
+	ln        net.Listener // the plain TCP listener; TLS is added per connection
+	server    *tls.Config
 	advertise net.Addr
 	client    *tls.Config
+	logger    *slog.Logger
+
+	conns     chan net.Conn // classified raft connections, for Accept
+	closed    chan struct{}
+	closeOnce sync.Once
+
+	// rpc serves an internal RPC connection (the marker byte already
+	// read); nil until the node is running, and such connections are
+	// closed meanwhile.
+	rpc atomic.Pointer[func(net.Conn)]
+	// rejectHook, if set, is told about every connection refused before
+	// reaching raft or the RPC (tests).
+	rejectHook atomic.Pointer[func(error)]
 }
 
 var _ raft.StreamLayer = (*tlsStreamLayer)(nil)
@@ -29,6 +54,10 @@ type advertiseAddr string
 
 func (a advertiseAddr) Network() string { return "tcp" }
 func (a advertiseAddr) String() string  { return string(a) }
+
+// classifyTimeout bounds the handshake and the first byte of an accepted
+// connection. Raft and the RPC client send their first byte immediately.
+const classifyTimeout = 10 * time.Second
 
 // serverTLS and clientTLS derive the two sides from the node's TLS config.
 // Either CA pool serves both directions when the other is unset.
@@ -58,7 +87,8 @@ func clientTLS(base *tls.Config) *tls.Config {
 
 // newTLSStreamLayer listens on bind. advertise is the address peers use;
 // when empty (or with port 0) the listener's actual address is used.
-func newTLSStreamLayer(bind, advertise string, base *tls.Config) (*tlsStreamLayer, error) {
+// Refused connections are logged to logger (nil discards).
+func newTLSStreamLayer(bind, advertise string, base *tls.Config, logger *slog.Logger) (*tlsStreamLayer, error) {
 	inner, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: listen for raft on %s: %w", bind, err)
@@ -67,22 +97,141 @@ func newTLSStreamLayer(bind, advertise string, base *tls.Config) (*tlsStreamLaye
 	if _, port, err := net.SplitHostPort(advertise); err != nil || port == "0" {
 		adv = inner.Addr()
 	}
-	return &tlsStreamLayer{
-		ln:        tls.NewListener(inner, serverTLS(base)),
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &tlsStreamLayer{
+		ln:        inner,
+		server:    serverTLS(base),
 		advertise: adv,
 		client:    clientTLS(base),
-	}, nil
+		logger:    logger,
+		conns:     make(chan net.Conn),
+		closed:    make(chan struct{}),
+	}
+	go s.acceptLoop()
+	return s, nil
 }
 
-// Accept returns the next connection. The TLS handshake (and with it the
-// client certificate check) runs on the connection's first read, in raft's
-// per-connection goroutine, so a slow or hostile peer cannot stall the
-// accept loop; a peer without a valid certificate fails there and raft
-// closes the connection before reading any RPC.
-func (s *tlsStreamLayer) Accept() (net.Conn, error) { return s.ln.Accept() }
+// acceptLoop accepts TCP connections and classifies each on its own
+// goroutine, so a slow or hostile peer cannot stall accepting.
+func (s *tlsStreamLayer) acceptLoop() {
+	backoff := 5 * time.Millisecond
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			select {
+			case <-s.closed:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		go s.classify(c)
+	}
+}
+
+// classify completes the TLS handshake (the client certificate check, and
+// the caller's VerifyConnection hook), reads the first byte and routes the
+// connection to the RPC server or to raft.
+func (s *tlsStreamLayer) classify(raw net.Conn) {
+	conn := tls.Server(raw, s.server)
+	_ = conn.SetDeadline(time.Now().Add(classifyTimeout))
+	if err := conn.Handshake(); err != nil {
+		_ = conn.Close()
+		if errors.Is(err, io.EOF) {
+			// A port probe (TCP connect, then close) is not worth a warning.
+			s.rejectQuietly(fmt.Errorf("connection on the raft port from %s closed before the TLS handshake: %w", raw.RemoteAddr(), err))
+			return
+		}
+		s.reject(fmt.Errorf("refused connection on the raft port from %s: TLS handshake failed (is the peer using a certificate from this cluster's CA?): %w", raw.RemoteAddr(), err))
+		return
+	}
+	var first [1]byte
+	if _, err := io.ReadFull(conn, first[:]); err != nil {
+		_ = conn.Close()
+		s.rejectQuietly(fmt.Errorf("connection on the raft port from %s closed before its first byte: %w", raw.RemoteAddr(), err))
+		return
+	}
+	if first[0] == rpcMarker {
+		h := s.rpc.Load()
+		if h == nil {
+			_ = conn.Close()
+			return
+		}
+		(*h)(conn)
+		return
+	}
+	_ = conn.SetDeadline(time.Time{})
+	mc := &peekedConn{Conn: conn, first: first[0], has: true}
+	select {
+	case s.conns <- mc:
+	case <-s.closed:
+		_ = conn.Close()
+	}
+}
+
+// reject logs a refused connection. A handshake failure is the clear log
+// line for a node started with the wrong CA.
+func (s *tlsStreamLayer) reject(err error) {
+	s.logger.Warn(err.Error())
+	if h := s.rejectHook.Load(); h != nil {
+		(*h)(err)
+	}
+}
+
+// rejectQuietly is reject at debug level, for connections that are
+// closed early rather than refused.
+func (s *tlsStreamLayer) rejectQuietly(err error) {
+	s.logger.Debug(err.Error())
+	if h := s.rejectHook.Load(); h != nil {
+		(*h)(err)
+	}
+}
+
+// peekedConn gives back the byte classify read.
+type peekedConn struct {
+	*tls.Conn
+	first byte
+	has   bool
+}
+
+func (c *peekedConn) Read(p []byte) (int, error) {
+	if c.has && len(p) > 0 {
+		p[0] = c.first
+		c.has = false
+		return 1, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// Accept returns the next raft connection: its handshake (and with it the
+// client certificate check) has completed and its first byte was not the
+// RPC marker. A peer without a valid certificate never reaches raft.
+func (s *tlsStreamLayer) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.conns:
+		return c, nil
+	case <-s.closed:
+		return nil, net.ErrClosed
+	}
+}
 
 // Close stops accepting; raft's NetworkTransport calls it on shutdown.
-func (s *tlsStreamLayer) Close() error { return s.ln.Close() }
+func (s *tlsStreamLayer) Close() error {
+	err := net.ErrClosed
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		err = s.ln.Close()
+	})
+	return err
+}
 
 // Addr is the advertised raft address, which raft records as this
 // server's address in the configuration.
@@ -102,4 +251,24 @@ func (s *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 		return nil, fmt.Errorf("cluster: dial raft peer %s: %w", address, err)
 	}
 	return conn, nil
+}
+
+// dialRPC opens an internal RPC connection to the node whose raft address
+// is address: a TLS connection to its raft port, marker byte sent.
+func (s *tlsStreamLayer) dialRPC(ctx context.Context, address raft.ServerAddress) (net.Conn, error) {
+	d := &tls.Dialer{NetDialer: &net.Dialer{}, Config: s.client}
+	c, err := d.DialContext(ctx, "tcp", string(address))
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", address, err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetWriteDeadline(dl)
+	} else {
+		_ = c.SetWriteDeadline(time.Now().Add(classifyTimeout))
+	}
+	if _, err := c.Write([]byte{rpcMarker}); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("dial %s: %w", address, err)
+	}
+	return c, nil
 }

@@ -55,17 +55,27 @@ func TestTLSStreamLayer(t *testing.T) {
 			if tc.serverCfg != nil {
 				cfg = tc.serverCfg
 			}
-			srv, err := newTLSStreamLayer("127.0.0.1:0", "", cfg)
+			srv, err := newTLSStreamLayer("127.0.0.1:0", "", cfg, testLogger())
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer srv.Close()
-			cli, err := newTLSStreamLayer("127.0.0.1:0", "", tc.client)
+			rejected := make(chan error, 1)
+			hook := func(err error) {
+				select {
+				case rejected <- err:
+				default:
+				}
+			}
+			srv.rejectHook.Store(&hook)
+			cli, err := newTLSStreamLayer("127.0.0.1:0", "", tc.client, testLogger())
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer cli.Close()
 
+			// Accept hands over only connections whose handshake succeeded;
+			// a refused one is reported to the reject hook instead.
 			accepted := make(chan error, 1)
 			go func() {
 				conn, err := srv.Accept()
@@ -75,10 +85,6 @@ func TestTLSStreamLayer(t *testing.T) {
 				}
 				defer conn.Close()
 				_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-				if err := conn.(*tls.Conn).Handshake(); err != nil {
-					accepted <- err
-					return
-				}
 				buf := make([]byte, 4)
 				if _, err := io.ReadFull(conn, buf); err != nil {
 					accepted <- err
@@ -105,12 +111,19 @@ func TestTLSStreamLayer(t *testing.T) {
 					t.Fatal("rejected peer could still exchange data")
 				}
 			}
-			aerr := <-accepted
-			if tc.acceptOK && aerr != nil {
-				t.Fatalf("acceptor: %v", aerr)
+			if tc.acceptOK {
+				if aerr := <-accepted; aerr != nil {
+					t.Fatalf("acceptor: %v", aerr)
+				}
+				return
 			}
-			if !tc.acceptOK && aerr == nil {
-				t.Fatal("acceptor accepted a peer it must reject")
+			select {
+			case err := <-rejected:
+				if tc.dialOK && err == nil {
+					t.Fatal("reject hook without an error")
+				}
+			case aerr := <-accepted:
+				t.Fatalf("acceptor accepted a peer it must reject (err %v)", aerr)
 			}
 		})
 	}

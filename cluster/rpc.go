@@ -1,0 +1,275 @@
+package cluster
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// The internal RPC carries the few node-to-node calls raft does not:
+// a follower asking the leader for a read index, bootstrap-expect asking
+// peers whether they have raft state, Members collecting per-node stats,
+// and removal of a server through the leader. It shares the raft listener
+// and its mutual TLS (transport.go): a connection whose first byte is
+// rpcMarker carries exactly one request and one response, each a frame of
+// a 4-byte big-endian length and that many bytes of JSON. Every read and
+// write has a deadline; a malformed frame closes the connection.
+
+const (
+	// rpcMarker selects the internal RPC on the raft port. Raft's own RPC
+	// type bytes are 0..4.
+	rpcMarker byte = 0xA7
+
+	// rpcMaxFrame bounds a frame; requests and responses are tiny.
+	rpcMaxFrame = 64 << 10
+
+	// rpcIOTimeout bounds reading a request and writing a response, and a
+	// client call whose context has no deadline.
+	rpcIOTimeout = 10 * time.Second
+
+	// statsTimeout bounds each Stats call made by Members.
+	statsTimeout = time.Second
+)
+
+// RPC operations.
+const (
+	opReadIndex    = "read_index"
+	opHasState     = "has_state"
+	opStats        = "stats"
+	opRemoveServer = "remove_server"
+)
+
+type rpcRequest struct {
+	Op   string `json:"op"`
+	Name string `json:"name,omitempty"`
+	// Force skips RemoveServer's quorum check: a node removing itself on
+	// Leave is going away whatever the check says.
+	Force bool `json:"force,omitempty"`
+	// TimeoutMS is how long the caller will wait; the server stops
+	// working on the request after it.
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+}
+
+type rpcResponse struct {
+	Index    uint64 `json:"index,omitempty"`
+	HasState bool   `json:"has_state,omitempty"`
+	// Servers are the IDs in the node's latest configuration (has_state).
+	Servers []string   `json:"servers,omitempty"`
+	Stats   *nodeStats `json:"stats,omitempty"`
+	Code    string     `json:"code,omitempty"` // see errCodes
+	Err     string     `json:"err,omitempty"`
+}
+
+// nodeStats is what Stats reports about a node.
+type nodeStats struct {
+	State         string `json:"state"`
+	Applied       uint64 `json:"applied"`
+	LastContactNS int64  `json:"last_contact_ns"` // -1: unknown
+}
+
+// errCodes carries sentinel errors across the wire.
+var errCodes = []struct {
+	code string
+	err  error
+}{
+	{"not_leader", ErrNotLeader},
+	{"no_leader", ErrNoLeader},
+	{"timeout", ErrTimeout},
+	{"leadership_lost", ErrLeadershipLost},
+	{"shutdown", ErrShutdown},
+	{"not_read_ready", ErrNotReadReady},
+	{"unknown_member", ErrUnknownMember},
+	{"no_quorum", ErrWouldLoseQuorum},
+	{"invalid", ErrInvalidConfig},
+}
+
+func errCode(err error) string {
+	for _, c := range errCodes {
+		if errors.Is(err, c.err) {
+			return c.code
+		}
+	}
+	return ""
+}
+
+func codeErr(code string) error {
+	for _, c := range errCodes {
+		if c.code == code {
+			return c.err
+		}
+	}
+	return nil
+}
+
+// errBadRequest answers a request the server cannot parse or does not know.
+var errBadRequest = errors.New("bad request")
+
+func writeFrame(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if len(b) > rpcMaxFrame {
+		return fmt.Errorf("frame of %d bytes exceeds %d", len(b), rpcMaxFrame)
+	}
+	buf := make([]byte, 4+len(b))
+	binary.BigEndian.PutUint32(buf, uint32(len(b)))
+	copy(buf[4:], b)
+	_, err = w.Write(buf)
+	return err
+}
+
+func readFrame(r io.Reader, v any) error {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return err
+	}
+	size := binary.BigEndian.Uint32(hdr[:])
+	if size == 0 || size > rpcMaxFrame {
+		return fmt.Errorf("%w: frame length %d", errBadRequest, size)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%w: %v", errBadRequest, err)
+	}
+	return nil
+}
+
+// serveRPC answers one request on conn (the marker byte already read) and
+// closes it. It never panics on bad input: a frame it cannot read closes
+// the connection, an unknown operation gets an error response.
+func (n *Node) serveRPC(conn net.Conn) {
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(rpcIOTimeout))
+	var req rpcRequest
+	if err := readFrame(conn, &req); err != nil {
+		n.logger.Debug("internal RPC: unreadable request", "remote", conn.RemoteAddr(), "error", err)
+		if errors.Is(err, errBadRequest) {
+			_ = conn.SetWriteDeadline(time.Now().Add(rpcIOTimeout))
+			_ = writeFrame(conn, rpcResponse{Code: "bad_request", Err: err.Error()})
+		}
+		return
+	}
+	timeout := n.cfg.ApplyTimeout
+	if req.TimeoutMS > 0 && time.Duration(req.TimeoutMS)*time.Millisecond < timeout {
+		timeout = time.Duration(req.TimeoutMS) * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	resp := n.handleRPC(ctx, &req)
+	_ = conn.SetWriteDeadline(time.Now().Add(rpcIOTimeout))
+	if err := writeFrame(conn, resp); err != nil {
+		n.logger.Debug("internal RPC: writing response", "remote", conn.RemoteAddr(), "error", err)
+	}
+}
+
+func (n *Node) handleRPC(ctx context.Context, req *rpcRequest) rpcResponse {
+	var (
+		resp rpcResponse
+		err  error
+	)
+	switch req.Op {
+	case opReadIndex:
+		resp.Index, err = n.leaderReadIndex(ctx)
+	case opHasState:
+		resp.HasState = n.hasState()
+		if fut := n.raft.GetConfiguration(); fut.Error() == nil {
+			for _, s := range fut.Configuration().Servers {
+				resp.Servers = append(resp.Servers, string(s.ID))
+			}
+		}
+	case opStats:
+		s := n.localStats()
+		resp.Stats = &s
+	case opRemoveServer:
+		err = n.removeServerAsLeader(ctx, req.Name, req.Force)
+	default:
+		return rpcResponse{Code: "bad_request", Err: fmt.Sprintf("unknown operation %q", req.Op)}
+	}
+	if err != nil {
+		resp.Code, resp.Err = errCode(err), err.Error()
+	}
+	return resp
+}
+
+// call sends req to the node at addr (its raft address) and returns its
+// response. Errors the remote node reported come back wrapping the same
+// sentinel; a node that cannot be reached gives a plain error.
+func (n *Node) call(ctx context.Context, addr raft.ServerAddress, req rpcRequest) (*rpcResponse, error) {
+	if n.dialRPC == nil {
+		return nil, errors.New("internal RPC is not available on this transport")
+	}
+	ctx, cancel := n.bind(ctx)
+	defer cancel()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(rpcIOTimeout)
+	}
+	req.TimeoutMS = max(time.Until(deadline).Milliseconds(), 1)
+	conn, err := n.dialRPC(ctx, addr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, n.ctxErr(ctx)
+		}
+		return nil, err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	defer stop()
+	_ = conn.SetDeadline(deadline)
+	if err := writeFrame(conn, req); err != nil {
+		if ctx.Err() != nil {
+			return nil, n.ctxErr(ctx)
+		}
+		return nil, fmt.Errorf("send %s to %s: %w", req.Op, addr, err)
+	}
+	var resp rpcResponse
+	if err := readFrame(conn, &resp); err != nil {
+		if ctx.Err() != nil {
+			return nil, n.ctxErr(ctx)
+		}
+		return nil, fmt.Errorf("read %s response from %s: %w", req.Op, addr, err)
+	}
+	if resp.Code != "" || resp.Err != "" {
+		if s := codeErr(resp.Code); s != nil {
+			return &resp, fmt.Errorf("%w: %s answered: %s", s, addr, resp.Err)
+		}
+		return &resp, fmt.Errorf("cluster: %s answered %s: %s", addr, req.Op, resp.Err)
+	}
+	return &resp, nil
+}
+
+// hasState reports whether this node has any raft state: log entries, a
+// snapshot, or a configuration. Bootstrap-expect must not bootstrap when
+// any peer does.
+func (n *Node) hasState() bool {
+	if n.raft.LastIndex() > 0 {
+		return true
+	}
+	fut := n.raft.GetConfiguration()
+	return fut.Error() == nil && len(fut.Configuration().Servers) > 0
+}
+
+// localStats is this node's answer to Stats.
+func (n *Node) localStats() nodeStats {
+	s := nodeStats{State: n.raft.State().String(), Applied: n.fsm.AppliedIndex(), LastContactNS: -1}
+	switch {
+	case n.raft.State() == raft.Leader:
+		s.LastContactNS = 0
+	default:
+		if lc := n.raft.LastContact(); !lc.IsZero() {
+			s.LastContactNS = int64(time.Since(lc))
+		}
+	}
+	return s
+}
