@@ -61,7 +61,7 @@ func parseServe(args []string) (*options, error) {
 	fs.StringVar(&o.gossipAddr, "gossip-addr", "127.0.0.1:6445", "memberlist gossip address (encrypted); used when --bootstrap-expect > 1 or --join is set")
 	fs.StringVar(&o.nodeName, "node-name", host, "unique name of this node")
 	fs.StringVar(&o.join, "join", "", "gossip addresses of other nodes, host:port[,...]")
-	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 1, "servers to see before the first election (1 bootstraps a one-node cluster)")
+	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 1, "servers to see before the first election (1 bootstraps a one-node cluster; with --join the default is 0: join an existing cluster)")
 	fs.StringVar(&o.caDir, "ca-dir", "", "shared cluster CA directory (default <data-dir>/pki, generated when absent)")
 	fs.StringVar(&o.runtimeConfig, "runtime-config", "", "enable or disable group versions, k=v,...")
 	fs.StringVar(&o.saIssuer, "service-account-issuer", "https://kubernetes.default.svc", "service account token issuer URL")
@@ -78,6 +78,16 @@ func parseServe(args []string) (*options, error) {
 	}
 	if err := envTwins(fs); err != nil {
 		return nil, err
+	}
+	expectSet := false
+	fs.Visit(func(f *flag.Flag) { expectSet = expectSet || f.Name == "bootstrap-expect" })
+	if _, ok := os.LookupEnv(envName("bootstrap-expect")); ok {
+		expectSet = true
+	}
+	if o.join != "" && !expectSet {
+		// A node told where its cluster is joins it: it must not bootstrap
+		// a cluster of its own.
+		o.bootstrapExpect = 0
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())

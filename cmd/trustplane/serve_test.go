@@ -105,11 +105,28 @@ func TestEnvTwinsFillFlagsNotGivenOnTheCommandLine(t *testing.T) {
 	}
 }
 
-func TestParseServeRefusesWhatItCannotDoYet(t *testing.T) {
-	if _, err := parseServe([]string{"--bootstrap-expect", "3"}); err == nil {
-		t.Fatal("--bootstrap-expect 3 was accepted before multi-node formation exists")
+func TestParseServe(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		wantExpect int
+		wantErr    bool
+	}{
+		{"a lone node bootstraps itself", nil, 1, false},
+		{"a node told to join an existing cluster does not bootstrap", []string{"--join", "10.0.0.1:6445"}, 0, false},
+		{"an explicit expect with join is kept", []string{"--join", "10.0.0.1:6445", "--bootstrap-expect", "3"}, 3, false},
+		{"a negative expect is refused", []string{"--bootstrap-expect", "-1"}, 0, true},
+		{"a stray argument is refused", []string{"stray"}, 0, true},
 	}
-	if _, err := parseServe([]string{"stray"}); err == nil {
-		t.Fatal("a stray argument was accepted")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parseServe(tt.args)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+			if err == nil && o.bootstrapExpect != tt.wantExpect {
+				t.Fatalf("bootstrap-expect = %d, want %d", o.bootstrapExpect, tt.wantExpect)
+			}
+		})
 	}
 }
