@@ -93,6 +93,8 @@ type Node struct {
 	// dialRPC opens an internal RPC connection to a node by its raft
 	// address (nil: no internal RPC, followers cannot forward).
 	dialRPC func(context.Context, raft.ServerAddress) (net.Conn, error)
+	// rpcPool keeps idle internal RPC connections for reuse.
+	rpcPool rpcPool
 
 	// gossip is nil when Config.GossipAddr is empty.
 	gossip *gossip
@@ -299,6 +301,7 @@ func (n *Node) stop() {
 	n.cancel()
 	_ = n.raft.Shutdown().Error()
 	n.raft.DeregisterObserver(n.observer)
+	n.rpcPool.close()
 	if n.gossip != nil && n.gossip.ml != nil {
 		_ = n.gossip.ml.Shutdown()
 	}
@@ -322,6 +325,7 @@ func (n *Node) Shutdown() error {
 			errs = append(errs, fmt.Errorf("cluster: raft shutdown: %w", err))
 		}
 		n.raft.DeregisterObserver(n.observer)
+		n.rpcPool.close()
 		if c, ok := n.trans.(raft.WithClose); ok {
 			if err := c.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("cluster: close transport: %w", err))

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -18,9 +19,12 @@ import (
 // peers whether they have raft state, Members collecting per-node stats,
 // and removal of a server through the leader. It shares the raft listener
 // and its mutual TLS (transport.go): a connection whose first byte is
-// rpcMarker carries exactly one request and one response, each a frame of
-// a 4-byte big-endian length and that many bytes of JSON. Every read and
-// write has a deadline; a malformed frame closes the connection.
+// rpcMarker carries a sequence of requests, each answered before the next
+// is read; requests and responses are frames of a 4-byte big-endian length
+// and that many bytes of JSON. Clients keep idle connections in a small
+// pool per peer, so a follower's read-index round costs one round trip,
+// not a TLS handshake. Every read and write has a deadline; a malformed
+// frame closes the connection.
 
 const (
 	// rpcMarker selects the internal RPC on the raft port. Raft's own RPC
@@ -36,6 +40,15 @@ const (
 
 	// statsTimeout bounds each Stats call made by Members.
 	statsTimeout = time.Second
+
+	// rpcIdleTimeout closes a server-side connection that sends no request
+	// for this long; rpcPoolIdle is the client's bound, kept shorter so the
+	// client drops a connection before the server does.
+	rpcIdleTimeout = 90 * time.Second
+	rpcPoolIdle    = 60 * time.Second
+
+	// rpcPoolSize bounds the idle connections kept per peer.
+	rpcPoolSize = 4
 )
 
 // RPC operations.
@@ -145,31 +158,37 @@ func readFrame(r io.Reader, v any) error {
 	return nil
 }
 
-// serveRPC answers one request on conn (the marker byte already read) and
-// closes it. It never panics on bad input: a frame it cannot read closes
-// the connection, an unknown operation gets an error response.
+// serveRPC answers requests on conn (the marker byte already read), one at
+// a time, until the client closes it or stays idle for rpcIdleTimeout. It
+// never panics on bad input: a frame it cannot read closes the connection,
+// an unknown operation gets an error response.
 func (n *Node) serveRPC(conn net.Conn) {
 	defer conn.Close()
-	_ = conn.SetReadDeadline(time.Now().Add(rpcIOTimeout))
-	var req rpcRequest
-	if err := readFrame(conn, &req); err != nil {
-		n.logger.Debug("internal RPC: unreadable request", "remote", conn.RemoteAddr(), "error", err)
-		if errors.Is(err, errBadRequest) {
-			_ = conn.SetWriteDeadline(time.Now().Add(rpcIOTimeout))
-			_ = writeFrame(conn, rpcResponse{Code: "bad_request", Err: err.Error()})
+	for {
+		_ = conn.SetReadDeadline(time.Now().Add(rpcIdleTimeout))
+		var req rpcRequest
+		if err := readFrame(conn, &req); err != nil {
+			if !errors.Is(err, io.EOF) {
+				n.logger.Debug("internal RPC: unreadable request", "remote", conn.RemoteAddr(), "error", err)
+			}
+			if errors.Is(err, errBadRequest) {
+				_ = conn.SetWriteDeadline(time.Now().Add(rpcIOTimeout))
+				_ = writeFrame(conn, rpcResponse{Code: "bad_request", Err: err.Error()})
+			}
+			return
 		}
-		return
-	}
-	timeout := n.cfg.ApplyTimeout
-	if req.TimeoutMS > 0 && time.Duration(req.TimeoutMS)*time.Millisecond < timeout {
-		timeout = time.Duration(req.TimeoutMS) * time.Millisecond
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	resp := n.handleRPC(ctx, &req)
-	_ = conn.SetWriteDeadline(time.Now().Add(rpcIOTimeout))
-	if err := writeFrame(conn, resp); err != nil {
-		n.logger.Debug("internal RPC: writing response", "remote", conn.RemoteAddr(), "error", err)
+		timeout := n.cfg.ApplyTimeout
+		if req.TimeoutMS > 0 && time.Duration(req.TimeoutMS)*time.Millisecond < timeout {
+			timeout = time.Duration(req.TimeoutMS) * time.Millisecond
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		resp := n.handleRPC(ctx, &req)
+		cancel()
+		_ = conn.SetWriteDeadline(time.Now().Add(rpcIOTimeout))
+		if err := writeFrame(conn, resp); err != nil {
+			n.logger.Debug("internal RPC: writing response", "remote", conn.RemoteAddr(), "error", err)
+			return
+		}
 	}
 }
 
@@ -204,7 +223,10 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest) rpcResponse {
 
 // call sends req to the node at addr (its raft address) and returns its
 // response. Errors the remote node reported come back wrapping the same
-// sentinel; a node that cannot be reached gives a plain error.
+// sentinel; a node that cannot be reached gives a plain error. It reuses a
+// pooled connection when there is one; an idempotent request that fails on
+// a reused connection (the peer may have closed it) is sent once more on a
+// fresh one.
 func (n *Node) call(ctx context.Context, addr raft.ServerAddress, req rpcRequest) (*rpcResponse, error) {
 	if n.dialRPC == nil {
 		return nil, errors.New("internal RPC is not available on this transport")
@@ -216,37 +238,118 @@ func (n *Node) call(ctx context.Context, addr raft.ServerAddress, req rpcRequest
 		deadline = time.Now().Add(rpcIOTimeout)
 	}
 	req.TimeoutMS = max(time.Until(deadline).Milliseconds(), 1)
-	conn, err := n.dialRPC(ctx, addr)
-	if err != nil {
+	idempotent := req.Op != opRemoveServer
+	for attempt := 0; ; attempt++ {
+		conn, reused, err := n.rpcConn(ctx, addr)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, n.ctxErr(ctx)
+			}
+			return nil, err
+		}
+		resp, err := n.roundTrip(ctx, conn, deadline, addr, req)
+		if err == nil {
+			n.rpcPool.put(addr, conn)
+			return n.remoteErr(resp, addr, req)
+		}
+		_ = conn.Close()
 		if ctx.Err() != nil {
 			return nil, n.ctxErr(ctx)
 		}
-		return nil, err
+		if !reused || !idempotent || attempt > 0 {
+			return nil, err
+		}
 	}
-	defer conn.Close()
+}
+
+// rpcConn returns a pooled connection to addr, or dials a new one.
+func (n *Node) rpcConn(ctx context.Context, addr raft.ServerAddress) (conn net.Conn, reused bool, err error) {
+	if c := n.rpcPool.get(addr); c != nil {
+		return c, true, nil
+	}
+	c, err := n.dialRPC(ctx, addr)
+	return c, false, err
+}
+
+// roundTrip writes req and reads its response on conn within deadline.
+func (n *Node) roundTrip(ctx context.Context, conn net.Conn, deadline time.Time, addr raft.ServerAddress, req rpcRequest) (*rpcResponse, error) {
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
 	_ = conn.SetDeadline(deadline)
 	if err := writeFrame(conn, req); err != nil {
-		if ctx.Err() != nil {
-			return nil, n.ctxErr(ctx)
-		}
 		return nil, fmt.Errorf("send %s to %s: %w", req.Op, addr, err)
 	}
 	var resp rpcResponse
 	if err := readFrame(conn, &resp); err != nil {
-		if ctx.Err() != nil {
-			return nil, n.ctxErr(ctx)
-		}
 		return nil, fmt.Errorf("read %s response from %s: %w", req.Op, addr, err)
 	}
+	_ = conn.SetDeadline(time.Time{})
+	return &resp, nil
+}
+
+// remoteErr turns an error the remote node reported into a Go error.
+func (n *Node) remoteErr(resp *rpcResponse, addr raft.ServerAddress, req rpcRequest) (*rpcResponse, error) {
 	if resp.Code != "" || resp.Err != "" {
 		if s := codeErr(resp.Code); s != nil {
-			return &resp, fmt.Errorf("%w: %s answered: %s", s, addr, resp.Err)
+			return resp, fmt.Errorf("%w: %s answered: %s", s, addr, resp.Err)
 		}
-		return &resp, fmt.Errorf("cluster: %s answered %s: %s", addr, req.Op, resp.Err)
+		return resp, fmt.Errorf("cluster: %s answered %s: %s", addr, req.Op, resp.Err)
 	}
-	return &resp, nil
+	return resp, nil
+}
+
+// rpcPool keeps a few idle internal-RPC connections per peer.
+type rpcPool struct {
+	mu     sync.Mutex
+	idle   map[raft.ServerAddress][]pooledConn
+	closed bool
+}
+
+type pooledConn struct {
+	net.Conn
+	since time.Time
+}
+
+// get returns an idle connection to addr that is young enough, or nil.
+func (p *rpcPool) get(addr raft.ServerAddress) net.Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for conns := p.idle[addr]; len(conns) > 0; conns = p.idle[addr] {
+		c := conns[len(conns)-1]
+		p.idle[addr] = conns[:len(conns)-1]
+		if time.Since(c.since) < rpcPoolIdle {
+			return c.Conn
+		}
+		_ = c.Close()
+	}
+	return nil
+}
+
+// put returns conn to the pool, or closes it when the pool is full or shut.
+func (p *rpcPool) put(addr raft.ServerAddress, conn net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || len(p.idle[addr]) >= rpcPoolSize {
+		_ = conn.Close()
+		return
+	}
+	if p.idle == nil {
+		p.idle = map[raft.ServerAddress][]pooledConn{}
+	}
+	p.idle[addr] = append(p.idle[addr], pooledConn{Conn: conn, since: time.Now()})
+}
+
+// close closes every idle connection and refuses new ones.
+func (p *rpcPool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for _, conns := range p.idle {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}
+	p.idle = nil
 }
 
 // hasState reports whether this node has any raft state: log entries, a

@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/trustplane/trustplane/fsm"
+	"net"
+	"sync/atomic"
 )
 
 func frame(payload string) []byte {
@@ -247,5 +250,49 @@ func TestTLSClusterWithGossip(t *testing.T) {
 	// leader over TLS.
 	if err := follower.RemoveMember(ctx, "ghost"); !errors.Is(err, ErrUnknownMember) {
 		t.Errorf("RemoveMember(ghost) = %v, want ErrUnknownMember", err)
+	}
+}
+
+// TestRPCReusesConnections: sequential calls to one peer share a pooled
+// connection, and a pooled connection the peer closed is replaced
+// transparently for idempotent calls.
+func TestRPCReusesConnections(t *testing.T) {
+	ctx := testCtx(t)
+	ca := newTestCA(t, "cluster-ca")
+	server := startTLSNode(t, t.TempDir(), "127.0.0.1:0", fsm.New(), func(c *Config) {
+		c.TLS = tlsConfig(ca.nodeCert(t, "node-a"), ca)
+	})
+	if _, err := server.ReadIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	client := startTLSNode(t, t.TempDir(), "127.0.0.1:0", fsm.New(), func(c *Config) {
+		c.TLS = tlsConfig(ca.nodeCert(t, "node-b"), ca)
+	})
+	var dials atomic.Int32
+	dial := client.dialRPC
+	client.dialRPC = func(ctx context.Context, a raft.ServerAddress) (net.Conn, error) {
+		dials.Add(1)
+		return dial(ctx, a)
+	}
+	addr := server.trans.LocalAddr()
+	for i := 0; i < 5; i++ {
+		if _, err := client.call(ctx, addr, rpcRequest{Op: opStats}); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if got := dials.Load(); got != 1 {
+		t.Fatalf("5 sequential calls dialled %d times, want 1", got)
+	}
+	// Break the pooled connection behind the pool's back: the next call
+	// must notice and redial once.
+	if c := client.rpcPool.get(addr); c != nil {
+		c.Close()
+		client.rpcPool.put(addr, c)
+	}
+	if _, err := client.call(ctx, addr, rpcRequest{Op: opStats}); err != nil {
+		t.Fatalf("call on a stale pooled connection: %v", err)
+	}
+	if got := dials.Load(); got != 2 {
+		t.Fatalf("dials after a stale connection = %d, want 2", got)
 	}
 }
