@@ -39,10 +39,12 @@ type readRound struct {
 // internal RPC (in-memory tests) followers answer ErrNotLeader.
 //
 // Callers share confirmation rounds, on the leader and on followers alike:
-// one goroutine runs them back to back, and a caller joins the first round
-// that starts after it arrived, never one already in progress, whose
-// captured commit index could predate a write acknowledged just before the
-// caller arrived. So N concurrent reads cost about two rounds, not N.
+// a caller joins the first round that starts after it arrived, never one
+// already in progress, whose captured commit index could predate a write
+// acknowledged just before the caller arrived. Up to maxRoundsInFlight
+// rounds overlap, so a caller waits for about one round rather than for the
+// rest of a running round and then a whole new one; N concurrent reads still
+// cost a few rounds, not N.
 func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
 	if n.ctx.Err() != nil {
 		return 0, ErrShutdown
@@ -174,10 +176,17 @@ func (n *Node) joinRound() *readRound {
 	return n.pending
 }
 
-// runReadRounds runs one round at a time. Taking the pending round out of
-// n.pending is the moment it starts: later callers create a new one.
+// maxRoundsInFlight bounds how many shared rounds of one kind (local
+// verification, or remote read index) run at once.
+const maxRoundsInFlight = 3
+
+// runReadRounds starts rounds, at most maxRoundsInFlight at a time. Taking
+// the pending round out of n.pending is the moment it starts: later callers
+// create a new one. A pending round waits for a free slot, collecting
+// callers meanwhile.
 func (n *Node) runReadRounds() {
 	defer n.wg.Done()
+	slots := make(chan struct{}, maxRoundsInFlight)
 	for {
 		select {
 		case <-n.readKick:
@@ -192,16 +201,27 @@ func (n *Node) runReadRounds() {
 			}
 			return
 		}
+		select {
+		case slots <- struct{}{}:
+		case <-n.ctx.Done():
+			continue // the shutdown case above fails the pending round
+		}
 		n.readMu.Lock()
 		r := n.pending
 		n.pending = nil
 		n.readMu.Unlock()
 		if r == nil {
+			<-slots
 			continue
 		}
 		n.rounds.Add(1)
-		r.index, r.err = n.verifyRound()
-		close(r.done)
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			r.index, r.err = n.verifyRound()
+			close(r.done)
+			<-slots
+		}()
 	}
 }
 
@@ -278,9 +298,11 @@ func (q *roundQueue) take() *readRound {
 	return r
 }
 
-// runRemoteRounds runs a follower's remote read-index rounds one at a time.
+// runRemoteRounds runs a follower's remote read-index rounds, at most
+// maxRoundsInFlight at a time, with the same rules as runReadRounds.
 func (n *Node) runRemoteRounds() {
 	defer n.wg.Done()
+	slots := make(chan struct{}, maxRoundsInFlight)
 	for {
 		select {
 		case <-n.remoteKick:
@@ -291,16 +313,27 @@ func (n *Node) runRemoteRounds() {
 			}
 			return
 		}
+		select {
+		case slots <- struct{}{}:
+		case <-n.ctx.Done():
+			continue
+		}
 		r := n.remote.take()
 		if r == nil {
+			<-slots
 			continue
 		}
 		n.remote.rounds.Add(1)
-		if h := n.remoteHook.Load(); h != nil {
-			(*h)()
-		}
-		r.index, r.err = n.remoteRound()
-		close(r.done)
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			if h := n.remoteHook.Load(); h != nil {
+				(*h)()
+			}
+			r.index, r.err = n.remoteRound()
+			close(r.done)
+			<-slots
+		}()
 	}
 }
 
