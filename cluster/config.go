@@ -16,24 +16,26 @@ import (
 // 3 s (worst case) with all three nodes on one loaded 2-core machine.
 //
 //   - A follower notices the dead leader after a random wait between
-//     HeartbeatTimeout and 2×HeartbeatTimeout (500–1000 ms) without
+//     HeartbeatTimeout and 2×HeartbeatTimeout (350–700 ms) without
 //     contact, becomes a candidate, and wins in one round trip unless the
 //     vote splits; a split retries after another randomised
-//     ElectionTimeout (500–1000 ms). Median outage is therefore roughly
-//     0.75 s plus an election round and the new leader's term barrier; a
-//     split vote or two still stays under 3 s.
-//   - LeaderLeaseTimeout (250 ms) is how long a leader keeps leading
+//     ElectionTimeout (350–700 ms). Median outage is therefore roughly
+//     0.5 s plus an election round, the new leader's term barrier and the
+//     followers' 50 ms leader poll when forwarding. Measured (docs/
+//     BENCHMARKS.md): median about 0.8 s, worst about 1.3 s over 10 kills.
+//     At 500 ms the median was about 1.07 s, over the target.
+//   - LeaderLeaseTimeout (200 ms) is how long a leader keeps leading
 //     without hearing from a quorum; it must be below HeartbeatTimeout so
 //     that a partitioned old leader steps down before a new one can be
 //     elected, and followers' reads through it stop promptly.
-//   - Not lower: raft sends heartbeats every HeartbeatTimeout/10 (50 ms);
+//   - Not lower: raft sends heartbeats every HeartbeatTimeout/10 (35 ms);
 //     with fsync and GC pauses on a busy 2-core machine, timeouts in the
 //     100–200 ms range make followers start needless elections (flapping),
 //     which costs more availability than it saves.
 const (
-	raftHeartbeatTimeout   = 500 * time.Millisecond
-	raftElectionTimeout    = 500 * time.Millisecond
-	raftLeaderLeaseTimeout = 250 * time.Millisecond
+	raftHeartbeatTimeout   = 350 * time.Millisecond
+	raftElectionTimeout    = 350 * time.Millisecond
+	raftLeaderLeaseTimeout = 200 * time.Millisecond
 )
 
 // Config is everything a Node needs. The cmd package fills it from flags;
