@@ -12,7 +12,7 @@ BASE_PORTS=(6443 7443 8443)
 start() {
   mkdir -p "$ROOT"
   "$BIN" certs init --dir "$ROOT/ca" >/dev/null
-  local seed="127.0.0.1:$((BASE_PORTS[0] + 2))"
+  local seeds="127.0.0.1:$((BASE_PORTS[0] + 2)),127.0.0.1:$((BASE_PORTS[1] + 2)),127.0.0.1:$((BASE_PORTS[2] + 2))"
   for i in "${!NODES[@]}"; do
     local n=${NODES[$i]} p=${BASE_PORTS[$i]}
     local pidfile="$ROOT/$n.pid"
@@ -23,7 +23,7 @@ start() {
     mkdir -p "$ROOT/$n"
     "$BIN" serve --node-name "$n" --data-dir "$ROOT/$n" --ca-dir "$ROOT/ca" \
       --listen "127.0.0.1:$p" --raft-addr "127.0.0.1:$((p + 1))" --gossip-addr "127.0.0.1:$((p + 2))" \
-      --bootstrap-expect 3 --join "$seed" >"$ROOT/$n/trustplane.log" 2>&1 &
+      --bootstrap-expect 3 --join "$seeds" >"$ROOT/$n/trustplane.log" 2>&1 &
     echo $! >"$pidfile"
   done
   for n in "${NODES[@]}"; do

@@ -4,13 +4,14 @@ import (
 	"fmt"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
 
 // startCluster starts size real trustplane processes that form one cluster
-// through gossip (--bootstrap-expect size, all joining the first node's
-// gossip address) and waits until every node is ready. The processes are
+// through gossip (--bootstrap-expect size, each joining through every
+// node's gossip address, so a restarted node finds its peers) and waits until every node is ready. The processes are
 // stopped when the test ends.
 func startCluster(t testing.TB, size int, extraArgs ...string) []*node {
 	t.Helper()
@@ -26,7 +27,7 @@ func startCluster(t testing.TB, size int, extraArgs ...string) []*node {
 	for i := range nodes {
 		args := append([]string{
 			"--ca-dir", caDir, "--gossip-addr", gossip[i],
-			"--bootstrap-expect", strconv.Itoa(size), "--join", gossip[0],
+			"--bootstrap-expect", strconv.Itoa(size), "--join", strings.Join(gossip, ","),
 		}, extraArgs...)
 		nodes[i] = &node{
 			t: t, name: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), caDir: caDir,
