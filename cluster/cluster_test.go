@@ -491,3 +491,25 @@ func TestBoltLockedByAnotherNode(t *testing.T) {
 // Shutdown closes the transport through raft.WithClose; the in-memory one
 // used by tests must satisfy it too.
 var _ raft.WithClose = (*raft.InmemTransport)(nil)
+
+func TestCheckStorage(t *testing.T) {
+	dir := t.TempDir()
+	n := startTLSNode(t, dir, "127.0.0.1:0", fsm.New())
+	if err := n.CheckStorage(); err != nil {
+		t.Fatalf("a fresh data directory: %v", err)
+	}
+	// A disk without room for the floor fails the check.
+	n.minFreeBytes = 1 << 62
+	if err := n.CheckStorage(); !errors.Is(err, ErrStorage) {
+		t.Fatalf("a full disk: %v, want ErrStorage", err)
+	}
+	n.minFreeBytes = 0
+	// A data directory the node can no longer use fails it too.
+	if err := os.Rename(filepath.Join(dir, "raft"), filepath.Join(dir, "gone")); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Rename(filepath.Join(dir, "gone"), filepath.Join(dir, "raft"))
+	if err := n.CheckStorage(); !errors.Is(err, ErrStorage) {
+		t.Fatalf("a missing data directory: %v, want ErrStorage", err)
+	}
+}

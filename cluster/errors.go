@@ -34,6 +34,9 @@ var (
 	// ErrBehind: the local FSM lags raft's commit index by more than
 	// caughtUpSlack entries.
 	ErrBehind = errors.New("cluster: local state is behind the log")
+	// ErrStorage: the data directory cannot take writes (not writable, or
+	// nearly full).
+	ErrStorage = errors.New("cluster: storage is not writable")
 
 	// ErrInvalidConfig: Config.Validate found a problem.
 	ErrInvalidConfig = errors.New("cluster: invalid config")

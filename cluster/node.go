@@ -95,6 +95,8 @@ type Node struct {
 	dialRPC func(context.Context, raft.ServerAddress) (net.Conn, error)
 	// rpcPool keeps idle internal RPC connections for reuse.
 	rpcPool rpcPool
+	// minFreeBytes overrides the free-space floor of CheckStorage (tests).
+	minFreeBytes uint64
 
 	// gossip is nil when Config.GossipAddr is empty.
 	gossip *gossip

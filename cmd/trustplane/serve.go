@@ -199,6 +199,7 @@ func serve(args []string) error {
 		healthz.PingHealthz,
 		healthz.NamedCheck("raft-leader", func(*http.Request) error { return node.CheckLeader() }),
 		healthz.NamedCheck("fsm-caught-up", func(*http.Request) error { return node.CheckCaughtUp() }),
+		healthz.NamedCheck("storage", func(*http.Request) error { return node.CheckStorage() }),
 		healthz.NamedCheck("poststarthook/bootstrap", func(*http.Request) error {
 			if !bootstrapped.Load() {
 				return errors.New("default namespaces and services are not created yet")
