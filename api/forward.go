@@ -1,12 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"log/slog"
+	"io"
+	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"strings"
 	"time"
@@ -65,30 +66,26 @@ func isWrite(info *genericapirequest.RequestInfo) bool {
 
 // forwarder sends writes received by a follower to the leader.
 type forwarder struct {
-	cfg   *ForwardConfig
-	log   *slog.Logger
-	proxy *httputil.ReverseProxy
+	cfg    *ForwardConfig
+	client *http.Client
 }
 
-func newForwarder(cfg *ForwardConfig, log *slog.Logger) *forwarder {
-	f := &forwarder{cfg: cfg, log: log}
+func newForwarder(cfg *ForwardConfig) *forwarder {
 	tr := &http.Transport{
 		TLSClientConfig:     cfg.TLS.Clone(),
 		ForceAttemptHTTP2:   true,
 		MaxIdleConnsPerHost: 32,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	f.proxy = &httputil.ReverseProxy{
-		Rewrite:   func(*httputil.ProxyRequest) {}, // set per request in serve
+	return &forwarder{cfg: cfg, client: &http.Client{
 		Transport: tr,
-		ErrorLog:  slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	return f
+		// Redirects are the client's business, never the forwarder's.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
 }
 
-// leaderAddr waits, bounded, for a leader other than this node.
-func (f *forwarder) leaderAddr(req *http.Request) (addr string, self bool, err error) {
-	deadline := time.Now().Add(f.cfg.WaitForLeader)
+// leaderAddr waits until deadline for a leader: self when this node leads.
+func (f *forwarder) leaderAddr(req *http.Request, deadline time.Time) (addr string, self bool, err error) {
 	for {
 		if f.cfg.Leadership.IsLeader() {
 			return "", true, nil
@@ -115,57 +112,118 @@ func noLeader(err error) error {
 	return e
 }
 
-// withForwarding serves writes locally on the leader and proxies them to the
-// leader elsewhere, carrying the authenticated identity in X-Remote-* headers.
-// A request that was already forwarded once is never forwarded again.
+// notSent reports whether err shows the request never reached the leader
+// (connection refused, TLS handshake failed), so it may be sent again.
+func notSent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var tlsErr *tls.CertificateVerificationError
+	return errors.As(err, &tlsErr)
+}
+
+// withForwarding serves writes locally on the leader and sends them to the
+// leader elsewhere, carrying the authenticated identity in X-Remote-*
+// headers. While the leader is unknown or unreachable (an election after it
+// died) it waits up to WaitForLeader, then answers 503 with Retry-After. A
+// request that was already forwarded once is never forwarded again.
 func (s *Server) withForwarding(next http.Handler) http.Handler {
 	if s.cfg.Forward == nil || s.cfg.Forward.Leadership == nil {
 		return next
 	}
-	f := newForwarder(s.cfg.Forward, s.log)
+	f := newForwarder(s.cfg.Forward)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		info, ok := genericapirequest.RequestInfoFrom(req.Context())
-		if !ok || !isWrite(info) {
+		if !ok || !isWrite(info) || f.cfg.Leadership.IsLeader() {
 			next.ServeHTTP(w, req)
 			return
 		}
-		addr, self, err := f.leaderAddr(req)
-		switch {
-		case self:
-			next.ServeHTTP(w, req)
-			return
-		case err != nil:
-			s.writeError(w, req, noLeader(err))
-			return
-		case req.Header.Get(headerForwardedBy) != "":
-			// Leadership moved while the request was in flight: answer
-			// instead of bouncing between nodes.
-			s.writeError(w, req, noLeader(errors.New("leadership changed while the request was forwarded")))
+		// The body is kept so the request can be sent again if the first
+		// attempt never reached a leader.
+		body, err := s.readBody(req)
+		if err != nil {
+			s.writeError(w, req, err)
 			return
 		}
 		u, _ := genericapirequest.UserFrom(req.Context())
-		target := &url.URL{Scheme: "https", Host: addr}
-		out := req.Clone(req.Context())
-		setIdentityHeaders(out.Header, u)
-		out.Header.Set(headerForwardedBy, "1")
-		f.proxyTo(w, out, target)
+		deadline := time.Now().Add(f.cfg.WaitForLeader)
+		for {
+			addr, self, err := f.leaderAddr(req, deadline)
+			switch {
+			case self:
+				req.Body = io.NopCloser(bytes.NewReader(body))
+				next.ServeHTTP(w, req)
+				return
+			case err != nil:
+				s.writeError(w, req, noLeader(err))
+				return
+			case req.Header.Get(headerForwardedBy) != "":
+				// Leadership moved while the request was in flight:
+				// answer instead of bouncing between nodes.
+				s.writeError(w, req, noLeader(errors.New("leadership changed while the request was forwarded")))
+				return
+			}
+			resp, err := f.send(req, addr, body, u)
+			if err == nil {
+				copyResponse(w, resp)
+				return
+			}
+			if !notSent(err) {
+				s.log.Warn("forwarded write got no answer", "leader", addr, "error", err)
+				s.writeError(w, req, apierrors.NewTimeoutError(
+					fmt.Sprintf("the leader at %s did not answer; the write may or may not have been applied: %v", addr, err), 1))
+				return
+			}
+			if time.Now().After(deadline) {
+				s.writeError(w, req, noLeader(err))
+				return
+			}
+			select {
+			case <-req.Context().Done():
+				s.writeError(w, req, noLeader(req.Context().Err()))
+				return
+			case <-time.After(forwardPollInterval):
+			}
+		}
 	})
 }
 
-func (f *forwarder) proxyTo(w http.ResponseWriter, req *http.Request, target *url.URL) {
-	p := *f.proxy
-	p.Rewrite = func(pr *httputil.ProxyRequest) {
-		pr.SetURL(target)
-		pr.Out.Host = target.Host
-		// Rewrite strips hop-by-hop headers; the identity headers set on
-		// the inbound copy must survive to the leader.
-		for k, v := range pr.In.Header {
-			if strings.HasPrefix(k, "X-Remote-") || k == headerForwardedBy {
-				pr.Out.Header[k] = v
-			}
+// send forwards req with body to the leader at addr.
+func (f *forwarder) send(req *http.Request, addr string, body []byte, u user.Info) (*http.Response, error) {
+	out, err := http.NewRequestWithContext(req.Context(), req.Method,
+		(&url.URL{Scheme: "https", Host: addr, Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery}).String(),
+		bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range req.Header {
+		if !hopByHop[http.CanonicalHeaderKey(k)] {
+			out.Header[k] = vs
 		}
 	}
-	p.ServeHTTP(w, req)
+	setIdentityHeaders(out.Header, u)
+	out.Header.Set(headerForwardedBy, "1")
+	return f.client.Do(out)
+}
+
+// hopByHop headers belong to one connection and are not forwarded.
+var hopByHop = map[string]bool{
+	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
+	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+	"Content-Length": true,
+}
+
+// copyResponse relays the leader's answer to the client.
+func copyResponse(w http.ResponseWriter, resp *http.Response) {
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		if !hopByHop[http.CanonicalHeaderKey(k)] {
+			w.Header()[k] = vs
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	io.Copy(w, resp.Body)
 }
 
 // setIdentityHeaders replaces any client-sent identity headers with the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -238,6 +239,47 @@ func TestFollowerKillAndCatchUp(t *testing.T) {
 	}
 	if got.ResourceVersion != last.ResourceVersion {
 		t.Fatalf("rv on restarted follower = %s, want %s", got.ResourceVersion, last.ResourceVersion)
+	}
+	// The leader kept only 16 trailing entries, so the follower can only
+	// have caught up by installing the leader's snapshot.
+	if log := follower.fullLog(); !strings.Contains(log, "Installed remote snapshot") {
+		t.Fatalf("the follower caught up without installing a snapshot:\n%s", follower.logTail())
+	}
+}
+
+// TestWriteWithoutQuorumIs503: with two of three nodes dead no leader can be
+// elected; a write waits the bounded time for one and then gets 503 with
+// Retry-After and a Status saying why, while RV=0 reads still work.
+func TestWriteWithoutQuorumIs503(t *testing.T) {
+	nodes := startCluster(t, 3, "--write-leader-wait", "2s")
+	leader := leaderOf(t, nodes)
+	followers := followersOf(nodes, leader)
+	survivor := followers[0]
+	sa, err := createSA(survivor.clientset(), "before-quorum-loss")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := getSA(survivor.clientset(), sa.Name, sa.ResourceVersion); err != nil {
+		t.Fatal(err)
+	}
+	leader.kill()
+	followers[1].kill()
+
+	body := strings.NewReader(`{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"no-quorum"}}`)
+	req, _ := http.NewRequest(http.MethodPost, survivor.url()+"/api/v1/namespaces/default/serviceaccounts", body)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := survivor.httpClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st metav1.Status
+	json.NewDecoder(resp.Body).Decode(&st)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || st.Kind != "Status" || st.Code != 503 {
+		t.Fatalf("write without quorum: %s, Retry-After %q, status %+v", resp.Status, resp.Header.Get("Retry-After"), st)
+	}
+	if _, err := getSA(survivor.clientset(), sa.Name, "0"); err != nil {
+		t.Fatalf("RV=0 read without quorum: %v", err)
 	}
 }
 

@@ -59,15 +59,33 @@ type node struct {
 	log  *os.File
 }
 
-// freePort returns a loopback address with a port that was free a moment ago.
+// handedOut remembers ports freePort returned, so that one test process
+// never gives the same port to two nodes.
+var handedOut sync.Map
+
+// freePort returns a loopback address whose port was free a moment ago for
+// both TCP and UDP (gossip binds both), and was not handed out before.
 func freePort(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for attempt := 0; attempt < 100; attempt++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		u, uerr := net.ListenPacket("udp", addr)
+		l.Close()
+		if uerr != nil {
+			continue
+		}
+		u.Close()
+		if _, taken := handedOut.LoadOrStore(addr, true); taken {
+			continue
+		}
+		return addr
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("no free loopback port found")
+	return ""
 }
 
 // startNode starts a one-node cluster in a fresh data dir and waits until it
@@ -148,6 +166,12 @@ func (n *node) logTail() string {
 	if len(b) > 4000 {
 		b = b[len(b)-4000:]
 	}
+	return string(b)
+}
+
+// fullLog is everything the node has logged, across restarts.
+func (n *node) fullLog() string {
+	b, _ := os.ReadFile(filepath.Join(n.dir, "trustplane.log"))
 	return string(b)
 }
 
