@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -325,5 +328,140 @@ func TestFrozenLeader(t *testing.T) {
 			t.Fatalf("linearizable read after the election on %s: %v", healthy[0].name, err)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitMembers polls n's member list (bounded) until cond holds.
+func waitMembers(t *testing.T, n *node, what string, cond func([]api.Member) bool) []api.Member {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	var last []api.Member
+	for time.Now().Before(deadline) {
+		if ms, err := n.members(); err == nil {
+			last = ms
+			if cond(ms) {
+				return ms
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("members never showed %s; last view: %+v", what, last)
+	return nil
+}
+
+func member(ms []api.Member, name string) (api.Member, bool) {
+	for _, m := range ms {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return api.Member{}, false
+}
+
+// joiner starts an extra node that joins the cluster of nodes through
+// gossip, with its own CA directory (the cluster's unless caDir is given).
+func joiner(t *testing.T, nodes []*node, name, caDir string) *node {
+	t.Helper()
+	var seeds []string
+	for _, n := range nodes {
+		for i, a := range n.args {
+			if a == "--gossip-addr" {
+				seeds = append(seeds, n.args[i+1])
+			}
+		}
+	}
+	if caDir == "" {
+		caDir = nodes[0].caDir
+	}
+	j := &node{
+		t: t, name: name, dir: t.TempDir(), caDir: caDir, listen: freePort(t), raftAddr: freePort(t),
+		args: []string{"--ca-dir", caDir, "--gossip-addr", freePort(t), "--join", strings.Join(seeds, ",")},
+	}
+	j.start()
+	t.Cleanup(j.stop)
+	return j
+}
+
+// TestMembership: a later joiner becomes a voter; SIGTERM makes a node leave
+// and be removed; a killed node stays a voter until "trustplane members
+// remove"; nodes with another CA or another gossip key are refused and the
+// cluster is unharmed.
+func TestMembership(t *testing.T) {
+	nodes := startCluster(t, 3)
+
+	n4 := joiner(t, nodes, "n4", "")
+	n4.waitReady(90 * time.Second)
+	waitMembers(t, nodes[0], "n4 as a voter", func(ms []api.Member) bool {
+		m, ok := member(ms, "n4")
+		return ok && m.Voter
+	})
+
+	n4.stop() // SIGTERM: leave gracefully
+	waitMembers(t, nodes[0], "n4 removed after leaving", func(ms []api.Member) bool {
+		m, ok := member(ms, "n4")
+		return !ok || (!m.Voter && m.Status == "left")
+	})
+
+	leader := leaderOf(t, nodes)
+	dead := followersOf(nodes, leader)[1]
+	dead.kill()
+	waitMembers(t, leader, dead.name+" failed but still a voter", func(ms []api.Member) bool {
+		m, ok := member(ms, dead.name)
+		return ok && m.Voter && m.Status == "failed"
+	})
+	out, err := exec.Command(binPath, "members", "--kubeconfig", leader.kubeconfigPath(), "remove", dead.name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("trustplane members remove %s: %v\n%s", dead.name, err, out)
+	}
+	waitMembers(t, leader, dead.name+" removed", func(ms []api.Member) bool {
+		m, ok := member(ms, dead.name)
+		return !ok || !m.Voter
+	})
+	if _, err := createSA(leader.clientset(), "after-removal"); err != nil {
+		t.Fatalf("write after removing a dead voter: %v", err)
+	}
+
+	// Intruders: another CA (so another cluster ID), and the right CA with
+	// another gossip key.
+	otherCA := t.TempDir()
+	if out, err := exec.Command(binPath, "certs", "init", "--dir", otherCA).CombinedOutput(); err != nil {
+		t.Fatalf("certs init: %v\n%s", err, out)
+	}
+	wrongKey := t.TempDir()
+	for _, f := range []string{"ca.crt", "ca.key"} {
+		b, err := os.ReadFile(filepath.Join(nodes[0].caDir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(wrongKey, f), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(wrongKey, "gossip.key"),
+		[]byte("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	x1 := joiner(t, nodes, "x1", otherCA)
+	x2 := joiner(t, nodes, "x2", wrongKey)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) && !(strings.Contains(x1.fullLog(), "refus") && strings.Contains(x2.fullLog(), "key")) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	ms, err := leader.members()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, intruder := range []string{"x1", "x2"} {
+		if m, ok := member(ms, intruder); ok && m.Voter {
+			t.Fatalf("intruder %s became a voter: %+v", intruder, ms)
+		}
+	}
+	for _, x := range []*node{x1, x2} {
+		if log := x.fullLog(); !strings.Contains(strings.ToLower(log), "refus") && !strings.Contains(strings.ToLower(log), "key") {
+			t.Errorf("%s logged no clear refusal:\n%s", x.name, x.logTail())
+		}
+	}
+	if _, err := createSA(leader.clientset(), "after-intruders"); err != nil {
+		t.Fatalf("write after intruders tried to join: %v", err)
 	}
 }
