@@ -513,3 +513,30 @@ func TestCheckStorage(t *testing.T) {
 		t.Fatalf("a missing data directory: %v, want ErrStorage", err)
 	}
 }
+
+// TestCompactorBoundsHistory: the leader compacts history older than the
+// retention through the log, so old revisions become unreadable (410 to a
+// client) while the current state stays.
+func TestCompactorBoundsHistory(t *testing.T) {
+	ctx := testCtx(t)
+	n := startTLSNode(t, t.TempDir(), "127.0.0.1:0", fsm.New(), func(c *Config) {
+		c.CompactInterval = 20 * time.Millisecond
+		c.CompactRetention = 60 * time.Millisecond
+	})
+	first, err := n.Propose(ctx, putCmd("x", "v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := n.Propose(ctx, putCmd("x", "v2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "compaction past the first write", func() bool { return n.fsm.CompactedRevision() >= second.Revision })
+	if _, _, err := n.fsm.Get(testKey("x"), first.Revision); !errors.Is(err, fsm.ErrCompacted) {
+		t.Fatalf("Get at a compacted revision: %v, want ErrCompacted", err)
+	}
+	kv, _, err := n.fsm.Get(testKey("x"), 0)
+	if err != nil || kv == nil || string(kv.Value) != "v2" {
+		t.Fatalf("current value after compaction: %+v, %v", kv, err)
+	}
+}

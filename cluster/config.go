@@ -131,6 +131,13 @@ type Config struct {
 	// writes and still catch up by log replay; one further behind is sent
 	// the latest snapshot (InstallSnapshot) and replays from there.
 	TrailingLogs uint64
+	// CompactRetention is how much MVCC history the fsm keeps: the leader
+	// compacts at the applied index of this long ago, every
+	// CompactInterval. It must cover the watch window (5 min) and the
+	// continue-token lifetime; reads older than it get 410 Gone. Zero means
+	// the defaults (10 min, every minute); negative disables compaction.
+	CompactRetention time.Duration
+	CompactInterval  time.Duration
 	// Logger receives the node's and raft's logs (raft's at Info and up).
 	Logger *slog.Logger
 }
@@ -144,6 +151,8 @@ func DefaultConfig() *Config {
 		SnapshotThreshold: 8192,
 		SnapshotInterval:  30 * time.Second,
 		TrailingLogs:      10240,
+		CompactRetention:  10 * time.Minute,
+		CompactInterval:   time.Minute,
 		DeadServerTimeout: 5 * time.Minute,
 		Logger:            slog.Default(),
 	}
@@ -165,6 +174,12 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.TrailingLogs == 0 {
 		out.TrailingLogs = d.TrailingLogs
+	}
+	if out.CompactRetention == 0 {
+		out.CompactRetention = d.CompactRetention
+	}
+	if out.CompactInterval == 0 {
+		out.CompactInterval = d.CompactInterval
 	}
 	if out.DeadServerTimeout == 0 {
 		out.DeadServerTimeout = d.DeadServerTimeout

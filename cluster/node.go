@@ -278,10 +278,11 @@ func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
 	})
 	r.RegisterObserver(n.observer)
 
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go n.watchLeadership()
 	go n.runReadRounds()
 	go n.runRemoteRounds()
+	go n.runCompactor()
 	if d.registerRPC != nil {
 		d.registerRPC(n.serveRPC)
 	}
