@@ -1,6 +1,7 @@
 // Package api owns the HTTP face of trustplane: TLS serving, the filter chain
 // (panic recovery, authentication, warnings), content negotiation, the
-// generic REST handlers, discovery, version and health endpoints.
+// generic REST handlers, discovery, the OpenAPI v3 documents, version and
+// health endpoints.
 //
 // Rules it keeps:
 //   - Handlers only parse, negotiate and write; every Kubernetes rule about

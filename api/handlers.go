@@ -24,6 +24,7 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/warning"
+	kjson "sigs.k8s.io/json"
 
 	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/apply"
@@ -61,8 +62,18 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 		}
 		ns = ""
 	}
-	if st.Namespaced && ns == "" && info.Verb != "list" && info.Verb != "watch" {
-		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), info.Verb))
+	// kube-apiserver installs go-restful routes per path and method: a path
+	// it has no route for is a 404, a method the path has no route for is
+	// go-restful's 405. Across namespaces only list and watch are routed;
+	// an item path takes no POST, a collection path no PUT or PATCH.
+	if st.Namespaced && ns == "" && info.Name != "" {
+		s.notFound(w, req)
+		return
+	}
+	if st.Namespaced && ns == "" && info.Verb != "list" && info.Verb != "watch" ||
+		info.Verb == "create" && info.Name != "" ||
+		(info.Verb == "update" || info.Verb == "patch") && info.Name == "" {
+		s.methodNotAllowed(w, req)
 		return
 	}
 	ctx = genericapirequest.WithNamespace(ctx, ns)
@@ -81,7 +92,7 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 	case "update":
 		s.update(w, req, st, info.Name, ns)
 	case "patch":
-		s.patch(w, req, st, info.Name)
+		s.patch(w, req, st, info.Name, ns)
 	case "delete":
 		s.delete(w, req, st, info.Name)
 	case "deletecollection":
@@ -240,6 +251,15 @@ func (s *Server) update(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, err)
 		return
 	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		s.writeError(w, req, apierrors.NewInternalError(err))
+		return
+	}
+	if err := rest.EnsureObjectNamespaceMatchesRequestNamespace(rest.ExpectedNamespaceForScope(ns, st.Namespaced), m); err != nil {
+		s.writeError(w, req, err)
+		return
+	}
 	if err := checkName(obj, name, ns); err != nil {
 		s.writeError(w, req, err)
 		return
@@ -255,7 +275,7 @@ func (s *Server) update(w http.ResponseWriter, req *http.Request, st *registry.S
 // patchTypes are the patch media types served, in kube-apiserver's order.
 var patchTypes = []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType)}
 
-func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.Store, name string) {
+func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.Store, name, ns string) {
 	if st.UpdateStrategy == nil {
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "patch"))
 		return
@@ -287,7 +307,7 @@ func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.St
 		s.writeError(w, req, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
 		return
 	}
-	info := &patchInfo{store: st, patchType: pt, patch: body}
+	info := &patchInfo{store: st, patchType: pt, patch: body, name: name, namespace: ns, directive: fieldValidation(opts.FieldValidation)}
 	out, err := st.Update(req.Context(), name, info, len(opts.DryRun) > 0)
 	if err != nil {
 		s.writeError(w, req, err)
@@ -297,14 +317,34 @@ func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.St
 }
 
 // patchInfo applies a patch to whatever object is current, so that the
-// store's optimistic loop can re-apply it after a conflict.
+// store's optimistic loop can re-apply it after a conflict. It follows
+// kube-apiserver's patch handler: the patch is decoded strictly unless
+// fieldValidation is Ignore, unknown fields are warnings (Warn, the default)
+// or a 422 (Strict), and the result must keep the name and namespace of the
+// URL.
 type patchInfo struct {
 	store     *registry.Store
 	patchType types.PatchType
 	patch     []byte
+	name      string
+	namespace string
+	directive string
+}
+
+// jsonPatchOp is the shape a JSON patch is strictly decoded into, to find
+// unknown fields, as kube-apiserver does.
+type jsonPatchOp struct {
+	Op    string      `json:"op"`
+	Path  string      `json:"path"`
+	From  string      `json:"from"`
+	Value interface{} `json:"value"`
 }
 
 func (p *patchInfo) Preconditions() *metav1.Preconditions { return nil }
+
+func (p *patchInfo) strict() bool {
+	return p.directive == metav1.FieldValidationWarn || p.directive == metav1.FieldValidationStrict
+}
 
 func (p *patchInfo) UpdatedObject(ctx context.Context, old runtime.Object) (runtime.Object, error) {
 	gv := p.store.GVR.GroupVersion()
@@ -312,13 +352,44 @@ func (p *patchInfo) UpdatedObject(ctx context.Context, old runtime.Object) (runt
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	var patched []byte
+	var (
+		patched    []byte
+		strictErrs []error
+		invalid    string // the "patch" value shown in a strict decoding 422
+	)
 	switch p.patchType {
 	case types.JSONPatchType:
+		if p.strict() {
+			var ops []jsonPatchOp
+			if strictErrs, err = kjson.UnmarshalStrict(p.patch, &ops); err != nil {
+				// kube's message names its own type, handlers.jsonPatchOp.
+				msg := strings.ReplaceAll(err.Error(), "api.jsonPatchOp", "handlers.jsonPatchOp")
+				return nil, apierrors.NewBadRequest("error decoding patch: " + msg)
+			}
+			for i, e := range strictErrs {
+				strictErrs[i] = fmt.Errorf("json patch %v", e)
+			}
+		}
 		patched, err = apply.JSONPatch(oldJSON, p.patch)
 	case types.MergePatchType:
+		if p.strict() {
+			v := map[string]interface{}{}
+			if strictErrs, err = kjson.UnmarshalStrict(p.patch, &v); err != nil {
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
+			}
+		}
 		patched, err = apply.MergePatch(oldJSON, p.patch)
 	case types.StrategicMergePatchType:
+		patchMap := map[string]interface{}{}
+		if p.strict() {
+			strictErrs, err = kjson.UnmarshalStrict(p.patch, &patchMap)
+		} else {
+			err = kjson.UnmarshalCaseSensitivePreserveInts(p.patch, &patchMap)
+		}
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		invalid = fmt.Sprintf("%+v", patchMap)
 		var schemaObj runtime.Object
 		schemaObj, err = registry.Scheme.New(p.store.GVK())
 		if err == nil {
@@ -336,12 +407,33 @@ func (p *patchInfo) UpdatedObject(ctx context.Context, old runtime.Object) (runt
 	case err != nil:
 		return nil, apierrors.NewInternalError(err)
 	}
+	if invalid == "" {
+		invalid = string(patched)
+	}
 	info, _ := runtime.SerializerInfoForMediaType(registry.Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
+	ser := info.Serializer
+	if p.strict() && info.StrictSerializer != nil {
+		ser = info.StrictSerializer
+	}
 	defaultGVK := p.store.GVK()
-	obj, _, err := registry.Codecs.DecoderToVersion(info.Serializer, hub(gv)).Decode(patched, &defaultGVK, p.store.NewFunc())
+	obj, _, err := registry.Codecs.DecoderToVersion(ser, hub(gv)).Decode(patched, &defaultGVK, p.store.NewFunc())
 	if err != nil {
-		return nil, apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{
-			field.Invalid(field.NewPath("patch"), string(patched), err.Error())})
+		strictErr, isStrict := runtime.AsStrictDecodingError(err)
+		if !isStrict || obj == nil {
+			return nil, apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{
+				field.Invalid(field.NewPath("patch"), string(patched), err.Error())})
+		}
+		strictErrs = append(strictErrs, strictErr.Errors()...)
+	}
+	if len(strictErrs) > 0 {
+		if p.directive == metav1.FieldValidationWarn {
+			for _, e := range strictErrs {
+				warning.AddWarning(ctx, "", e.Error())
+			}
+		} else {
+			return nil, apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{
+				field.Invalid(field.NewPath("patch"), invalid, runtime.NewStrictDecodingError(strictErrs).Error())})
+		}
 	}
 	// A resourceVersion the patch did not change is no precondition: the
 	// store may re-apply the patch to a newer object.
@@ -353,7 +445,22 @@ func (p *patchInfo) UpdatedObject(ctx context.Context, old runtime.Object) (runt
 	if nm.GetResourceVersion() == om.GetResourceVersion() {
 		nm.SetResourceVersion("")
 	}
+	if err := rest.EnsureObjectNamespaceMatchesRequestNamespace(rest.ExpectedNamespaceForScope(p.namespace, p.store.Namespaced), nm); err != nil {
+		return nil, err
+	}
+	if err := checkName(obj, p.name, p.namespace); err != nil {
+		return nil, err
+	}
 	return obj, nil
+}
+
+// fieldValidation is the fieldValidation directive in effect: Warn unless
+// the client chose one.
+func fieldValidation(directive string) string {
+	if directive == "" {
+		return metav1.FieldValidationWarn
+	}
+	return directive
 }
 
 func (s *Server) deleteOptions(req *http.Request) (*metav1.DeleteOptions, error) {
@@ -403,14 +510,23 @@ func (s *Server) delete(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, err)
 		return
 	}
+	// kube-apiserver answers 200 even when the deletion is only pending
+	// (finalizers, graceful deletion), unless the client asked for cascading
+	// deletion with the deprecated orphanDependents=false.
 	code := http.StatusOK
-	if !done {
+	//nolint:staticcheck // SA1019: kube-apiserver still honours orphanDependents here.
+	if !done && opts.OrphanDependents != nil && !*opts.OrphanDependents {
 		code = http.StatusAccepted
 	}
 	s.writeObject(w, req, code, st, out)
 }
 
 func (s *Server) deleteCollection(w http.ResponseWriter, req *http.Request, st *registry.Store) {
+	if st.NoDeleteCollection {
+		// kube-apiserver registers no route for it.
+		s.methodNotAllowed(w, req)
+		return
+	}
 	if st.DeleteStrategy == nil {
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "deletecollection"))
 		return

@@ -18,8 +18,9 @@ import (
 	"github.com/trustplane/trustplane/api/registry"
 )
 
-// restrictions says which output transformations resource endpoints accept:
-// Table and PartialObjectMetadata(List) in meta.k8s.io v1 and v1beta1.
+// restrictions says which output transformations resource endpoints accept,
+// as kube-apiserver's RequestScope does: Table (in JSON or YAML only) and
+// PartialObjectMetadata(List) in meta.k8s.io v1 and v1beta1.
 type restrictions struct{}
 
 func (restrictions) AllowsMediaTypeTransform(mimeType, mimeSubType string, gvk *schema.GroupVersionKind) bool {
@@ -30,7 +31,9 @@ func (restrictions) AllowsMediaTypeTransform(mimeType, mimeSubType string, gvk *
 		return false
 	}
 	switch gvk.Kind {
-	case "Table", "PartialObjectMetadata", "PartialObjectMetadataList":
+	case "Table":
+		return mimeType == "application" && (mimeSubType == "json" || mimeSubType == "yaml")
+	case "PartialObjectMetadata", "PartialObjectMetadataList":
 		return true
 	}
 	return false

@@ -73,6 +73,7 @@ type Server struct {
 	reg      *registry.Registry
 	log      *slog.Logger
 	infos    *genericapirequest.RequestInfoFactory
+	openapi  *openAPIV3
 	handler  http.Handler
 	http     *http.Server
 	listener net.Listener
@@ -94,6 +95,11 @@ func New(cfg *Config, reg *registry.Registry) (*Server, error) {
 			GrouplessAPIPrefixes: sets.NewString("api"),
 		},
 	}
+	oapi, err := newOpenAPIV3(reg.Stores())
+	if err != nil {
+		return nil, err
+	}
+	s.openapi = oapi
 	s.handler = s.buildHandler()
 	return s, nil
 }
@@ -117,6 +123,8 @@ func (s *Server) buildHandler() http.Handler {
 		r.Handler(http.MethodGet, p+"/*check", health)
 	}
 	r.HandlerFunc(http.MethodGet, "/version", s.serveVersion)
+	r.HandlerFunc(http.MethodGet, "/openapi/v3", s.serveOpenAPIV3)
+	r.HandlerFunc(http.MethodGet, "/openapi/v3/*path", s.serveOpenAPIV3)
 	r.Handler(http.MethodGet, "/debug/pprof/*profile", s.onlyMasters(http.HandlerFunc(servePprof)))
 	r.Handler(http.MethodGet, membersPath, s.onlyMasters(http.HandlerFunc(s.serveMembers)))
 	r.Handler(http.MethodDelete, membersPath+"/:name", s.onlyMasters(http.HandlerFunc(s.serveMembers)))
@@ -278,6 +286,12 @@ func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter 
 
 func (s *Server) notFound(w http.ResponseWriter, req *http.Request) {
 	s.writeError(w, req, apierrors.NewGenericServerResponse(http.StatusNotFound, req.Method, schema.GroupResource{}, "", "", 0, false))
+}
+
+// methodNotAllowed is kube-apiserver's answer (go-restful's, turned into a
+// Status) to a method a served path has no route for.
+func (s *Server) methodNotAllowed(w http.ResponseWriter, req *http.Request) {
+	s.writeError(w, req, apierrors.NewGenericServerResponse(http.StatusMethodNotAllowed, "", schema.GroupResource{}, "", "", 0, false))
 }
 
 // Listen binds the listener; Serve serves on it. Splitting them lets the

@@ -24,7 +24,9 @@ var coreTable = printerstorage.TableConvertor{TableGenerator: printers.NewTableG
 // foundation. Strategies, printers and selectable fields are kube's own.
 func CoreResources() []*Resource {
 	v1 := func(resource string) (g, v, r string) { return "", "v1", resource }
-	gvr := func(g, v, r string) schema.GroupVersionResource { return schema.GroupVersionResource{Group: g, Version: v, Resource: r} }
+	gvr := func(g, v, r string) schema.GroupVersionResource {
+		return schema.GroupVersionResource{Group: g, Version: v, Resource: r}
+	}
 	return []*Resource{
 		{
 			GVR: gvr(v1("namespaces")), KindName: "Namespace", Singular: "namespace", ShortNames: []string{"ns"},
@@ -38,7 +40,15 @@ func CoreResources() []*Resource {
 				}
 				return out
 			},
-			OnDeleting:     func(obj runtime.Object) { obj.(*api.Namespace).Status.Phase = api.NamespaceTerminating },
+			// kube's namespace REST serves no deletecollection, and its
+			// delete sets only the deletionTimestamp and the Terminating
+			// phase (no deletion grace period).
+			NoDeleteCollection: true,
+			OnDeleting: func(obj runtime.Object) {
+				ns := obj.(*api.Namespace)
+				ns.Status.Phase = api.NamespaceTerminating
+				ns.DeletionGracePeriodSeconds = nil
+			},
 			GetAttrs:       namespace.GetAttrs,
 			TableConvertor: coreTable,
 		},

@@ -37,6 +37,10 @@ type Resource struct {
 	// still write through the store (default/kubernetes).
 	ReadOnly bool
 
+	// NoDeleteCollection: the resource does not serve deletecollection even
+	// though it serves delete (kube's namespaces).
+	NoDeleteCollection bool
+
 	// ReturnDeletedObject: delete answers with the object rather than a Status.
 	ReturnDeletedObject bool
 	// Finalizers returns resource-specific finalizers that hold a deletion
@@ -71,7 +75,10 @@ func (r *Resource) Verbs() []string {
 		v = append(v, "create")
 	}
 	if r.DeleteStrategy != nil {
-		v = append(v, "delete", "deletecollection")
+		v = append(v, "delete")
+		if !r.NoDeleteCollection {
+			v = append(v, "deletecollection")
+		}
 	}
 	v = append(v, "get", "list")
 	if r.UpdateStrategy != nil {

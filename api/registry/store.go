@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/storage"
 
 	"github.com/trustplane/trustplane/fsm"
 )
@@ -204,13 +205,26 @@ func (s *Store) Create(ctx context.Context, obj runtime.Object, dryRun bool) (ru
 			return nil, err
 		}
 	}
+	if dryRun {
+		// kube's dry-run storage only checks that the name is free.
+		kv, _, err := s.backend.Get(s.key(ctx, m.GetName()), 0)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		if kv != nil {
+			return nil, s.alreadyExists(kv, m.GetName(), generated)
+		}
+		return obj, nil
+	}
+	if rv, err := strconv.ParseUint(m.GetResourceVersion(), 10, 64); err == nil && rv != 0 {
+		// kube-apiserver's storage refuses it with this plain error,
+		// which its handler answers as a 500 without a reason.
+		return nil, storage.ErrResourceVersionSetOnCreate
+	}
 	for attempt := 1; ; attempt++ {
 		data, err := s.encode(obj)
 		if err != nil {
 			return nil, err
-		}
-		if dryRun {
-			return obj, nil
 		}
 		res, err := s.backend.Propose(ctx, &fsm.Command{
 			Op: fsm.OpPut, Key: s.key(ctx, m.GetName()), Value: data, UID: string(m.GetUID()), MustNotExist: true,
@@ -279,13 +293,31 @@ func (s *Store) Update(ctx context.Context, name string, objInfo rest.UpdatedObj
 		pinned := m.GetResourceVersion()
 		switch {
 		case pinned == "" && !s.UpdateStrategy.AllowUnconditionalUpdate():
-			return nil, apierrors.NewInvalid(s.Kind(), name, field.ErrorList{
-				field.Invalid(field.NewPath("metadata", "resourceVersion"), pinned, "must be specified for an update")})
-		case pinned != "" && pinned != strconv.FormatUint(kv.ModRevision, 10):
+			// kube-apiserver names the resource, not the kind, and shows the
+			// parsed resourceVersion (uint64 0, printed as 0x0).
+			qualifiedKind := schema.GroupKind{Group: s.GVR.Group, Kind: s.GVR.Resource}
+			return nil, apierrors.NewInvalid(qualifiedKind, name, field.ErrorList{
+				field.Invalid(field.NewPath("metadata", "resourceVersion"), uint64(0), "must be specified for an update")})
+		case pinned == "":
+			// An unconditional update is made against the current object:
+			// it carries the current resourceVersion into the strategy's
+			// validation, which requires one, as kube-apiserver does.
+			m.SetResourceVersion(strconv.FormatUint(kv.ModRevision, 10))
+		case pinned != strconv.FormatUint(kv.ModRevision, 10):
 			return nil, apierrors.NewConflict(s.GroupResource(), name, errors.New(optimisticLockErrorMsg))
 		}
 		if err := rest.BeforeUpdate(s.UpdateStrategy, ctx, obj, old); err != nil {
 			return nil, err
+		}
+		if s.shouldDeleteDuringUpdate(obj, old) {
+			out, retry, err := s.deleteDuringUpdate(ctx, key, kv, obj, dryRun)
+			if retry && pinned == "" {
+				continue
+			}
+			if retry {
+				return nil, apierrors.NewConflict(s.GroupResource(), name, errors.New(optimisticLockErrorMsg))
+			}
+			return out, err
 		}
 		data, err := s.encode(obj)
 		if err != nil {
@@ -322,6 +354,40 @@ func (s *Store) Update(ctx context.Context, name string, objInfo rest.UpdatedObj
 	}
 }
 
+// shouldDeleteDuringUpdate is kube's rule for an update that removes the last
+// finalizer of an object whose deletion is pending without a grace period:
+// the update deletes the object instead of storing it.
+func (s *Store) shouldDeleteDuringUpdate(obj, old runtime.Object) bool {
+	om, err := meta.Accessor(old)
+	if err != nil || om.GetDeletionTimestamp() == nil || s.hasFinalizers(obj) {
+		return false
+	}
+	grace := om.GetDeletionGracePeriodSeconds()
+	return grace == nil || *grace == 0
+}
+
+// deleteDuringUpdate deletes the object an update emptied of finalizers. Like
+// kube-apiserver it answers with the updated object, as a PUT client expects.
+// retry means kv was no longer current.
+func (s *Store) deleteDuringUpdate(ctx context.Context, key fsm.Key, kv *fsm.KV, obj runtime.Object, dryRun bool) (runtime.Object, bool, error) {
+	if dryRun {
+		return obj, false, nil
+	}
+	res, err := s.backend.Propose(ctx, &fsm.Command{Op: fsm.OpDelete, Key: key, ModRevision: kv.ModRevision})
+	if err != nil {
+		return nil, false, proposeErr(err)
+	}
+	switch {
+	case res.Err == nil, errors.Is(res.Err, fsm.ErrNotFound):
+		// NotFound: a concurrent update removed the finalizers first.
+		return obj, false, nil
+	case errors.Is(res.Err, fsm.ErrModRevisionMismatch):
+		return nil, true, nil
+	default:
+		return nil, false, apierrors.NewInternalError(res.Err)
+	}
+}
+
 // checkPreconditions applies DeleteOptions/UpdatedObjectInfo preconditions
 // with kube-apiserver's messages.
 func checkPreconditions(gr schema.GroupResource, name string, p *metav1.Preconditions, obj runtime.Object) error {
@@ -341,9 +407,21 @@ func checkPreconditions(gr schema.GroupResource, name string, p *metav1.Precondi
 	return nil
 }
 
-// Delete removes the named object and reports whether it is gone. An object
-// with finalizers is only marked with a deletionTimestamp (done is false);
-// the last finalizer's removal deletes it.
+// Delete removes the named object and reports whether it is gone, in the
+// order kube-apiserver's generic store keeps:
+//   - a deletion already pending answers as a completed request would, and
+//     changes nothing (done is false);
+//   - an object with finalizers is only marked with a deletionTimestamp and a
+//     zero grace period (done is false); the last finalizer's removal deletes it;
+//   - a graceful deletion (the strategy's CheckGracefulDelete, e.g. a
+//     scheduled pod) records the deletionTimestamp and grace period; with a
+//     grace period above zero it stays (done is false), with zero (an
+//     unscheduled pod) the marked object is deleted at once, as kube does;
+//   - everything else is deleted at once.
+//
+// Preconditions are checked by rest.BeforeDelete, with its messages, against
+// the object read; the mod-revision guard of every proposal makes the check
+// hold at the write.
 func (s *Store) Delete(ctx context.Context, name string, opts *metav1.DeleteOptions, dryRun bool) (obj runtime.Object, done bool, err error) {
 	key := s.key(ctx, name)
 	for {
@@ -358,33 +436,50 @@ func (s *Store) Delete(ctx context.Context, name string, opts *metav1.DeleteOpti
 		if err != nil {
 			return nil, false, err
 		}
-		if err := checkPreconditions(s.GroupResource(), name, opts.Preconditions, obj); err != nil {
-			return nil, false, err
-		}
 		graceful, pending, err := rest.BeforeDelete(s.DeleteStrategy, ctx, obj, opts)
 		if err != nil {
 			return nil, false, err
 		}
 		if pending {
-			return obj, false, nil
+			return s.deleted(obj, name), false, nil
 		}
+		rev := kv.ModRevision
+		marked := false
 		if graceful || s.hasFinalizers(obj) {
-			out, retry, err := s.markDeleting(ctx, key, kv, obj, dryRun)
+			if !graceful {
+				markAsDeleting(obj, time.Now())
+			}
+			newRev, retry, err := s.writeDeleting(ctx, key, kv, obj, dryRun)
 			if retry {
 				continue
 			}
-			return out, false, err
+			if err != nil {
+				return nil, false, err
+			}
+			if s.hasFinalizers(obj) || (graceful && opts.GracePeriodSeconds != nil && *opts.GracePeriodSeconds > 0) {
+				return obj, false, nil
+			}
+			// A graceful deletion with a zero grace period: the object
+			// was marked, and now goes.
+			if dryRun {
+				return obj, true, nil
+			}
+			rev, marked = newRev, true
 		}
 		if dryRun {
 			return s.deleted(obj, name), true, nil
 		}
-		res, err := s.backend.Propose(ctx, &fsm.Command{Op: fsm.OpDelete, Key: key, ModRevision: kv.ModRevision})
+		res, err := s.backend.Propose(ctx, &fsm.Command{Op: fsm.OpDelete, Key: key, ModRevision: rev})
 		if err != nil {
 			return nil, false, proposeErr(err)
 		}
 		switch {
 		case res.Err == nil:
 			setRV(obj, res.Revision)
+			return s.deleted(obj, name), true, nil
+		case errors.Is(res.Err, fsm.ErrNotFound) && marked:
+			// Someone else finished the deletion we marked: the last
+			// state we wrote is the best answer (kube's ignoreNotFound).
 			return s.deleted(obj, name), true, nil
 		case errors.Is(res.Err, fsm.ErrNotFound):
 			return nil, false, apierrors.NewNotFound(s.GroupResource(), name)
@@ -404,40 +499,52 @@ func (s *Store) hasFinalizers(obj runtime.Object) bool {
 	return err == nil && len(m.GetFinalizers()) > 0
 }
 
-// markDeleting records a pending deletion: deletionTimestamp and a zero grace
-// period, plus whatever the resource's OnDeleting hook sets (namespace phase).
-func (s *Store) markDeleting(ctx context.Context, key fsm.Key, kv *fsm.KV, obj runtime.Object, dryRun bool) (runtime.Object, bool, error) {
-	m, _ := meta.Accessor(obj)
-	if m.GetDeletionTimestamp() == nil {
-		now := metav1.NewTime(time.Now().Truncate(time.Second))
-		m.SetDeletionTimestamp(&now)
+// markAsDeleting is kube's marking of an object that does not delete
+// gracefully but waits for finalizers: generation bumped on the first mark,
+// deletionTimestamp now (or kept if earlier), grace period zero.
+func markAsDeleting(obj runtime.Object, now time.Time) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return
 	}
-	if m.GetDeletionGracePeriodSeconds() == nil {
-		zero := int64(0)
-		m.SetDeletionGracePeriodSeconds(&zero)
+	if m.GetDeletionTimestamp() == nil && m.GetGeneration() > 0 {
+		m.SetGeneration(m.GetGeneration() + 1)
 	}
+	if ts := m.GetDeletionTimestamp(); ts == nil || ts.After(now) {
+		t := metav1.NewTime(now.Truncate(time.Second))
+		m.SetDeletionTimestamp(&t)
+	}
+	zero := int64(0)
+	m.SetDeletionGracePeriodSeconds(&zero)
+}
+
+// writeDeleting stores obj, already marked for deletion, plus whatever the
+// resource's OnDeleting hook sets (namespace phase). It returns the revision
+// of the stored object; retry means kv was no longer current.
+func (s *Store) writeDeleting(ctx context.Context, key fsm.Key, kv *fsm.KV, obj runtime.Object, dryRun bool) (uint64, bool, error) {
 	if s.OnDeleting != nil {
 		s.OnDeleting(obj)
 	}
 	data, err := s.encode(obj)
 	if err != nil {
-		return nil, false, err
+		return 0, false, err
 	}
 	if bytes.Equal(data, kv.Value) || dryRun {
-		return obj, false, nil
+		return kv.ModRevision, false, nil
 	}
 	res, err := s.backend.Propose(ctx, &fsm.Command{Op: fsm.OpPut, Key: key, Value: data, UID: kv.UID, ModRevision: kv.ModRevision})
 	if err != nil {
-		return nil, false, proposeErr(err)
+		return 0, false, proposeErr(err)
 	}
 	if errors.Is(res.Err, fsm.ErrModRevisionMismatch) {
-		return nil, true, nil
+		return 0, true, nil
 	}
 	if res.Err != nil {
-		return nil, false, apierrors.NewNotFound(s.GroupResource(), m.GetName())
+		m, _ := meta.Accessor(obj)
+		return 0, false, apierrors.NewNotFound(s.GroupResource(), m.GetName())
 	}
 	setRV(obj, res.Revision)
-	return obj, false, nil
+	return res.Revision, false, nil
 }
 
 // deleted is the response body of a completed delete.
@@ -454,8 +561,9 @@ func (s *Store) deleted(obj runtime.Object, name string) runtime.Object {
 	}
 }
 
-// DeleteCollection deletes every object the options select and returns them
-// as a list, as kube-apiserver does.
+// DeleteCollection deletes every object the options select and returns
+// them as listed before the deletion, as kube-apiserver does. Objects that
+// vanish meanwhile are skipped; any other error stops the deletion.
 func (s *Store) DeleteCollection(ctx context.Context, listOpts *metainternalversion.ListOptions, opts *metav1.DeleteOptions, dryRun bool) (runtime.Object, error) {
 	listObj, err := s.List(ctx, listOpts)
 	if err != nil {
@@ -465,24 +573,14 @@ func (s *Store) DeleteCollection(ctx context.Context, listOpts *metainternalvers
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	var deleted []runtime.Object
 	for _, item := range items {
 		m, _ := meta.Accessor(item)
 		itemCtx := genericapirequest.WithNamespace(ctx, m.GetNamespace())
-		out, _, err := s.Delete(itemCtx, m.GetName(), opts.DeepCopy(), dryRun)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
+		// Each delete gets its own options: graceful strategies write the
+		// grace period they chose into them.
+		if _, _, err := s.Delete(itemCtx, m.GetName(), opts.DeepCopy(), dryRun); err != nil && !apierrors.IsNotFound(err) {
 			return nil, err
 		}
-		if _, isStatus := out.(*metav1.Status); isStatus {
-			out = item
-		}
-		deleted = append(deleted, out)
-	}
-	if err := meta.SetList(listObj, deleted); err != nil {
-		return nil, apierrors.NewInternalError(err)
 	}
 	return listObj, nil
 }
