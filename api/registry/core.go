@@ -32,7 +32,8 @@ func CoreResources() []*Resource {
 			GVR: gvr(v1("namespaces")), KindName: "Namespace", Singular: "namespace", ShortNames: []string{"ns"},
 			NewFunc: func() runtime.Object { return &api.Namespace{} }, NewListFunc: func() runtime.Object { return &api.NamespaceList{} },
 			CreateStrategy: namespace.Strategy, UpdateStrategy: namespace.Strategy, DeleteStrategy: namespace.Strategy,
-			ReturnDeletedObject: true,
+			OwnDeletePreconditions: true,
+			ReturnDeletedObject:    true,
 			Finalizers: func(obj runtime.Object) []string {
 				var out []string
 				for _, f := range obj.(*api.Namespace).Spec.Finalizers {

@@ -41,6 +41,11 @@ type Resource struct {
 	// though it serves delete (kube's namespaces).
 	NoDeleteCollection bool
 
+	// OwnDeletePreconditions: delete checks DeleteOptions preconditions
+	// itself, with the storage layer's wording ("Precondition failed: UID
+	// in precondition: ..."), as kube's namespace REST does.
+	OwnDeletePreconditions bool
+
 	// ReturnDeletedObject: delete answers with the object rather than a Status.
 	ReturnDeletedObject bool
 	// Finalizers returns resource-specific finalizers that hold a deletion
@@ -93,12 +98,17 @@ type continueToken struct {
 	APIVersion string `json:"v"`
 	Revision   uint64 `json:"rv"`
 	Start      string `json:"start"`
+	// Latest marks an "inconsistent" token, handed out when Revision was
+	// compacted: the list continues after Start at the latest revision.
+	Latest bool `json:"latest,omitempty"`
 }
 
 const continueVersion = "meta.k8s.io/v1"
 
+// encodeContinue makes a token for the page after lastKey at rev; rev 0
+// makes an "inconsistent" token that continues at the latest revision.
 func encodeContinue(rev uint64, lastKey string) string {
-	b, _ := json.Marshal(continueToken{APIVersion: continueVersion, Revision: rev, Start: lastKey})
+	b, _ := json.Marshal(continueToken{APIVersion: continueVersion, Revision: rev, Start: lastKey, Latest: rev == 0})
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -111,8 +121,11 @@ func decodeContinue(s string) (uint64, string, error) {
 	if err := json.Unmarshal(b, &t); err != nil {
 		return 0, "", apierrors.NewBadRequest(fmt.Sprintf("invalid continue token: %v", err))
 	}
-	if t.APIVersion != continueVersion || t.Revision == 0 {
+	if t.APIVersion != continueVersion || (t.Revision == 0 && !t.Latest) {
 		return 0, "", apierrors.NewBadRequest("invalid continue token: unsupported version or revision")
+	}
+	if t.Latest {
+		return 0, t.Start, nil
 	}
 	return t.Revision, t.Start, nil
 }

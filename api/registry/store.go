@@ -419,7 +419,8 @@ func checkPreconditions(gr schema.GroupResource, name string, p *metav1.Precondi
 //     unscheduled pod) the marked object is deleted at once, as kube does;
 //   - everything else is deleted at once.
 //
-// Preconditions are checked by rest.BeforeDelete, with its messages, against
+// Preconditions are checked by rest.BeforeDelete, with its messages (or, for
+// resources with OwnDeletePreconditions, with the storage layer's), against
 // the object read; the mod-revision guard of every proposal makes the check
 // hold at the write.
 func (s *Store) Delete(ctx context.Context, name string, opts *metav1.DeleteOptions, dryRun bool) (obj runtime.Object, done bool, err error) {
@@ -436,7 +437,15 @@ func (s *Store) Delete(ctx context.Context, name string, opts *metav1.DeleteOpti
 		if err != nil {
 			return nil, false, err
 		}
-		graceful, pending, err := rest.BeforeDelete(s.DeleteStrategy, ctx, obj, opts)
+		beforeOpts := opts
+		if s.OwnDeletePreconditions && opts.Preconditions != nil {
+			if err := checkPreconditions(s.GroupResource(), name, opts.Preconditions, obj); err != nil {
+				return nil, false, err
+			}
+			beforeOpts = opts.DeepCopy()
+			beforeOpts.Preconditions = nil
+		}
+		graceful, pending, err := rest.BeforeDelete(s.DeleteStrategy, ctx, obj, beforeOpts)
 		if err != nil {
 			return nil, false, err
 		}
@@ -596,6 +605,7 @@ func (s *Store) List(ctx context.Context, opts *metainternalversion.ListOptions)
 		fieldSel = opts.FieldSelector
 	}
 	rev, startAfter, err := s.listStart(ctx, opts)
+	tokenStart := startAfter // where a replacement continue token resumes
 	if err != nil {
 		return nil, err
 	}
@@ -617,7 +627,7 @@ pages:
 		}
 		res, err := s.backend.List(s.prefix(ctx), fsm.ListOptions{Revision: rev, StartAfter: startAfter, Limit: batch})
 		if err != nil {
-			return nil, s.readErr(err, opts.Continue != "")
+			return nil, s.readErr(err, rev, opts.Continue != "", tokenStart)
 		}
 		rev = res.Revision // every page of one list comes from one revision
 		for i, kv := range res.KVs {
@@ -673,6 +683,18 @@ func (s *Store) listStart(ctx context.Context, opts *metainternalversion.ListOpt
 		if err != nil {
 			return 0, "", err
 		}
+		if rev == 0 {
+			// An "inconsistent" token continues at the latest revision.
+			return 0, start, nil
+		}
+		// A token minted by a node further ahead: wait, bounded, until this
+		// node has applied its revision, as a read at that revision would.
+		wctx, cancel := context.WithTimeout(ctx, s.freshWait)
+		defer cancel()
+		if err := s.backend.WaitApplied(wctx, rev); err != nil {
+			_, have, _ := s.backend.Get(fsm.Key{}, 0)
+			return 0, "", tooLargeRV(rev, have)
+		}
 		return rev, start, nil
 	}
 	if err := s.fresh(ctx, opts.ResourceVersion); err != nil {
@@ -686,14 +708,30 @@ func (s *Store) listStart(ctx context.Context, opts *metainternalversion.ListOpt
 	return 0, "", nil
 }
 
-func (s *Store) readErr(err error, continuing bool) error {
+// inconsistentContinue is kube-apiserver's answer to a continue token whose
+// revision has been compacted.
+const inconsistentContinue = "The provided continue parameter is too old " +
+	"to display a consistent list result. You can start a new list without " +
+	"the continue parameter, or use the continue token in this response to " +
+	"retrieve the remainder of the results. Continuing with the provided " +
+	"token results in an inconsistent list - objects that were created, " +
+	"modified, or deleted between the time the first chunk was returned " +
+	"and now may show up in the list."
+
+// readErr maps an fsm read error. A compacted continue token gets 410 with a
+// new token that continues after the same key at the latest revision, as
+// kube-apiserver does; startAfter is the token's key.
+func (s *Store) readErr(err error, rev uint64, continuing bool, startAfter string) error {
 	switch {
 	case errors.Is(err, fsm.ErrCompacted) && continuing:
-		return apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
+		e := apierrors.NewResourceExpired(inconsistentContinue)
+		e.ErrStatus.ListMeta.Continue = encodeContinue(0, startAfter)
+		return e
 	case errors.Is(err, fsm.ErrCompacted):
 		return apierrors.NewResourceExpired("The resourceVersion for the provided list is too old.")
 	case errors.Is(err, fsm.ErrFutureRevision):
-		return tooLargeRV(0, 0)
+		_, have, _ := s.backend.Get(fsm.Key{}, 0)
+		return tooLargeRV(rev, have)
 	}
 	return apierrors.NewInternalError(err)
 }

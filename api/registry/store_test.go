@@ -948,7 +948,7 @@ func TestStoreDelete(t *testing.T) {
 		// storage layer's wording and the resource name.
 		want := fmt.Sprintf(`Operation cannot be fulfilled on namespaces "guarded": Precondition failed: UID in precondition: not-the-uid, UID in object meta: %s`, nsObj.UID)
 		if err.Error() != want {
-			t.Skipf("BUG: store.go Delete answers a namespace precondition failure with %q; kube-apiserver's namespace REST (registry/core/namespace/storage.Delete) answers %q", err.Error(), want)
+			t.Fatalf("namespace precondition failure: %q, want kube's namespace REST wording %q", err.Error(), want)
 		}
 	})
 }
@@ -1342,7 +1342,22 @@ func TestStoreList(t *testing.T) {
 			"and now may show up in the list."
 		st := err.(apierrors.APIStatus).Status()
 		if st.Message != inconsistentContinue || st.ListMeta.Continue == "" {
-			t.Skipf("BUG: store.go readErr answers an expired continue token with %q and no continue token; kube-apiserver answers %q with a continue token for the latest revision", st.Message, inconsistentContinue)
+			t.Fatalf("expired continue token: %q (token %q), want %q with a continue token for the latest revision", st.Message, st.ListMeta.Continue, inconsistentContinue)
+		}
+		// The replacement token continues after the same key, at the
+		// latest revision.
+		rest, err := sas.List(e.in("page"), &metainternalversion.ListOptions{Limit: 100, Continue: st.ListMeta.Continue})
+		if err != nil {
+			t.Fatalf("continuing with the replacement token: %v", err)
+		}
+		seen := map[string]bool{}
+		for _, sa := range first.(*api.ServiceAccountList).Items {
+			seen[sa.Name] = true
+		}
+		for _, sa := range rest.(*api.ServiceAccountList).Items {
+			if seen[sa.Name] {
+				t.Fatalf("the replacement token repeated %s from the first page", sa.Name)
+			}
 		}
 	})
 
@@ -1353,7 +1368,7 @@ func TestStoreList(t *testing.T) {
 		wantStatus(t, err, apierrors.IsTimeout, "Timeout (504)", "")
 		want := fmt.Sprintf("Timeout: Too large resource version: %d, current: %d", future, e.applied())
 		if err.Error() != want {
-			t.Skipf("BUG: store.go listStart/readErr answer a not-yet-applied continue revision with %q (tooLargeRV(0, 0)); want %q after the bounded wait", err.Error(), want)
+			t.Fatalf("not-yet-applied continue revision: %q, want %q after the bounded wait", err.Error(), want)
 		}
 	})
 
@@ -1383,7 +1398,7 @@ func TestStoreList(t *testing.T) {
 			t.Fatal(werr)
 		}
 		if err != nil {
-			t.Skipf("BUG: store.go listStart does not wait for a continue token's revision to be applied (no s.fresh); List = %v", err)
+			t.Fatalf("a continue token for a revision not yet applied did not wait for it: %v", err)
 		}
 	})
 
