@@ -104,7 +104,8 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 }
 
 func (s *Server) get(w http.ResponseWriter, req *http.Request, st *registry.Store, name string) {
-	if _, _, err := negotiation.NegotiateOutputMediaType(req, registry.Codecs, restrictions{}); err != nil {
+	format, err := negotiateOutput(req)
+	if err != nil {
 		s.writeError(w, req, err)
 		return
 	}
@@ -118,11 +119,12 @@ func (s *Server) get(w http.ResponseWriter, req *http.Request, st *registry.Stor
 		s.writeError(w, req, err)
 		return
 	}
-	s.writeObject(w, req, http.StatusOK, st, obj)
+	s.writeObject(w, req, format, http.StatusOK, st, obj)
 }
 
 func (s *Server) list(w http.ResponseWriter, req *http.Request, st *registry.Store) {
-	if _, _, err := negotiation.NegotiateOutputMediaType(req, registry.Codecs, restrictions{}); err != nil {
+	format, err := negotiateOutput(req)
+	if err != nil {
 		s.writeError(w, req, err)
 		return
 	}
@@ -140,7 +142,7 @@ func (s *Server) list(w http.ResponseWriter, req *http.Request, st *registry.Sto
 		s.writeError(w, req, err)
 		return
 	}
-	s.writeObject(w, req, http.StatusOK, st, out)
+	s.writeObject(w, req, format, http.StatusOK, st, out)
 }
 
 // listOptions decodes and validates list parameters as kube-apiserver does,
@@ -171,7 +173,8 @@ func (s *Server) create(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "create"))
 		return
 	}
-	if _, _, err := negotiation.NegotiateOutputMediaType(req, registry.Codecs, restrictions{}); err != nil {
+	format, err := negotiateOutput(req)
+	if err != nil {
 		s.writeError(w, req, err)
 		return
 	}
@@ -215,7 +218,7 @@ func (s *Server) create(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, err)
 		return
 	}
-	s.writeObject(w, req, http.StatusCreated, st, out)
+	s.writeObject(w, req, format, http.StatusCreated, st, out)
 }
 
 func (s *Server) update(w http.ResponseWriter, req *http.Request, st *registry.Store, name, ns string) {
@@ -223,7 +226,8 @@ func (s *Server) update(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "update"))
 		return
 	}
-	if _, _, err := negotiation.NegotiateOutputMediaType(req, registry.Codecs, restrictions{}); err != nil {
+	format, err := negotiateOutput(req)
+	if err != nil {
 		s.writeError(w, req, err)
 		return
 	}
@@ -269,7 +273,7 @@ func (s *Server) update(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, err)
 		return
 	}
-	s.writeObject(w, req, http.StatusOK, st, out)
+	s.writeObject(w, req, format, http.StatusOK, st, out)
 }
 
 // patchTypes are the patch media types served, in kube-apiserver's order.
@@ -280,7 +284,8 @@ func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.St
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "patch"))
 		return
 	}
-	if _, _, err := negotiation.NegotiateOutputMediaType(req, registry.Codecs, restrictions{}); err != nil {
+	format, err := negotiateOutput(req)
+	if err != nil {
 		s.writeError(w, req, err)
 		return
 	}
@@ -313,7 +318,7 @@ func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.St
 		s.writeError(w, req, err)
 		return
 	}
-	s.writeObject(w, req, http.StatusOK, st, out)
+	s.writeObject(w, req, format, http.StatusOK, st, out)
 }
 
 // patchInfo applies a patch to whatever object is current, so that the
@@ -496,7 +501,8 @@ func (s *Server) delete(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "delete"))
 		return
 	}
-	if _, _, err := negotiation.NegotiateOutputMediaType(req, registry.Codecs, restrictions{}); err != nil {
+	format, err := negotiateOutput(req)
+	if err != nil {
 		s.writeError(w, req, err)
 		return
 	}
@@ -518,7 +524,7 @@ func (s *Server) delete(w http.ResponseWriter, req *http.Request, st *registry.S
 	if !done && opts.OrphanDependents != nil && !*opts.OrphanDependents {
 		code = http.StatusAccepted
 	}
-	s.writeObject(w, req, code, st, out)
+	s.writeObject(w, req, format, code, st, out)
 }
 
 func (s *Server) deleteCollection(w http.ResponseWriter, req *http.Request, st *registry.Store) {
@@ -531,7 +537,8 @@ func (s *Server) deleteCollection(w http.ResponseWriter, req *http.Request, st *
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "deletecollection"))
 		return
 	}
-	if _, _, err := negotiation.NegotiateOutputMediaType(req, registry.Codecs, restrictions{}); err != nil {
+	format, err := negotiateOutput(req)
+	if err != nil {
 		s.writeError(w, req, err)
 		return
 	}
@@ -550,7 +557,7 @@ func (s *Server) deleteCollection(w http.ResponseWriter, req *http.Request, st *
 		s.writeError(w, req, err)
 		return
 	}
-	s.writeObject(w, req, http.StatusOK, st, out)
+	s.writeObject(w, req, format, http.StatusOK, st, out)
 }
 
 // readBody reads at most MaxRequestBodyBytes; more is 413, as kube-apiserver.

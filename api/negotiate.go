@@ -51,24 +51,39 @@ func (discoveryRestrictions) AllowsMediaTypeTransform(_, _ string, gvk *schema.G
 func (discoveryRestrictions) AllowsServerVersion(string) bool { return false }
 func (discoveryRestrictions) AllowsStreamSchema(string) bool  { return false }
 
-// writeObject encodes obj in the negotiated media type and version, turning it
-// into a Table or PartialObjectMetadata first when the client asked for one.
-func (s *Server) writeObject(w http.ResponseWriter, req *http.Request, code int, st *registry.Store, obj runtime.Object) {
-	mt, _, err := negotiation.NegotiateOutputMediaType(req, registry.Codecs, restrictions{})
+// output is a negotiated response format: the media type (with any
+// requested transformation, such as Table) and its serializer.
+type output struct {
+	mt   negotiation.MediaTypeOptions
+	info runtime.SerializerInfo
+}
+
+// negotiateOutput picks the response format once per request; handlers call
+// it before doing any work, so an unacceptable Accept header is a 406 that
+// changes nothing.
+func negotiateOutput(req *http.Request) (*output, error) {
+	mt, info, err := negotiation.NegotiateOutputMediaType(req, registry.Codecs, restrictions{})
 	if err != nil {
-		s.writeError(w, req, err)
-		return
+		return nil, err
 	}
+	return &output{mt: mt, info: info}, nil
+}
+
+// writeObject encodes obj in the negotiated format and version, turning it
+// into a Table or PartialObjectMetadata first when the client asked for one.
+func (s *Server) writeObject(w http.ResponseWriter, req *http.Request, out *output, code int, st *registry.Store, obj runtime.Object) {
 	gv := st.GVR.GroupVersion()
-	if _, isStatus := obj.(*metav1.Status); !isStatus && mt.Convert != nil {
-		obj, err = transform(req, st, obj, mt.Convert)
+	if _, isStatus := obj.(*metav1.Status); !isStatus && out.mt.Convert != nil {
+		var err error
+		obj, err = transform(req, st, obj, out.mt.Convert)
 		if err != nil {
 			s.writeError(w, req, err)
 			return
 		}
-		gv = mt.Convert.GroupVersion()
+		gv = out.mt.Convert.GroupVersion()
 	}
-	responsewriters.WriteObjectNegotiated(registry.Codecs, restrictions{}, gv, w, req, code, obj, false)
+	encoder := registry.Codecs.EncoderForVersion(out.info.Serializer, gv)
+	responsewriters.SerializeObject(out.info.MediaType, encoder, w, req, code, obj)
 }
 
 func transform(req *http.Request, st *registry.Store, obj runtime.Object, target *schema.GroupVersionKind) (runtime.Object, error) {
