@@ -110,8 +110,8 @@ func (s *Server) get(w http.ResponseWriter, req *http.Request, st *registry.Stor
 		return
 	}
 	opts := &metav1.GetOptions{}
-	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
-		s.writeError(w, req, apierrors.NewBadRequest(err.Error()))
+	if err := decodeOptions(req, opts, "GetOptions", nil); err != nil {
+		s.writeError(w, req, err)
 		return
 	}
 	obj, err := st.Get(req.Context(), name, opts)
@@ -173,28 +173,14 @@ func (s *Server) create(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "create"))
 		return
 	}
-	format, err := negotiateOutput(req)
-	if err != nil {
-		s.writeError(w, req, err)
-		return
-	}
-	si, err := negotiation.NegotiateInputSerializer(req, false, registry.Codecs)
-	if err != nil {
-		s.writeError(w, req, err)
-		return
-	}
-	body, err := s.readBody(req)
+	format, si, body, err := s.objectRequest(req)
 	if err != nil {
 		s.writeError(w, req, err)
 		return
 	}
 	opts := &metav1.CreateOptions{}
-	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
-		s.writeError(w, req, apierrors.NewBadRequest(err.Error()))
-		return
-	}
-	if errs := metav1validation.ValidateCreateOptions(opts); len(errs) > 0 {
-		s.writeError(w, req, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "CreateOptions"}, "", errs))
+	if err := decodeOptions(req, opts, "CreateOptions", func() field.ErrorList { return metav1validation.ValidateCreateOptions(opts) }); err != nil {
+		s.writeError(w, req, err)
 		return
 	}
 	obj, err := s.decodeBody(req.Context(), st, si, body, opts.FieldValidation)
@@ -226,28 +212,14 @@ func (s *Server) update(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "update"))
 		return
 	}
-	format, err := negotiateOutput(req)
-	if err != nil {
-		s.writeError(w, req, err)
-		return
-	}
-	si, err := negotiation.NegotiateInputSerializer(req, false, registry.Codecs)
-	if err != nil {
-		s.writeError(w, req, err)
-		return
-	}
-	body, err := s.readBody(req)
+	format, si, body, err := s.objectRequest(req)
 	if err != nil {
 		s.writeError(w, req, err)
 		return
 	}
 	opts := &metav1.UpdateOptions{}
-	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
-		s.writeError(w, req, apierrors.NewBadRequest(err.Error()))
-		return
-	}
-	if errs := metav1validation.ValidateUpdateOptions(opts); len(errs) > 0 {
-		s.writeError(w, req, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "UpdateOptions"}, "", errs))
+	if err := decodeOptions(req, opts, "UpdateOptions", func() field.ErrorList { return metav1validation.ValidateUpdateOptions(opts) }); err != nil {
+		s.writeError(w, req, err)
 		return
 	}
 	obj, err := s.decodeBody(req.Context(), st, si, body, opts.FieldValidation)
@@ -304,12 +276,8 @@ func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.St
 		return
 	}
 	opts := &metav1.PatchOptions{}
-	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
-		s.writeError(w, req, apierrors.NewBadRequest(err.Error()))
-		return
-	}
-	if errs := metav1validation.ValidatePatchOptions(opts, pt); len(errs) > 0 {
-		s.writeError(w, req, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs))
+	if err := decodeOptions(req, opts, "PatchOptions", func() field.ErrorList { return metav1validation.ValidatePatchOptions(opts, pt) }); err != nil {
+		s.writeError(w, req, err)
 		return
 	}
 	info := &patchInfo{store: st, patchType: pt, patch: body, name: name, namespace: ns, directive: fieldValidation(opts.FieldValidation)}
@@ -558,6 +526,40 @@ func (s *Server) deleteCollection(w http.ResponseWriter, req *http.Request, st *
 		return
 	}
 	s.writeObject(w, req, format, http.StatusOK, st, out)
+}
+
+// objectRequest does what every request with an object body starts with:
+// negotiate the response format (406 before any work), pick the input
+// serializer from Content-Type (415) and read the bounded body (413).
+func (s *Server) objectRequest(req *http.Request) (*output, runtime.SerializerInfo, []byte, error) {
+	format, err := negotiateOutput(req)
+	if err != nil {
+		return nil, runtime.SerializerInfo{}, nil, err
+	}
+	si, err := negotiation.NegotiateInputSerializer(req, false, registry.Codecs)
+	if err != nil {
+		return nil, runtime.SerializerInfo{}, nil, err
+	}
+	body, err := s.readBody(req)
+	if err != nil {
+		return nil, runtime.SerializerInfo{}, nil, err
+	}
+	return format, si, body, nil
+}
+
+// decodeOptions decodes the query into a meta options struct and validates
+// it, with kube-apiserver's status codes (400 undecodable, 422 invalid).
+func decodeOptions(req *http.Request, opts runtime.Object, kind string, validate func() field.ErrorList) error {
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	if validate == nil {
+		return nil
+	}
+	if errs := validate(); len(errs) > 0 {
+		return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
+	}
+	return nil
 }
 
 // readBody reads at most MaxRequestBodyBytes; more is 413, as kube-apiserver.
