@@ -1,8 +1,44 @@
-// Package watchcache will own each node's window of applied events: watchers
-// with namespace, label and field filters, bookmarks at the applied index,
-// initial events, and the 410/504 resourceVersion rules. It is fed only from
-// the fsm's applied stream (fsm.Listener) and never blocks apply: a slow
-// watcher is cut off and resumes from its last resourceVersion.
+// Package watchcache owns each node's window of applied events and the
+// watches served from it: per-watcher namespace, label and field filtering
+// (a predicate on decoded objects, with kube's ADDED/DELETED transitions
+// when an object enters or leaves a selector), initial events, bookmarks at
+// the node's applied index, and the resourceVersion rules of a watch
+// (exactly the changes after N; 410 Gone, "too old resource version", when
+// N is older than the window; wait when N is in the future).
 //
-// Nothing is here yet; watch requests answer 405 until it lands.
+// It imports only fsm (and k8s.io/utils/clock), and it keeps these rules:
+//
+//   - Fed only from the applied stream. The Cache is an fsm.Listener; the
+//     api never writes into it. Revisions are Raft log indexes, so they have
+//     gaps: the window is "every change in (oldest, applied]", never a count.
+//
+//   - History survives restarts. On start and on every fsm Restore the
+//     window is rebuilt from the fsm's retained MVCC history (which
+//     snapshots carry), then the replayed log appends to it, so a client can
+//     resume from a resourceVersion taken before the restart as long as it
+//     is after the compacted revision and inside the window.
+//
+//   - Never block apply. OnApply only appends; OnIndex wakes watchers with a
+//     non-blocking signal and moves idle ones forward in place. Each watcher
+//     reads the window from its own position in its own goroutine, so the
+//     window is the buffer and a slow client costs no memory of its own.
+//
+//   - Slow watchers are cut off. A watcher whose client has not read while
+//     more than Config.WatcherBuffer events were applied, or that the
+//     window has moved past, ends with ErrSlowWatcher; the client resumes
+//     from the last resourceVersion it received (and relists on 410).
+//
+//   - Subscribe, then replay. A watcher is registered at its start position
+//     before any history is read; the replay and the live stream are the
+//     same window read from that position, without a lock held across the
+//     replay, so there is no gap and no duplicate between them (kine's
+//     approach; the cache itself does the same against the fsm on start).
+//
+//   - Idle progress. Bookmarks carry the node's applied index even when
+//     nothing a watcher selects has changed, so an idle watcher's
+//     resourceVersion never falls behind the node (kubernetes#91073).
+//
+//   - Decode once. Each stored version an event carries is decoded at most
+//     once, lazily, and shared by every watcher; objects handed out must be
+//     copied before they are changed.
 package watchcache

@@ -1,0 +1,77 @@
+package watchcache
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/trustplane/trustplane/fsm"
+	"k8s.io/utils/clock"
+)
+
+// Config is everything a Cache needs besides the fsm. cmd/ fills it from
+// flags (the window length is the operator's knob); the api sets Decode.
+type Config struct {
+	// Window is how long an applied event stays watchable, measured from
+	// when this node appended it. A watch from a resourceVersion whose
+	// successor has left the window gets 410 Gone and must relist.
+	Window time.Duration
+	// MaxEvents caps the events held whatever their age, so a write burst
+	// cannot grow the window without bound. The oldest go first.
+	MaxEvents int
+	// BookmarkInterval is how often a watcher that asked for bookmarks gets
+	// one at the node's applied index, writes or not (idle progress).
+	BookmarkInterval time.Duration
+	// WatcherBuffer is how many events may be applied while a watcher's
+	// client is not reading (its Events channel full) before the watcher is
+	// cut off with ErrSlowWatcher. The window itself is the buffer, so this
+	// costs no memory per watcher, and a client that reads steadily while
+	// a long backlog is replayed to it is not cut off.
+	WatcherBuffer int
+	// Clock drives the window's age, bookmarks and their timers; tests
+	// inject k8s.io/utils/clock/testing.FakeClock so they never sleep.
+	Clock clock.Clock
+	// Decode turns a stored value into the object that predicates and the
+	// api see. It is called at most once per stored version an event
+	// carries, and the result is shared by every watcher, so it must not be
+	// modified. nil means the object is the *fsm.KV itself.
+	Decode func(kv *fsm.KV) (any, error)
+}
+
+// DefaultConfig returns the production settings: a five-minute window of at
+// most a million events, bookmarks every minute, and watchers cut off when
+// 1024 events are applied while their client is not reading.
+func DefaultConfig() *Config {
+	return &Config{
+		Window:           5 * time.Minute,
+		MaxEvents:        1_000_000,
+		BookmarkInterval: time.Minute,
+		WatcherBuffer:    1024,
+		Clock:            clock.RealClock{},
+	}
+}
+
+// Validate reports the first setting New cannot work with, so that a bad
+// flag fails at start rather than as an odd watch later.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Window <= 0 {
+		errs = append(errs, fmt.Errorf("window %v must be positive", c.Window))
+	}
+	if c.MaxEvents <= 0 {
+		errs = append(errs, fmt.Errorf("max events %d must be positive", c.MaxEvents))
+	}
+	if c.BookmarkInterval <= 0 {
+		errs = append(errs, fmt.Errorf("bookmark interval %v must be positive", c.BookmarkInterval))
+	}
+	if c.WatcherBuffer <= 0 {
+		errs = append(errs, fmt.Errorf("watcher buffer %d must be positive", c.WatcherBuffer))
+	}
+	if c.Clock == nil {
+		errs = append(errs, errors.New("clock must be set"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("watchcache: invalid config: %w", err)
+	}
+	return nil
+}
