@@ -16,6 +16,7 @@ import (
 	metainternalversionvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -85,7 +86,7 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 	switch info.Verb {
 	case "get":
 		s.get(w, req, st, info.Name)
-	case "list":
+	case "list", "watch":
 		s.list(w, req, st)
 	case "create":
 		s.create(w, req, st)
@@ -133,8 +134,25 @@ func (s *Server) list(w http.ResponseWriter, req *http.Request, st *registry.Sto
 		s.writeError(w, req, err)
 		return
 	}
+	if info, ok := genericapirequest.RequestInfoFrom(req.Context()); ok && info.Verb == "watch" {
+		// ?watch=true, or the legacy /watch/ path.
+		opts.Watch = true
+		if info.Name != "" {
+			// A watch of one object is a watch of its collection for
+			// that name, as kube-apiserver serves it.
+			nameSel := fields.OneTermEqualSelector("metadata.name", info.Name)
+			if opts.FieldSelector == nil || opts.FieldSelector.Empty() {
+				opts.FieldSelector = nameSel
+			} else if v, found := opts.FieldSelector.RequiresExactMatch("metadata.name"); found && v != info.Name {
+				s.writeError(w, req, apierrors.NewBadRequest("fieldSelector metadata.name doesn't match requested name"))
+				return
+			} else {
+				opts.FieldSelector = fields.AndSelectors(opts.FieldSelector, nameSel)
+			}
+		}
+	}
 	if opts.Watch {
-		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "watch"))
+		s.watch(w, req, st, format, opts)
 		return
 	}
 	out, err := st.List(req.Context(), opts)
@@ -152,7 +170,7 @@ func (s *Server) listOptions(req *http.Request, st *registry.Store) (*metaintern
 	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
-	if errs := metainternalversionvalidation.ValidateListOptions(opts, false); len(errs) > 0 {
+	if errs := metainternalversionvalidation.ValidateListOptions(opts, true); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
 	}
 	if opts.FieldSelector != nil {

@@ -43,6 +43,8 @@ type Config struct {
 	Forward *ForwardConfig
 	// Membership backs the operator members endpoint; nil answers 503.
 	Membership Membership
+	// Watch serves ?watch=true from the node's watch cache; nil answers 405.
+	Watch Watcher
 }
 
 // DefaultConfig returns kube-apiserver's defaults.

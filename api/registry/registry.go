@@ -139,3 +139,15 @@ func ipFamily(ip net.IP) api.IPFamily {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Decode turns a stored value of any served resource into its internal
+// object with its resourceVersion set. The watch cache calls it once per
+// event and shares the result between watchers.
+func (r *Registry) Decode(kv *fsm.KV) (any, error) {
+	for _, s := range r.ordered {
+		if s.GVR.Group == kv.Key.Group && s.GVR.Resource == kv.Key.Resource {
+			return s.decode(kv)
+		}
+	}
+	return nil, fmt.Errorf("no served resource stores %s/%s", kv.Key.Group, kv.Key.Resource)
+}

@@ -73,7 +73,7 @@ func (r *Resource) GVK() schema.GroupVersionKind { return r.GVR.GroupVersion().W
 // Verbs lists the verbs served, for discovery.
 func (r *Resource) Verbs() []string {
 	if r.ReadOnly {
-		return []string{"get", "list"}
+		return []string{"get", "list", "watch"}
 	}
 	v := []string{}
 	if r.CreateStrategy != nil {
@@ -89,7 +89,7 @@ func (r *Resource) Verbs() []string {
 	if r.UpdateStrategy != nil {
 		v = append(v, "patch", "update")
 	}
-	return v
+	return append(v, "watch")
 }
 
 // continueToken is the state a continue parameter carries: the revision of

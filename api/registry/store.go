@@ -746,3 +746,42 @@ func (s *Store) matches(obj runtime.Object, label labels.Selector, field fields.
 	}
 	return label.Matches(ls) && field.Matches(fs), nil
 }
+
+// Prefix is the fsm prefix of this resource in the context's namespace (all
+// namespaces when the context has none), for watches.
+func (s *Store) Prefix(ctx context.Context) fsm.Prefix { return s.prefix(ctx) }
+
+// Predicate returns the selector test a watch applies to decoded objects;
+// nil when the options select everything.
+func (s *Store) Predicate(opts *metainternalversion.ListOptions) func(any) (bool, error) {
+	label, field := labels.Everything(), fields.Everything()
+	if opts.LabelSelector != nil {
+		label = opts.LabelSelector
+	}
+	if opts.FieldSelector != nil {
+		field = opts.FieldSelector
+	}
+	if label.Empty() && field.Empty() {
+		return nil
+	}
+	return func(obj any) (bool, error) {
+		o, ok := obj.(runtime.Object)
+		if !ok {
+			return false, fmt.Errorf("watch: unexpected object %T", obj)
+		}
+		return s.matches(o, label, field)
+	}
+}
+
+// ReadIndex is a linearizable read barrier: the index a consistent watch or
+// list starts from.
+func (s *Store) ReadIndex(ctx context.Context) (uint64, error) {
+	idx, err := s.backend.ReadIndex(ctx)
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	return idx, nil
+}
+
+// WaitFresh waits, bounded, until this node has applied rv.
+func (s *Store) WaitFresh(ctx context.Context, rv string) error { return s.fresh(ctx, rv) }

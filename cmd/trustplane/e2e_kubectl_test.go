@@ -171,7 +171,7 @@ func TestKubectl(t *testing.T) {
 			row("secrets", "v1", "true", "Secret"),
 			row("serviceaccounts", "sa", "v1", "true", "ServiceAccount"),
 			row("services", "svc", "v1", "true", "Service"))
-		matches(t, n.mustKubectl("api-resources", "-o", "wide"), row("namespaces", "ns", "v1", "false", "Namespace", "create,delete,get,list,patch,update"))
+		matches(t, n.mustKubectl("api-resources", "-o", "wide"), row("namespaces", "ns", "v1", "false", "Namespace", "create,delete,get,list,patch,update,watch"))
 		matches(t, n.mustKubectl("api-versions"), regexp.MustCompile(`(?m)^v1$`))
 		out = n.mustKubectl("get", "--raw", "/readyz?verbose")
 		if !strings.HasPrefix(out, "[+]ping ok\n") || !strings.HasSuffix(out, "readyz check passed") {

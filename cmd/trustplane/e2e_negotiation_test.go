@@ -292,13 +292,13 @@ func TestNegotiation(t *testing.T) {
 			verbs[res.Name] = strings.Join(res.Verbs, ",")
 		}
 		want := map[string]string{
-			"namespaces":      "create,delete,get,list,patch,update",
-			"serviceaccounts": "create,delete,deletecollection,get,list,patch,update",
-			"secrets":         "create,delete,deletecollection,get,list,patch,update",
-			"configmaps":      "create,delete,deletecollection,get,list,patch,update",
-			"pods":            "create,delete,deletecollection,get,list,patch,update",
-			"podtemplates":    "create,delete,deletecollection,get,list,patch,update",
-			"services":        "get,list",
+			"namespaces":      "create,delete,get,list,patch,update,watch",
+			"serviceaccounts": "create,delete,deletecollection,get,list,patch,update,watch",
+			"secrets":         "create,delete,deletecollection,get,list,patch,update,watch",
+			"configmaps":      "create,delete,deletecollection,get,list,patch,update,watch",
+			"pods":            "create,delete,deletecollection,get,list,patch,update,watch",
+			"podtemplates":    "create,delete,deletecollection,get,list,patch,update,watch",
+			"services":        "get,list,watch",
 		}
 		for res, v := range want {
 			if verbs[res] != v {

@@ -237,7 +237,7 @@ func TestServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, res := range rl.APIResources {
-		if res.Name == "services" && strings.Join(res.Verbs, ",") != "get,list" {
+		if res.Name == "services" && strings.Join(res.Verbs, ",") != "get,list,watch" {
 			t.Fatalf("services verbs in discovery: %v", res.Verbs)
 		}
 	}

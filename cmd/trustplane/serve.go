@@ -26,6 +26,7 @@ import (
 	"github.com/trustplane/trustplane/certs"
 	"github.com/trustplane/trustplane/cluster"
 	"github.com/trustplane/trustplane/fsm"
+	"github.com/trustplane/trustplane/watchcache"
 )
 
 // options are the serve flags.
@@ -49,6 +50,7 @@ type options struct {
 	trailingLogs      uint64
 	deadServerTimeout time.Duration
 	writeLeaderWait   time.Duration
+	watchWindow       time.Duration
 }
 
 func parseServe(args []string) (*options, error) {
@@ -73,6 +75,7 @@ func parseServe(args []string) (*options, error) {
 	fs.Uint64Var(&o.trailingLogs, "raft-trailing-logs", d.TrailingLogs, "log entries kept after a snapshot, so lagging followers catch up from the log")
 	fs.DurationVar(&o.deadServerTimeout, "dead-server-timeout", d.DeadServerTimeout, "a voter that gossip reports failed this long is removed while a quorum stays (negative: never)")
 	fs.DurationVar(&o.writeLeaderWait, "write-leader-wait", 10*time.Second, "how long a write waits for a leader during an election before 503")
+	fs.DurationVar(&o.watchWindow, "watch-cache-window", watchcache.DefaultConfig().Window, "how much watch history each node keeps; older resourceVersions get 410 Gone")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -179,6 +182,14 @@ func serve(args []string) error {
 	defer node.Shutdown()
 
 	reg := registry.New(registry.DefaultConfig(), backend{node: node, fsm: f}, registry.CoreResources())
+	wcfg := watchcache.DefaultConfig()
+	wcfg.Window = o.watchWindow
+	wcfg.Decode = reg.Decode
+	wc, err := watchcache.New(wcfg, f)
+	if err != nil {
+		return fmt.Errorf("watch cache: %w", err)
+	}
+	defer wc.Close()
 	var bootstrapped, shuttingDown atomic.Bool
 	port, _ := strconv.Atoi(listenPort)
 
@@ -214,6 +225,7 @@ func serve(args []string) error {
 		}),
 	}
 	acfg.Membership = membership{node}
+	acfg.Watch = wc
 	if o.multiNode() {
 		acfg.Forward = &api.ForwardConfig{
 			Leadership: node,

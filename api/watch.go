@@ -1,0 +1,275 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
+
+	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/watchcache"
+)
+
+// Watcher is what the watch handler needs from the node's watch cache.
+type Watcher interface {
+	// Watch streams the changes under opts.Prefix after opts.StartRevision
+	// (with the state at that revision first when opts.Initial); it is fed
+	// from the applied stream, so it never shows a change this node has not
+	// applied.
+	Watch(ctx context.Context, opts watchcache.WatchOptions) (*watchcache.Watcher, error)
+}
+
+// defaultWatchTimeout is kube-apiserver's --min-request-timeout; a watch
+// without timeoutSeconds ends after a random time between it and twice it,
+// so that clients spread their reconnections.
+const defaultWatchTimeout = 30 * time.Minute
+
+// initialEventsEndAnnotation marks the bookmark that ends the initial events
+// of a sendInitialEvents watch.
+const initialEventsEndAnnotation = "k8s.io/initial-events-end"
+
+// watch serves ?watch=true on a collection from the watch cache.
+func (s *Server) watch(w http.ResponseWriter, req *http.Request, st *registry.Store, format *output, opts *metainternalversion.ListOptions) {
+	if s.cfg.Watch == nil {
+		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "watch"))
+		return
+	}
+	stream, err := negotiation.NegotiateOutputMediaTypeStream(req, registry.Codecs, restrictions{})
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	timeout := defaultWatchTimeout + time.Duration(rand.Int64N(int64(defaultWatchTimeout)))
+	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds > 0 {
+		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), timeout)
+	defer cancel()
+
+	wopts := watchcache.WatchOptions{
+		Prefix:           st.Prefix(ctx),
+		Predicate:        st.Predicate(opts),
+		Bookmarks:        opts.AllowWatchBookmarks,
+		InitialEventsEnd: opts.SendInitialEvents != nil && *opts.SendInitialEvents,
+	}
+	switch rv := opts.ResourceVersion; {
+	case wopts.InitialEventsEnd:
+		// Streaming list: the state once this node is at least as new as
+		// the request (a consistent read when no resourceVersion is given).
+		if rv == "" {
+			if _, err := st.ReadIndex(ctx); err != nil {
+				s.writeError(w, req, err)
+				return
+			}
+		} else if err := st.WaitFresh(ctx, rv); err != nil {
+			s.writeError(w, req, err)
+			return
+		}
+		wopts.Initial = true
+	case rv == "":
+		// Most recent state, consistently: start from a read index.
+		idx, err := st.ReadIndex(ctx)
+		if err != nil {
+			s.writeError(w, req, err)
+			return
+		}
+		wopts.Initial, wopts.StartRevision = true, idx
+	case rv == "0":
+		wopts.Initial = true
+	default:
+		var n uint64
+		if _, err := fmt.Sscanf(rv, "%d", &n); err != nil || fmt.Sprint(n) != rv || n == 0 {
+			s.writeError(w, req, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %s", rv)))
+			return
+		}
+		wopts.StartRevision = n
+	}
+
+	ww := &watchWriter{
+		st: st, req: req, format: format,
+		framer: stream.StreamSerializer.Framer,
+		outer:  registry.Codecs.EncoderForVersion(stream.StreamSerializer.Serializer, st.GVR.GroupVersion()),
+		inner:  registry.Codecs.EncoderForVersion(stream.Serializer, st.GVR.GroupVersion()),
+	}
+	if format.mt.Convert != nil {
+		ww.inner = registry.Codecs.EncoderForVersion(stream.Serializer, format.mt.Convert.GroupVersion())
+	}
+	mediaType := stream.MediaType
+	if mediaType != runtime.ContentTypeJSON {
+		mediaType += ";stream=watch"
+	}
+
+	watcher, werr := s.cfg.Watch.Watch(ctx, wopts)
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		s.writeError(w, req, apierrors.NewInternalError(errors.New("streaming is not supported by the connection")))
+		return
+	}
+	var tooOld *watchcache.TooOldError
+	if werr != nil && !errors.As(werr, &tooOld) {
+		s.writeError(w, req, apierrors.NewInternalError(werr))
+		return
+	}
+	w.Header().Set("Content-Type", mediaType)
+	w.Header().Set("Transfer-Encoding", "chunked")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	ww.frames = ww.framer.NewFrameWriter(w)
+	if tooOld != nil {
+		// kube-apiserver answers a watch from a compacted revision with
+		// an ERROR event carrying 410 Gone, not with an HTTP error.
+		ww.writeStatus(apierrors.NewResourceExpired(tooOld.Error()))
+		flusher.Flush()
+		return
+	}
+	defer watcher.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-watcher.Events():
+			if !ok {
+				if err := watcher.Err(); err != nil && !errors.Is(err, watchcache.ErrSlowWatcher) &&
+					!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+					ww.writeStatus(apierrors.NewInternalError(err))
+					flusher.Flush()
+				}
+				return
+			}
+			if err := ww.write(ev); err != nil {
+				s.log.Debug("watch ended", "error", err)
+				return
+			}
+			if len(watcher.Events()) == 0 {
+				flusher.Flush()
+			}
+		}
+	}
+}
+
+// watchWriter encodes watch events as kube-apiserver does: each event is a
+// metav1.WatchEvent whose object is encoded separately (the embedded
+// encoding), framed for the stream (newline-delimited JSON, length-prefixed
+// protobuf).
+type watchWriter struct {
+	st       *registry.Store
+	req      *http.Request
+	format   *output
+	framer   runtime.Framer
+	frames   interface{ Write([]byte) (int, error) }
+	outer    runtime.Encoder
+	inner    runtime.Encoder
+	buf      bytes.Buffer
+	noHeader bool // Table events after the first carry no column definitions
+}
+
+func (ww *watchWriter) write(ev watchcache.Event) error {
+	obj, err := ww.object(ev)
+	if err != nil {
+		return ww.writeStatus(apierrors.NewInternalError(err))
+	}
+	if ww.format.mt.Convert != nil {
+		obj, err = ww.transform(obj)
+		if err != nil {
+			return ww.writeStatus(err)
+		}
+	}
+	return ww.send(string(ev.Type), obj)
+}
+
+// object is the event's object with the event's resourceVersion. Decoded
+// objects are shared between watchers, so anything changed is a copy.
+func (ww *watchWriter) object(ev watchcache.Event) (runtime.Object, error) {
+	if ev.Type == watchcache.Bookmark {
+		obj := ww.st.NewFunc()
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil, err
+		}
+		m.SetResourceVersion(fmt.Sprint(ev.Revision))
+		if ev.InitialEventsEnd {
+			m.SetAnnotations(map[string]string{initialEventsEndAnnotation: "true"})
+		}
+		return obj, nil
+	}
+	var (
+		raw any
+		err error
+	)
+	if ev.Type == watchcache.Deleted && ev.KV == nil {
+		raw, err = ev.PrevObject()
+	} else {
+		raw, err = ev.Object()
+	}
+	if err != nil {
+		return nil, err
+	}
+	obj, ok := raw.(runtime.Object)
+	if !ok {
+		return nil, fmt.Errorf("watch: unexpected object %T", raw)
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	if rv := fmt.Sprint(ev.Revision); m.GetResourceVersion() != rv {
+		obj = obj.DeepCopyObject()
+		if m, err = meta.Accessor(obj); err != nil {
+			return nil, err
+		}
+		m.SetResourceVersion(rv)
+	}
+	return obj, nil
+}
+
+// transform renders an event's object as the client asked (a one-row Table
+// for kubectl get -w, or PartialObjectMetadata).
+func (ww *watchWriter) transform(obj runtime.Object) (runtime.Object, error) {
+	target := ww.format.mt.Convert
+	if target.Kind == "Table" {
+		q := ww.req.URL.Query()
+		if ww.noHeader {
+			q.Set("noHeaders", "true")
+		}
+		r := ww.req.Clone(ww.req.Context())
+		r.URL.RawQuery = q.Encode()
+		ww.noHeader = true
+		return asTable(r.Context(), r, ww.st, obj, target.GroupVersion())
+	}
+	return asPartial(obj, target)
+}
+
+func (ww *watchWriter) writeStatus(err error) error {
+	st := apierrors.APIStatus(nil)
+	if !errors.As(err, &st) {
+		st = apierrors.NewInternalError(err)
+	}
+	status := st.Status()
+	status.Kind, status.APIVersion = "Status", "v1"
+	return ww.send("ERROR", &status)
+}
+
+func (ww *watchWriter) send(typ string, obj runtime.Object) error {
+	ww.buf.Reset()
+	if err := ww.inner.Encode(obj, &ww.buf); err != nil {
+		return err
+	}
+	embedded := append([]byte(nil), ww.buf.Bytes()...)
+	ww.buf.Reset()
+	event := &metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: embedded}}
+	if err := ww.outer.Encode(event, &ww.buf); err != nil {
+		return err
+	}
+	_, err := ww.frames.Write(ww.buf.Bytes())
+	return err
+}
