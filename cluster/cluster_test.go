@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/trustplane/trustplane/fsm"
+	"sync/atomic"
 )
 
 // startTLSNode starts a single-node cluster on the real TLS transport.
@@ -539,4 +540,73 @@ func TestCompactorBoundsHistory(t *testing.T) {
 	if err != nil || kv == nil || string(kv.Value) != "v2" {
 		t.Fatalf("current value after compaction: %+v, %v", kv, err)
 	}
+}
+
+// failingLogs is a log store whose writes fail while fail is set, like a
+// full or broken disk.
+type failingLogs struct {
+	raft.LogStore
+	fail atomic.Bool
+}
+
+var errDiskFull = errors.New("no space left on device")
+
+func (f *failingLogs) StoreLog(l *raft.Log) error {
+	if f.fail.Load() {
+		return errDiskFull
+	}
+	return f.LogStore.StoreLog(l)
+}
+
+func (f *failingLogs) StoreLogs(ls []*raft.Log) error {
+	if f.fail.Load() {
+		return errDiskFull
+	}
+	return f.LogStore.StoreLogs(ls)
+}
+
+// TestUnpersistedWritesAreNeverAcknowledged: while the log cannot be
+// written, Propose fails and nothing is applied; once the disk works again,
+// writes resume.
+func TestUnpersistedWritesAreNeverAcknowledged(t *testing.T) {
+	ctx := testCtx(t)
+	addr, tr := raft.NewInmemTransport("inmem-disk")
+	store := raft.NewInmemStore()
+	logs := &failingLogs{LogStore: store}
+	cfg := DefaultConfig()
+	cfg.NodeName = "disk"
+	cfg.DataDir = t.TempDir()
+	cfg.Logger = testLogger()
+	cfg.ApplyTimeout = 2 * time.Second
+	f := fsm.New()
+	n, err := newNode(cfg, f, deps{
+		logs: logs, stable: store, snaps: raft.NewInmemSnapshotStore(), trans: tr, tune: fastRaft,
+		bootstrap: []raft.Server{{Suffrage: raft.Voter, ID: "disk", Address: addr}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Shutdown() })
+	if _, err := n.Propose(ctx, putCmd("before", "v")); err != nil {
+		t.Fatal(err)
+	}
+
+	logs.fail.Store(true)
+	for i := 0; i < 3; i++ {
+		res, err := n.Propose(ctx, putCmd(fmt.Sprintf("lost-%d", i), "v"))
+		if err == nil {
+			t.Fatalf("write %d was acknowledged (revision %d) while the log could not be written", i, res.Revision)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		if kv, _, _ := f.Get(testKey(fmt.Sprintf("lost-%d", i)), 0); kv != nil {
+			t.Fatalf("an unpersisted write was applied: %+v", kv)
+		}
+	}
+
+	logs.fail.Store(false)
+	waitFor(t, "writes to resume once the disk works", func() bool {
+		_, err := n.Propose(ctx, putCmd("after", "v"))
+		return err == nil
+	})
 }
