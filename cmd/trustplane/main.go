@@ -1,11 +1,3 @@
-// Command trustplane runs a node of the trustplane control plane.
-//
-//	trustplane [serve] [flags]   run a node (the default command)
-//	trustplane certs init --dir D  create a shared cluster CA and gossip key
-//	trustplane members [remove N]  list nodes, or remove a dead voter
-//
-// Flags fill config structs here and nowhere else; every flag has an
-// environment-variable twin (TRUSTPLANE_<FLAG>, dashes as underscores).
 package main
 
 import (

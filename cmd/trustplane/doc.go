@@ -1,0 +1,14 @@
+// Command trustplane runs a node of the trustplane control plane.
+//
+//	trustplane [serve] [flags]   run a node (the default command)
+//	trustplane certs init --dir D  create a shared cluster CA and gossip key
+//	trustplane members [remove N]  list nodes, or remove a dead voter
+//
+// Flags fill config structs here and nowhere else; every flag has an
+// environment-variable twin (TRUSTPLANE_<FLAG>, dashes as underscores).
+//
+// This package owns flags, configuration structs and wiring only: it reads
+// every flag (and its TRUSTPLANE_* environment twin) into the config structs
+// of the packages it starts, and nowhere else are flags read. It holds no
+// Kubernetes rules of its own.
+package main
