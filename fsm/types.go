@@ -150,12 +150,17 @@ type Event struct {
 	Prev     *KV
 }
 
-// Listener receives the applied stream. Its contract: OnApply is called on
-// the apply path, in log order, for every command that changed state, and
-// OnIndex for every applied index; both must return quickly and never block
-// (queue the work), because a slow listener would stall Raft.
+// Listener receives the applied stream. Both methods run on the apply path,
+// after the state is visible to readers, and must return quickly and never
+// block (queue the work instead), because a slow listener stalls Raft.
 type Listener interface {
+	// OnApply is called once per applied batch that changed state, with
+	// that batch's changes in log order. The events and their KVs are
+	// immutable and may be kept: a watch cache holds them as its history.
 	OnApply(events []Event)
+	// OnIndex is called for every applied index, including configuration
+	// entries and no-ops that change nothing, so that listeners can report
+	// progress (watch bookmarks) even when their keys are idle.
 	OnIndex(index uint64)
 }
 
@@ -165,5 +170,8 @@ type Listener interface {
 // own copy of history (the watch cache) must drop it and reload from the
 // FSM. OnRestore is called on the restore path, before OnIndex(index).
 type RestoreListener interface {
+	// OnRestore is called after Restore replaced the state with a snapshot
+	// at index, before OnIndex(index); history the listener keeps from
+	// before is no longer continuous with the stream and must be reloaded.
 	OnRestore(index uint64)
 }
