@@ -38,13 +38,18 @@ func hub(gv schema.GroupVersion) schema.GroupVersion {
 
 // serveResource dispatches /api/... and /apis/... requests.
 func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
-	info, err := s.infos.NewRequestInfo(req)
-	if err != nil {
-		s.writeError(w, req, apierrors.NewBadRequest(err.Error()))
-		return
+	// The RequestInfo filter has parsed the path already; parse it here only
+	// when the handler is used without the filter chain.
+	info, ok := genericapirequest.RequestInfoFrom(req.Context())
+	if !ok {
+		var err error
+		if info, err = s.infos.NewRequestInfo(req); err != nil {
+			s.writeError(w, req, apierrors.NewBadRequest(err.Error()))
+			return
+		}
+		req = req.WithContext(genericapirequest.WithRequestInfo(req.Context(), info))
 	}
-	ctx := genericapirequest.WithRequestInfo(req.Context(), info)
-	req = req.WithContext(ctx)
+	ctx := req.Context()
 	if !info.IsResourceRequest {
 		s.serveDiscovery(w, req, info)
 		return
