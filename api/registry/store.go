@@ -60,6 +60,8 @@ type Store struct {
 	// freshWait bounds how long a read waits for a resourceVersion this node
 	// has not applied yet before answering 504.
 	freshWait time.Duration
+	// objs caches decoded objects by stored version (objcache.go).
+	objs objCache
 }
 
 func (s *Store) key(ctx context.Context, name string) fsm.Key {
@@ -79,14 +81,14 @@ func (s *Store) prefix(ctx context.Context) fsm.Prefix {
 }
 
 // decode turns a stored value into an internal object carrying its
-// resourceVersion.
+// resourceVersion. The object is the caller's to modify: a copy of the
+// shared decoded version (objcache.go).
 func (s *Store) decode(kv *fsm.KV) (runtime.Object, error) {
-	obj, _, err := s.codec.Decode(kv.Value, nil, s.NewFunc())
+	obj, err := s.decodeShared(kv)
 	if err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("decoding stored %s %q: %w", s.GVR.Resource, kv.Key.Name, err))
+		return nil, err
 	}
-	setRV(obj, kv.ModRevision)
-	return obj, nil
+	return obj.DeepCopyObject(), nil
 }
 
 // encode serialises obj for storage without its resourceVersion, which is
@@ -118,7 +120,13 @@ func parseRV(rv string) (uint64, error) {
 		return 0, nil
 	}
 	n, err := strconv.ParseUint(rv, 10, 64)
-	if err != nil || n == 0 {
+	if err != nil {
+		// kube-apiserver's wording (storage.ValidateListOptions around
+		// APIObjectVersioner.ParseResourceVersion's InvalidError).
+		invalid := storage.NewInvalidError(field.ErrorList{field.Invalid(field.NewPath("resourceVersion"), rv, err.Error())})
+		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %v", invalid))
+	}
+	if n == 0 {
 		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %s", rv))
 	}
 	return n, nil
@@ -610,7 +618,7 @@ func (s *Store) List(ctx context.Context, opts *metainternalversion.ListOptions)
 		return nil, err
 	}
 	filtered := !label.Empty() || !fieldSel.Empty()
-	limit := int(opts.Limit)
+	limit := listLimit(opts)
 	var (
 		items     []runtime.Object
 		more      bool
@@ -631,8 +639,9 @@ pages:
 		}
 		rev = res.Revision // every page of one list comes from one revision
 		for i, kv := range res.KVs {
-			startAfter = kv.Key.String()
-			obj, err := s.decode(kv)
+			// Shared, not copied: list items are only read (meta.SetList
+			// copies each by value into the list).
+			obj, err := s.decodeShared(kv)
 			if err != nil {
 				return nil, err
 			}
@@ -651,8 +660,13 @@ pages:
 					left += res.Remaining
 				}
 				remaining = left
+				startAfter = kv.Key.String()
 				break pages
 			}
+		}
+		if n := len(res.KVs); n > 0 {
+			// Built once per page, not per item.
+			startAfter = res.KVs[n-1].Key.String()
 		}
 		if !res.More {
 			break
@@ -676,12 +690,28 @@ pages:
 	return list, nil
 }
 
+// listLimit is the page size of a list. Like kube-apiserver v1.33, whose
+// watch cache serves resourceVersion "0" and ignores limit there
+// (cacher.computeListLimit), a list at "0" without a continue token is one
+// full page; a continue token is always paged.
+func listLimit(opts *metainternalversion.ListOptions) int {
+	if opts.ResourceVersion == "0" && opts.Continue == "" {
+		return 0
+	}
+	return int(opts.Limit)
+}
+
 // listStart resolves the revision and start key of a list request.
 func (s *Store) listStart(ctx context.Context, opts *metainternalversion.ListOptions) (uint64, string, error) {
 	if opts.Continue != "" {
 		rev, start, err := decodeContinue(opts.Continue)
 		if err != nil {
 			return 0, "", err
+		}
+		// kube-apiserver (storage.ValidateListOptions) tolerates "0"
+		// with a token, and refuses any other resourceVersion.
+		if opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
+			return 0, "", apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
 		}
 		if rev == 0 {
 			// An "inconsistent" token continues at the latest revision.

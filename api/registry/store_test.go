@@ -1417,6 +1417,75 @@ func TestStoreList(t *testing.T) {
 			wantStatus(t, err, apierrors.IsBadRequest, "BadRequest", "")
 		})
 	}
+
+	t.Run("a continue token with a resourceVersion other than 0 is BadRequest", func(t *testing.T) {
+		first, err := sas.List(e.in("page"), &metainternalversion.ListOptions{Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fl := first.(*api.ServiceAccountList)
+		// kube-apiserver: storage.ValidateListOptions.
+		_, err = sas.List(e.in("page"), &metainternalversion.ListOptions{Limit: 2, Continue: fl.Continue, ResourceVersion: fl.ResourceVersion})
+		wantStatus(t, err, apierrors.IsBadRequest, "BadRequest", "specifying resource version is not allowed when using continue")
+		// A broken token is reported first, as kube decodes it first.
+		_, err = sas.List(e.in("page"), &metainternalversion.ListOptions{Limit: 2, Continue: "%%%", ResourceVersion: fl.ResourceVersion})
+		wantStatus(t, err, apierrors.IsBadRequest, "BadRequest", "")
+		if strings.Contains(err.Error(), "specifying resource version") {
+			t.Fatalf("broken token with a resourceVersion: %v, want the token's error", err)
+		}
+		// "0" is tolerated and the token decides.
+		for _, rv := range []string{"", "0"} {
+			out, err := sas.List(e.in("page"), &metainternalversion.ListOptions{Limit: 2, Continue: fl.Continue, ResourceVersion: rv})
+			if err != nil {
+				t.Fatalf("continue with resourceVersion %q: %v", rv, err)
+			}
+			l := out.(*api.ServiceAccountList)
+			if l.ResourceVersion != fl.ResourceVersion || len(l.Items) != 2 || l.Items[0].Name <= fl.Items[1].Name {
+				t.Fatalf("continue with resourceVersion %q: rv %s items %v, want the second page at %s", rv, l.ResourceVersion, names(t, out), fl.ResourceVersion)
+			}
+		}
+	})
+
+	t.Run("a list at a resourceVersion that is not a number is BadRequest in kube's words", func(t *testing.T) {
+		for _, opts := range []metainternalversion.ListOptions{
+			{ResourceVersion: "abc"},
+			{ResourceVersion: "abc", ResourceVersionMatch: metav1.ResourceVersionMatchExact},
+			{ResourceVersion: "abc", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, Limit: 2},
+		} {
+			_, err := sas.List(e.in("page"), &opts)
+			wantStatus(t, err, apierrors.IsBadRequest, "BadRequest",
+				`invalid resource version: resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": invalid syntax`)
+		}
+	})
+
+	t.Run("a list at resourceVersion 0 ignores limit, as kube's watch cache does", func(t *testing.T) {
+		full, err := sas.List(e.in("page"), &metainternalversion.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := names(t, full)
+		if len(want) < 3 {
+			t.Fatalf("too few items to page: %v", want)
+		}
+		for _, match := range []metav1.ResourceVersionMatch{"", metav1.ResourceVersionMatchNotOlderThan} {
+			out, err := sas.List(e.in("page"), &metainternalversion.ListOptions{ResourceVersion: "0", ResourceVersionMatch: match, Limit: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := out.(*api.ServiceAccountList)
+			if got := names(t, out); !reflect.DeepEqual(got, want) || l.Continue != "" || l.RemainingItemCount != nil {
+				t.Fatalf("match %q: got %v continue %q remaining %v, want all of %v on one page", match, got, l.Continue, l.RemainingItemCount, want)
+			}
+		}
+		// Any other resourceVersion honours limit.
+		out, err := sas.List(e.in("page"), &metainternalversion.ListOptions{ResourceVersion: full.(*api.ServiceAccountList).ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := out.(*api.ServiceAccountList); len(l.Items) != 2 || l.Continue == "" {
+			t.Fatalf("not-older-than with limit 2: %d items, continue %q", len(l.Items), l.Continue)
+		}
+	})
 }
 
 func TestRegistryBootstrap(t *testing.T) {

@@ -1,0 +1,144 @@
+package registry
+
+import (
+	"fmt"
+	"testing"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	api "k8s.io/kubernetes/pkg/apis/core"
+
+	"github.com/trustplane/trustplane/fsm"
+)
+
+// TestObjectCacheCopies: objects from Get and decode are the caller's to
+// modify; modifying them changes neither later reads nor list items, and
+// lists and gets after an update show the new version.
+func TestObjectCacheCopies(t *testing.T) {
+	e := newEnv(t)
+	e.namespace(t, "ns")
+	sas := e.store(t, "serviceaccounts")
+	e.sa(t, "ns", "a", map[string]string{"k": "v"})
+	ctx := e.in("ns")
+
+	if _, err := sas.List(ctx, &metainternalversion.ListOptions{}); err != nil { // fills the cache
+		t.Fatal(err)
+	}
+	got, err := sas.Get(ctx, "a", &metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := got.(*api.ServiceAccount)
+	sa.Labels["k"] = "changed"
+	sa.Name = "changed"
+	sa.Secrets = append(sa.Secrets, api.ObjectReference{Name: "s"})
+
+	again, err := sas.Get(ctx, "a", &metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := again.(*api.ServiceAccount); a.Labels["k"] != "v" || a.Name != "a" || len(a.Secrets) != 0 {
+		t.Fatalf("a modified Get result leaked into the next Get: %+v", a.ObjectMeta)
+	}
+	list, err := sas.List(ctx, &metainternalversion.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := list.(*api.ServiceAccountList).Items
+	if len(items) != 1 || items[0].Labels["k"] != "v" || items[0].Name != "a" {
+		t.Fatalf("a modified Get result leaked into a list: %+v", items)
+	}
+
+	// An update is a new version: both reads show it.
+	up, err := sas.Update(ctx, "a", mutate(func(sa *api.ServiceAccount) { sa.Labels["k"] = "w" }), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err = sas.List(ctx, &metainternalversion.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items = list.(*api.ServiceAccountList).Items
+	if len(items) != 1 || items[0].Labels["k"] != "w" || items[0].ResourceVersion != up.(*api.ServiceAccount).ResourceVersion {
+		t.Fatalf("list after update: %+v", items)
+	}
+}
+
+// TestObjectCacheMatchesDecode: every list item equals a fresh decode of
+// its stored bytes, whether it came from the cache or not.
+func TestObjectCacheMatchesDecode(t *testing.T) {
+	e := newEnv(t)
+	e.namespace(t, "ns")
+	sas := e.store(t, "serviceaccounts")
+	for i := 0; i < 20; i++ {
+		e.sa(t, "ns", fmt.Sprintf("sa-%02d", i), map[string]string{"i": fmt.Sprint(i)})
+	}
+	ctx := e.in("ns")
+	for round := 0; round < 2; round++ { // cold, then from the cache
+		list, err := sas.List(ctx, &metainternalversion.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.b.List(sas.prefix(ctx), fsm.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		items := list.(*api.ServiceAccountList).Items
+		if len(items) != len(res.KVs) {
+			t.Fatalf("round %d: %d items, %d stored", round, len(items), len(res.KVs))
+		}
+		for i, kv := range res.KVs {
+			want, err := sas.decodeValue(kv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !apiequality.Semantic.DeepEqual(&items[i], want) {
+				t.Fatalf("round %d: item %d differs from its decoded value:\n%+v\n%+v", round, i, items[i], want)
+			}
+		}
+	}
+}
+
+// TestObjectCacheBound: deleted keys leave the cache at the next sweep, so
+// it stays within about twice the live keys.
+func TestObjectCacheBound(t *testing.T) {
+	c := &objCache{}
+	live := map[fsm.Key]uint64{}
+	liveFn := func(k fsm.Key) (uint64, bool) { r, ok := live[k]; return r, ok }
+	obj := func() runtime.Object { return &api.ServiceAccount{} }
+	for i := 0; i < 10*minSweepAt; i++ {
+		kv := &fsm.KV{Key: fsm.Key{Resource: "serviceaccounts", Namespace: "ns", Name: fmt.Sprint(i)}, ModRevision: uint64(i + 1)}
+		live[kv.Key] = kv.ModRevision
+		if i >= 10 {
+			// Only ten keys are live at a time.
+			delete(live, fsm.Key{Resource: "serviceaccounts", Namespace: "ns", Name: fmt.Sprint(i - 10)})
+		}
+		c.put(kv, obj(), liveFn)
+		if len(c.m) > minSweepAt {
+			t.Fatalf("after %d puts with 10 live keys the cache holds %d", i+1, len(c.m))
+		}
+	}
+	// Replaced versions of one key are swept too.
+	live = map[fsm.Key]uint64{}
+	one := fsm.Key{Resource: "serviceaccounts", Namespace: "ns", Name: "one"}
+	for i := 0; i < 10*minSweepAt; i++ {
+		kv := &fsm.KV{Key: one, ModRevision: uint64(i + 1)}
+		live[one] = kv.ModRevision
+		c.put(kv, obj(), liveFn)
+		if len(c.m) > minSweepAt {
+			t.Fatalf("after %d updates of one key the cache holds %d", i+1, len(c.m))
+		}
+	}
+	// A version is served only for its own KV.
+	k := fsm.Key{Resource: "serviceaccounts", Namespace: "ns", Name: "x"}
+	kv, same := &fsm.KV{Key: k, ModRevision: 100}, &api.ServiceAccount{}
+	c.put(kv, same, liveFn)
+	if got := c.get(kv); got != same {
+		t.Fatalf("the cached version was not served")
+	}
+	if got := c.get(&fsm.KV{Key: k, ModRevision: 101}); got != nil {
+		t.Fatalf("a version the cache does not hold was served")
+	}
+}
