@@ -171,9 +171,31 @@ type watchWriter struct {
 	inner    runtime.Encoder
 	buf      bytes.Buffer
 	noHeader bool // Table events after the first carry no column definitions
+	// encoders identifies inner and outer, to share encoded events
+	// between watchers (watchshare.go); "" until first used.
+	encoders string
 }
 
 func (ww *watchWriter) write(ev watchcache.Event) error {
+	var key sharedEventKey
+	shared := ww.format.mt.Convert == nil && ev.Type != watchcache.Bookmark
+	if shared {
+		if ww.encoders == "" {
+			ww.encoders = string(ww.inner.Identifier()) + "\x00" + string(ww.outer.Identifier())
+		}
+		kv := ev.KV
+		if ev.Type == watchcache.Deleted && kv == nil {
+			kv = ev.Prev
+		}
+		key = sharedEventKey{kv: kv, typ: ev.Type, revision: ev.Revision, encoders: ww.encoders}
+		shared = kv != nil
+	}
+	if shared {
+		if b, ok := encodedEvents.get(key); ok {
+			_, err := ww.frames.Write(b)
+			return err
+		}
+	}
 	obj, err := ww.object(ev)
 	if err != nil {
 		return ww.writeStatus(apierrors.NewInternalError(err))
@@ -184,7 +206,17 @@ func (ww *watchWriter) write(ev watchcache.Event) error {
 			return ww.writeStatus(err)
 		}
 	}
-	return ww.send(string(ev.Type), obj)
+	if !shared {
+		return ww.send(string(ev.Type), obj)
+	}
+	b, err := ww.encode(string(ev.Type), obj)
+	if err != nil {
+		return err
+	}
+	b = append([]byte(nil), b...)
+	encodedEvents.put(key, b)
+	_, err = ww.frames.Write(b)
+	return err
 }
 
 // object is the event's object with the event's resourceVersion. Decoded
@@ -260,16 +292,25 @@ func (ww *watchWriter) writeStatus(err error) error {
 }
 
 func (ww *watchWriter) send(typ string, obj runtime.Object) error {
+	b, err := ww.encode(typ, obj)
+	if err != nil {
+		return err
+	}
+	_, err = ww.frames.Write(b)
+	return err
+}
+
+// encode returns the event's unframed bytes, valid until the next encode.
+func (ww *watchWriter) encode(typ string, obj runtime.Object) ([]byte, error) {
 	ww.buf.Reset()
 	if err := ww.inner.Encode(obj, &ww.buf); err != nil {
-		return err
+		return nil, err
 	}
 	embedded := append([]byte(nil), ww.buf.Bytes()...)
 	ww.buf.Reset()
 	event := &metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: embedded}}
 	if err := ww.outer.Encode(event, &ww.buf); err != nil {
-		return err
+		return nil, err
 	}
-	_, err := ww.frames.Write(ww.buf.Bytes())
-	return err
+	return ww.buf.Bytes(), nil
 }
