@@ -48,13 +48,20 @@ func clients(b *testing.B, n *node, contentType string) []*kubernetes.Clientset 
 // throughput and latency percentiles.
 func runClients(b *testing.B, cs []*kubernetes.Clientset, op func(cs *kubernetes.Clientset, i int64) error) {
 	b.Helper()
+	runParallel(b, len(cs), func(c int, i int64) error { return op(cs[c], i) })
+}
+
+// runParallel runs b.N operations over n concurrent clients (op gets the
+// client's number and the operation's) and reports throughput and latency.
+func runParallel(b *testing.B, n int, op func(c int, i int64) error) {
+	b.Helper()
 	var next atomic.Int64
-	lat := make([][]time.Duration, len(cs))
+	lat := make([][]time.Duration, n)
 	var wg sync.WaitGroup
 	var failed atomic.Value
 	b.ResetTimer()
 	start := time.Now()
-	for c := range cs {
+	for c := 0; c < n; c++ {
 		wg.Add(1)
 		go func(c int) {
 			defer wg.Done()
@@ -64,7 +71,7 @@ func runClients(b *testing.B, cs []*kubernetes.Clientset, op func(cs *kubernetes
 					return
 				}
 				t0 := time.Now()
-				if err := op(cs[c], i); err != nil {
+				if err := op(c, i); err != nil {
 					failed.Store(err)
 					return
 				}
@@ -196,45 +203,20 @@ func BenchmarkGetServiceAccountRaw(b *testing.B) {
 	}
 	for _, rv := range []struct{ name, query string }{{"consistent", ""}, {"rv0", "?resourceVersion=0"}} {
 		b.Run(rv.name, func(b *testing.B) {
-			var next atomic.Int64
-			lat := make([][]time.Duration, len(raw))
-			var wg sync.WaitGroup
-			var failed atomic.Value
-			b.ResetTimer()
-			start := time.Now()
-			for c := range raw {
-				wg.Add(1)
-				go func(c int) {
-					defer wg.Done()
-					for {
-						i := next.Add(1)
-						if i > int64(b.N) {
-							return
-						}
-						t0 := time.Now()
-						resp, err := raw[c].Get(fmt.Sprintf("%s/api/v1/namespaces/default/serviceaccounts/get-%d%s", n.url(), i%objects, rv.query))
-						if err == nil {
-							_, err = io.Copy(io.Discard, resp.Body)
-							resp.Body.Close()
-							if resp.StatusCode != http.StatusOK {
-								err = fmt.Errorf("GET: %s", resp.Status)
-							}
-						}
-						if err != nil {
-							failed.Store(err)
-							return
-						}
-						lat[c] = append(lat[c], time.Since(t0))
-					}
-				}(c)
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
-			b.StopTimer()
-			if err, _ := failed.Load().(error); err != nil {
-				b.Fatal(err)
-			}
-			reportLatency(b, lat, elapsed)
+			runParallel(b, len(raw), func(c int, i int64) error {
+				resp, err := raw[c].Get(fmt.Sprintf("%s/api/v1/namespaces/default/serviceaccounts/get-%d%s", n.url(), i%objects, rv.query))
+				if err != nil {
+					return err
+				}
+				defer resp.Body.Close()
+				if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+					return err
+				}
+				if resp.StatusCode != http.StatusOK {
+					return fmt.Errorf("GET: %s", resp.Status)
+				}
+				return nil
+			})
 		})
 	}
 }
