@@ -51,6 +51,8 @@ type options struct {
 	deadServerTimeout time.Duration
 	writeLeaderWait   time.Duration
 	watchWindow       time.Duration
+	compactRetention  time.Duration
+	compactInterval   time.Duration
 }
 
 func parseServe(args []string) (*options, error) {
@@ -75,6 +77,8 @@ func parseServe(args []string) (*options, error) {
 	fs.Uint64Var(&o.trailingLogs, "raft-trailing-logs", d.TrailingLogs, "log entries kept after a snapshot, so lagging followers catch up from the log")
 	fs.DurationVar(&o.deadServerTimeout, "dead-server-timeout", d.DeadServerTimeout, "a voter that gossip reports failed this long is removed while a quorum stays (negative: never)")
 	fs.DurationVar(&o.writeLeaderWait, "write-leader-wait", 10*time.Second, "how long a write waits for a leader during an election before 503")
+	fs.DurationVar(&o.compactRetention, "compact-retention", d.CompactRetention, "MVCC history kept for exact reads, continue tokens and watch history across restarts; older gets 410 Gone")
+	fs.DurationVar(&o.compactInterval, "compact-interval", d.CompactInterval, "how often the leader compacts history")
 	fs.DurationVar(&o.watchWindow, "watch-cache-window", watchcache.DefaultConfig().Window, "how much watch history each node keeps; older resourceVersions get 410 Gone")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -164,6 +168,8 @@ func serve(args []string) error {
 	ccfg.SnapshotInterval = o.snapshotInterval
 	ccfg.TrailingLogs = o.trailingLogs
 	ccfg.DeadServerTimeout = o.deadServerTimeout
+	ccfg.CompactRetention = o.compactRetention
+	ccfg.CompactInterval = o.compactInterval
 	if o.multiNode() {
 		key, err := readGossipKey(caDir)
 		if err != nil {
