@@ -160,12 +160,12 @@ func (s *Server) list(w http.ResponseWriter, req *http.Request, st *registry.Sto
 		s.watch(w, req, st, format, opts)
 		return
 	}
-	out, err := st.List(req.Context(), opts)
+	out, kvs, err := st.ListVersions(req.Context(), opts)
 	if err != nil {
 		s.writeError(w, req, err)
 		return
 	}
-	s.writeObject(w, req, format, http.StatusOK, st, out)
+	s.writeList(w, req, format, st, out, kvs)
 }
 
 // listOptions decodes and validates list parameters as kube-apiserver does,

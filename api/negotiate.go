@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"io"
 	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 
 	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/fsm"
 )
 
 // restrictions says which output transformations resource endpoints accept,
@@ -85,6 +87,38 @@ func (s *Server) writeObject(w http.ResponseWriter, req *http.Request, out *outp
 	encoder := registry.Codecs.EncoderForVersion(out.info.Serializer, gv)
 	responsewriters.SerializeObject(out.info.MediaType, encoder, w, req, code, obj)
 }
+
+// plainJSON is the JSON serializer a request gets unless it asks for pretty
+// output.
+var plainJSON = func() runtime.Serializer {
+	info, _ := runtime.SerializerInfoForMediaType(registry.Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
+	return info.Serializer
+}()
+
+// writeList writes a list. Plain JSON, the common case for large lists, is
+// written from each item's cached JSON (registry.Store.WriteListJSON), byte
+// for byte what the codec would write; every other format goes through
+// writeObject.
+func (s *Server) writeList(w http.ResponseWriter, req *http.Request, format *output, st *registry.Store, list runtime.Object, kvs []*fsm.KV) {
+	if format.mt.Convert != nil || format.info.Serializer != plainJSON || len(kvs) == 0 {
+		s.writeObject(w, req, format, http.StatusOK, st, list)
+		return
+	}
+	responsewriters.SerializeObject(format.info.MediaType, cachedListEncoder{st: st, kvs: kvs}, w, req, http.StatusOK, list)
+}
+
+// cachedListEncoder adapts Store.WriteListJSON to the response writer, which
+// also handles gzip.
+type cachedListEncoder struct {
+	st  *registry.Store
+	kvs []*fsm.KV
+}
+
+func (e cachedListEncoder) Encode(obj runtime.Object, w io.Writer) error {
+	return e.st.WriteListJSON(w, obj, e.kvs)
+}
+
+func (e cachedListEncoder) Identifier() runtime.Identifier { return "trustplane-cached-list-json" }
 
 func transform(req *http.Request, st *registry.Store, obj runtime.Object, target *schema.GroupVersionKind) (runtime.Object, error) {
 	switch target.Kind {

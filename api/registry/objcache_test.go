@@ -1,13 +1,16 @@
 package registry
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/registry/rest"
 	api "k8s.io/kubernetes/pkg/apis/core"
 
 	"github.com/trustplane/trustplane/fsm"
@@ -140,5 +143,91 @@ func TestObjectCacheBound(t *testing.T) {
 	}
 	if got := c.get(&fsm.KV{Key: k, ModRevision: 101}); got != nil {
 		t.Fatalf("a version the cache does not hold was served")
+	}
+}
+
+// TestWriteListJSONMatchesTheCodec: a list written from cached item JSON is
+// byte for byte what the JSON serializer writes for the same list.
+func TestWriteListJSONMatchesTheCodec(t *testing.T) {
+	e := newEnv(t)
+	e.namespace(t, "wl")
+	sas := e.store(t, "serviceaccounts")
+	ctx := e.in("wl")
+	for i := 0; i < 5; i++ {
+		sa := &api.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
+			Name:        fmt.Sprintf("sa-%d", i),
+			Labels:      map[string]string{"app": "x", "i": fmt.Sprint(i)},
+			Annotations: map[string]string{"note": "<&> \"quoted\" ünïcode"},
+		}, Secrets: []api.ObjectReference{{Name: "s1"}, {Name: "s2"}}}
+		if i%2 == 0 {
+			no := false
+			sa.AutomountServiceAccountToken = &no
+		}
+		if _, err := sas.Create(ctx, sa, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pods := e.store(t, "pods")
+	// Defaulted as a request body is: v1, defaults, then the internal type.
+	v1pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}
+	Scheme.Default(v1pod)
+	pod := &api.Pod{}
+	if err := Scheme.Convert(v1pod, pod, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pods.Create(ctx, pod, false); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		store *Store
+		opts  *metainternalversion.ListOptions
+	}{
+		{"service accounts", sas, &metainternalversion.ListOptions{}},
+		{"a page with continue and remainingItemCount", sas, &metainternalversion.ListOptions{Limit: 2}},
+		{"pods with kube's defaults", pods, &metainternalversion.ListOptions{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for pass := 0; pass < 2; pass++ { // the second pass reads cached JSON
+				list, kvs, err := tc.store.ListVersions(ctx, tc.opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := runtime.Encode(Codecs.LegacyCodec(tc.store.GVR.GroupVersion()), list)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got bytes.Buffer
+				if err := tc.store.WriteListJSON(&got, list, kvs); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got.Bytes(), want) {
+					t.Fatalf("pass %d:\n got %s\nwant %s", pass, got.Bytes(), want)
+				}
+			}
+		})
+	}
+	// After an update the list shows the new version from a new cache entry.
+	up, err := sas.Get(ctx, "sa-1", &metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up.(*api.ServiceAccount).Labels["i"] = "changed"
+	if _, err := sas.Update(ctx, "sa-1", rest.DefaultUpdatedObjectInfo(up), false); err != nil {
+		t.Fatal(err)
+	}
+	list, kvs, err := sas.ListVersions(ctx, &metainternalversion.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := runtime.Encode(Codecs.LegacyCodec(sas.GVR.GroupVersion()), list)
+	var got bytes.Buffer
+	if err := sas.WriteListJSON(&got, list, kvs); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want) || !bytes.Contains(got.Bytes(), []byte(`"i":"changed"`)) {
+		t.Fatalf("after an update:\n got %s\nwant %s", got.Bytes(), want)
 	}
 }

@@ -604,6 +604,14 @@ func (s *Store) DeleteCollection(ctx context.Context, listOpts *metainternalvers
 
 // List returns the objects the options select, ordered by namespace and name.
 func (s *Store) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
+	list, _, err := s.ListVersions(ctx, opts)
+	return list, err
+}
+
+// ListVersions is List that also returns the stored version of each item, in
+// order, so that the response can be written from per-version caches
+// (WriteListJSON).
+func (s *Store) ListVersions(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, []*fsm.KV, error) {
 	label := labels.Everything()
 	if opts.LabelSelector != nil {
 		label = opts.LabelSelector
@@ -615,12 +623,13 @@ func (s *Store) List(ctx context.Context, opts *metainternalversion.ListOptions)
 	rev, startAfter, err := s.listStart(ctx, opts)
 	tokenStart := startAfter // where a replacement continue token resumes
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	filtered := !label.Empty() || !fieldSel.Empty()
 	limit := listLimit(opts)
 	var (
 		items     []runtime.Object
+		kvs       []*fsm.KV
 		more      bool
 		remaining int64
 	)
@@ -635,7 +644,7 @@ pages:
 		}
 		res, err := s.backend.List(s.prefix(ctx), fsm.ListOptions{Revision: rev, StartAfter: startAfter, Limit: batch})
 		if err != nil {
-			return nil, s.readErr(err, rev, opts.Continue != "", tokenStart)
+			return nil, nil, s.readErr(err, rev, opts.Continue != "", tokenStart)
 		}
 		rev = res.Revision // every page of one list comes from one revision
 		for i, kv := range res.KVs {
@@ -643,16 +652,17 @@ pages:
 			// copies each by value into the list).
 			obj, err := s.decodeShared(kv)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			ok, err := s.matches(obj, label, fieldSel)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if !ok {
 				continue
 			}
 			items = append(items, obj)
+			kvs = append(kvs, kv)
 			if limit > 0 && len(items) == limit {
 				left := int64(len(res.KVs) - 1 - i)
 				more = left > 0 || res.More
@@ -674,11 +684,11 @@ pages:
 	}
 	list := s.NewListFunc()
 	if err := meta.SetList(list, items); err != nil {
-		return nil, apierrors.NewInternalError(err)
+		return nil, nil, apierrors.NewInternalError(err)
 	}
 	lm, err := meta.ListAccessor(list)
 	if err != nil {
-		return nil, apierrors.NewInternalError(err)
+		return nil, nil, apierrors.NewInternalError(err)
 	}
 	lm.SetResourceVersion(strconv.FormatUint(rev, 10))
 	if more {
@@ -687,7 +697,7 @@ pages:
 			lm.SetRemainingItemCount(&remaining)
 		}
 	}
-	return list, nil
+	return list, kvs, nil
 }
 
 // listLimit is the page size of a list. Like kube-apiserver v1.33, whose
