@@ -199,7 +199,7 @@ func TestReadIndexSharesRounds(t *testing.T) {
 	hook := func() { <-release }
 	n.roundHook.Store(&hook)
 	const callers = 50
-	roundsBefore, joinsBefore := n.rounds.Load(), n.joins.Load()
+	roundsBefore, joinsBefore := n.local.rounds.Load(), n.local.joins.Load()
 
 	var wg sync.WaitGroup
 	errs := make(chan error, callers)
@@ -214,7 +214,7 @@ func TestReadIndexSharesRounds(t *testing.T) {
 			errs <- err
 		}()
 	}
-	waitFor(t, "all callers to join a round", func() bool { return n.joins.Load()-joinsBefore == callers })
+	waitFor(t, "all callers to join a round", func() bool { return n.local.joins.Load()-joinsBefore == callers })
 	close(release)
 	wg.Wait()
 	close(errs)
@@ -223,7 +223,7 @@ func TestReadIndexSharesRounds(t *testing.T) {
 			t.Fatalf("ReadIndex: %v", err)
 		}
 	}
-	rounds := n.rounds.Load() - roundsBefore
+	rounds := n.local.rounds.Load() - roundsBefore
 	if rounds == 0 || rounds > maxRoundsInFlight+1 {
 		t.Fatalf("%d callers used %d rounds, want 1 to %d", callers, rounds, maxRoundsInFlight+1)
 	}
@@ -245,7 +245,7 @@ func TestReadIndexNeverReusesStartedRound(t *testing.T) {
 		<-release
 	}
 	n.roundHook.Store(&hook)
-	joinsBefore := n.joins.Load()
+	joinsBefore := n.local.joins.Load()
 
 	type result struct {
 		idx uint64
@@ -260,7 +260,7 @@ func TestReadIndexNeverReusesStartedRound(t *testing.T) {
 		t.Fatalf("Propose: %v %v", err, res)
 	}
 	go func() { idx, err := n.ReadIndex(ctx); b <- result{idx, err} }()
-	waitFor(t, "second caller to join", func() bool { return n.joins.Load()-joinsBefore == 2 })
+	waitFor(t, "second caller to join", func() bool { return n.local.joins.Load()-joinsBefore == 2 })
 	close(release)
 
 	ra, rb := <-a, <-b

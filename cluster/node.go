@@ -77,17 +77,11 @@ type Node struct {
 	stateMu sync.Mutex
 	stateCh chan struct{}
 
-	// Read-index rounds (see readindex.go).
-	readMu    sync.Mutex
-	pending   *readRound
-	readKick  chan struct{}
-	rounds    atomic.Uint64          // rounds run, for tests and metrics
-	joins     atomic.Uint64          // callers that joined a round; joins/rounds is the sharing ratio
-	roundHook atomic.Pointer[func()] // tests: runs inside a round after the commit index is captured
-
-	// A follower's remote read-index rounds (see readindex.go).
+	// Read-index rounds (see readindex.go): the leader's local
+	// verification rounds and a follower's remote read-index rounds.
+	local      roundQueue
+	roundHook  atomic.Pointer[func()] // tests: runs inside a round after the commit index is captured
 	remote     roundQueue
-	remoteKick chan struct{}
 	remoteHook atomic.Pointer[func()] // tests: runs at the start of a remote round
 
 	// dialRPC opens an internal RPC connection to a node by its raft
@@ -252,19 +246,17 @@ func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
-		cfg:        c,
-		fsm:        f,
-		raft:       r,
-		trans:      d.trans,
-		logger:     c.Logger.With("component", "cluster", "node", c.NodeName),
-		closers:    d.closers,
-		obsCh:      make(chan raft.Observation, 16),
-		ctx:        ctx,
-		cancel:     cancel,
-		stateCh:    make(chan struct{}),
-		readKick:   make(chan struct{}, 1),
-		remoteKick: make(chan struct{}, 1),
-		dialRPC:    d.dialRPC,
+		cfg:     c,
+		fsm:     f,
+		raft:    r,
+		trans:   d.trans,
+		logger:  c.Logger.With("component", "cluster", "node", c.NodeName),
+		closers: d.closers,
+		obsCh:   make(chan raft.Observation, 16),
+		ctx:     ctx,
+		cancel:  cancel,
+		stateCh: make(chan struct{}),
+		dialRPC: d.dialRPC,
 	}
 	// Non-blocking: raft never waits for us. A dropped observation is
 	// harmless because waiters re-read raft's state on every wake-up, and
@@ -278,10 +270,12 @@ func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
 	})
 	r.RegisterObserver(n.observer)
 
+	n.local.kick = make(chan struct{}, 1)
+	n.remote.kick = make(chan struct{}, 1)
 	n.wg.Add(4)
 	go n.watchLeadership()
-	go n.runReadRounds()
-	go n.runRemoteRounds()
+	go n.runRounds(&n.local, n.verifyRound)
+	go n.runRounds(&n.remote, n.remoteRound)
 	go n.runCompactor()
 	if d.registerRPC != nil {
 		d.registerRPC(n.serveRPC)

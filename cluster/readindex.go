@@ -64,9 +64,9 @@ func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
 		}
 		var r *readRound
 		if leaderAddr == "" {
-			r = n.joinRound()
+			r = n.local.join()
 		} else {
-			r = n.remote.join(n.remoteKick)
+			r = n.remote.join()
 		}
 		select {
 		case <-r.done:
@@ -110,7 +110,7 @@ func (n *Node) leaderReadIndex(ctx context.Context) (uint64, error) {
 	if _, err := n.awaitReadReady(ctx, deadline, false); err != nil {
 		return 0, err
 	}
-	r := n.joinRound()
+	r := n.local.join()
 	select {
 	case <-r.done:
 	case <-ctx.Done():
@@ -160,42 +160,23 @@ func (n *Node) awaitReadReady(ctx context.Context, deadline time.Time, forward b
 	}
 }
 
-// joinRound returns the round that has not started yet, creating it (and
-// waking the round loop) if there is none.
-func (n *Node) joinRound() *readRound {
-	n.readMu.Lock()
-	defer n.readMu.Unlock()
-	n.joins.Add(1)
-	if n.pending == nil {
-		n.pending = &readRound{done: make(chan struct{})}
-		select {
-		case n.readKick <- struct{}{}:
-		default: // a kick is already queued; it will pick this round up
-		}
-	}
-	return n.pending
-}
-
 // maxRoundsInFlight bounds how many shared rounds of one kind (local
 // verification, or remote read index) run at once.
 const maxRoundsInFlight = 3
 
-// runReadRounds starts rounds, at most maxRoundsInFlight at a time. Taking
-// the pending round out of n.pending is the moment it starts: later callers
-// create a new one. A pending round waits for a free slot, collecting
-// callers meanwhile.
-func (n *Node) runReadRounds() {
+// runRounds starts q's rounds, at most maxRoundsInFlight at a time, each
+// running round. Taking the pending round out of the queue is the moment it
+// starts: later callers create a new one. A pending round waits for a free
+// slot, collecting callers meanwhile. On shutdown the pending round fails
+// with ErrShutdown.
+func (n *Node) runRounds(q *roundQueue, round func() (uint64, error)) {
 	defer n.wg.Done()
 	slots := make(chan struct{}, maxRoundsInFlight)
 	for {
 		select {
-		case <-n.readKick:
+		case <-q.kick:
 		case <-n.ctx.Done():
-			n.readMu.Lock()
-			r := n.pending
-			n.pending = nil
-			n.readMu.Unlock()
-			if r != nil {
+			if r := q.take(); r != nil {
 				r.err = ErrShutdown
 				close(r.done)
 			}
@@ -206,19 +187,16 @@ func (n *Node) runReadRounds() {
 		case <-n.ctx.Done():
 			continue // the shutdown case above fails the pending round
 		}
-		n.readMu.Lock()
-		r := n.pending
-		n.pending = nil
-		n.readMu.Unlock()
+		r := q.take()
 		if r == nil {
 			<-slots
 			continue
 		}
-		n.rounds.Add(1)
+		q.rounds.Add(1)
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			r.index, r.err = n.verifyRound()
+			r.index, r.err = round()
 			close(r.done)
 			<-slots
 		}()
@@ -267,24 +245,29 @@ const (
 	remoteRoundTimeout = 3 * time.Second
 )
 
-// roundQueue is a queue of shared rounds with the join-the-next-round rule
-// (see joinRound), used for a follower's remote read-index rounds.
+// roundQueue holds the shared round callers join next, with the
+// join-the-next-round rule: a caller joins the round that has not started
+// yet, never one in progress. The leader's local verification rounds and a
+// follower's remote read-index rounds each have one.
 type roundQueue struct {
 	mu      sync.Mutex
 	pending *readRound
-	rounds  atomic.Uint64 // rounds run
-	joins   atomic.Uint64 // callers that joined a round
+	kick    chan struct{} // wakes runRounds; capacity 1
+	rounds  atomic.Uint64 // rounds run, for tests and metrics
+	joins   atomic.Uint64 // callers that joined a round; joins/rounds is the sharing ratio
 }
 
-func (q *roundQueue) join(kick chan struct{}) *readRound {
+// join returns the round that has not started yet, creating it (and waking
+// runRounds) if there is none.
+func (q *roundQueue) join() *readRound {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.joins.Add(1)
 	if q.pending == nil {
 		q.pending = &readRound{done: make(chan struct{})}
 		select {
-		case kick <- struct{}{}:
-		default:
+		case q.kick <- struct{}{}:
+		default: // a kick is already queued; it will pick this round up
 		}
 	}
 	return q.pending
@@ -298,47 +281,11 @@ func (q *roundQueue) take() *readRound {
 	return r
 }
 
-// runRemoteRounds runs a follower's remote read-index rounds, at most
-// maxRoundsInFlight at a time, with the same rules as runReadRounds.
-func (n *Node) runRemoteRounds() {
-	defer n.wg.Done()
-	slots := make(chan struct{}, maxRoundsInFlight)
-	for {
-		select {
-		case <-n.remoteKick:
-		case <-n.ctx.Done():
-			if r := n.remote.take(); r != nil {
-				r.err = ErrShutdown
-				close(r.done)
-			}
-			return
-		}
-		select {
-		case slots <- struct{}{}:
-		case <-n.ctx.Done():
-			continue
-		}
-		r := n.remote.take()
-		if r == nil {
-			<-slots
-			continue
-		}
-		n.remote.rounds.Add(1)
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			if h := n.remoteHook.Load(); h != nil {
-				(*h)()
-			}
-			r.index, r.err = n.remoteRound()
-			close(r.done)
-			<-slots
-		}()
-	}
-}
-
 // remoteRound asks the current leader for a read index.
 func (n *Node) remoteRound() (uint64, error) {
+	if h := n.remoteHook.Load(); h != nil {
+		(*h)()
+	}
 	addr, id := n.raft.LeaderWithID()
 	if id == "" {
 		return 0, ErrNoLeader
