@@ -53,12 +53,7 @@ type CA struct {
 // creating a new CA, because a replacement CA would silently orphan every
 // certificate the old one signed.
 func LoadOrCreateCA(dir string) (*CA, error) {
-	certPath, keyPath := filepath.Join(dir, CACertFile), filepath.Join(dir, CAKeyFile)
-	certOK, err := fileExists(certPath)
-	if err != nil {
-		return nil, err
-	}
-	keyOK, err := fileExists(keyPath)
+	certPath, keyPath, certOK, keyOK, err := caFiles(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -88,16 +83,23 @@ func LoadOrCreateCA(dir string) (*CA, error) {
 	return ca, nil
 }
 
+// caFiles names the CA's files in dir and reports which exist.
+func caFiles(dir string) (certPath, keyPath string, certOK, keyOK bool, err error) {
+	certPath, keyPath = filepath.Join(dir, CACertFile), filepath.Join(dir, CAKeyFile)
+	if certOK, err = fileExists(certPath); err != nil {
+		return "", "", false, false, err
+	}
+	if keyOK, err = fileExists(keyPath); err != nil {
+		return "", "", false, false, err
+	}
+	return certPath, keyPath, certOK, keyOK, nil
+}
+
 // LoadCA loads the CA stored in dir. It never creates anything: it returns
 // ErrCANotFound when both files are absent, ErrCAIncomplete when one is, and
 // ErrInvalidCA when they do not form a usable CA.
 func LoadCA(dir string) (*CA, error) {
-	certPath, keyPath := filepath.Join(dir, CACertFile), filepath.Join(dir, CAKeyFile)
-	certOK, err := fileExists(certPath)
-	if err != nil {
-		return nil, err
-	}
-	keyOK, err := fileExists(keyPath)
+	certPath, keyPath, certOK, keyOK, err := caFiles(dir)
 	if err != nil {
 		return nil, err
 	}
