@@ -77,7 +77,7 @@ func (r *Registry) admitNamespace(ctx context.Context, s *Store, obj runtime.Obj
 	if kv == nil {
 		return apierrors.NewNotFound(nsStore.GroupResource(), ns)
 	}
-	nsObj, err := nsStore.decode(kv)
+	nsObj, err := nsStore.decodeShared(kv) // only read: no copy
 	if err != nil {
 		return err
 	}
