@@ -46,8 +46,14 @@ func (s *Server) serveAPIVersions(w http.ResponseWriter, req *http.Request) {
 func (s *Server) groups() []metav1.APIGroup {
 	byName := map[string]*metav1.APIGroup{}
 	var names []string
+	var gvs []schema.GroupVersion
 	for _, st := range s.reg.Stores() {
-		gv := st.GVR.GroupVersion()
+		gvs = append(gvs, st.GVR.GroupVersion())
+	}
+	for _, v := range s.reg.Virtuals() {
+		gvs = append(gvs, v.GVR.GroupVersion())
+	}
+	for _, gv := range gvs {
 		if gv.Group == "" {
 			continue
 		}
@@ -112,6 +118,16 @@ func (s *Server) serveResourceList(w http.ResponseWriter, req *http.Request, gv 
 			Name: st.GVR.Resource, SingularName: st.Singular, Namespaced: st.Namespaced,
 			Kind: st.KindName, Verbs: st.Verbs(), ShortNames: st.ShortNames, Categories: st.Categories,
 		})
+	}
+	for _, v := range s.reg.Virtuals() {
+		if v.GVR.GroupVersion() != gv {
+			continue
+		}
+		r := metav1.APIResource{Name: v.DiscoveryName(), SingularName: v.Singular, Namespaced: v.Namespaced, Kind: v.KindName, Verbs: []string{"create"}}
+		if v.RequestGV != nil {
+			r.Group, r.Version = v.RequestGV.Group, v.RequestGV.Version
+		}
+		list.APIResources = append(list.APIResources, r)
 	}
 	if len(list.APIResources) == 0 {
 		s.notFound(w, req)

@@ -238,6 +238,11 @@ func setIdentityHeaders(h http.Header, u user.Info) {
 	h.Del("Impersonate-User")
 	h.Del("Impersonate-Group")
 	h.Del("Impersonate-Uid")
+	for k := range h {
+		if strings.HasPrefix(http.CanonicalHeaderKey(k), "Impersonate-Extra-") {
+			delete(h, k)
+		}
+	}
 	if u == nil {
 		return
 	}

@@ -54,7 +54,12 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 		s.serveDiscovery(w, req, info)
 		return
 	}
-	st := s.reg.Store(schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource})
+	gvr := schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}
+	if v := s.reg.Virtual(gvr, info.Subresource); v != nil {
+		s.serveVirtual(w, req, v, info)
+		return
+	}
+	st := s.reg.Store(gvr)
 	if st == nil || info.Subresource != "" {
 		s.notFound(w, req)
 		return

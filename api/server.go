@@ -17,7 +17,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/filters"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/server/healthz"
@@ -45,6 +47,13 @@ type Config struct {
 	Membership Membership
 	// Watch serves ?watch=true from the node's watch cache; nil answers 405.
 	Watch Watcher
+	// Authenticator identifies a caller that presents no client
+	// certificate from the cluster CA (bearer tokens). nil accepts client
+	// certificates only.
+	Authenticator authenticator.Request
+	// Authorizer decides every authenticated request and impersonation.
+	// nil allows everything an authenticated caller asks.
+	Authorizer authorizer.Authorizer
 }
 
 // DefaultConfig returns kube-apiserver's defaults.
@@ -140,6 +149,12 @@ func (s *Server) buildHandler() http.Handler {
 	var h http.Handler = r
 	h = filters.WithWarningRecorder(h)
 	h = s.withForwarding(h)
+	if s.cfg.Authorizer != nil {
+		// Authorisation sees the effective (impersonated) user; kube's
+		// filters give the 403 Status bodies their exact wording.
+		h = s.withAuthorization(h)
+		h = filters.WithImpersonation(h, s.cfg.Authorizer, registry.Codecs)
+	}
 	h = filters.WithRequestInfo(h, s.infos)
 	h = s.withAuthentication(h)
 	h = s.withRecovery(h)
@@ -195,7 +210,22 @@ func (s *Server) withAuthentication(next http.Handler) http.Handler {
 			leaf := req.TLS.VerifiedChains[0][0]
 			groups := append(append([]string{}, leaf.Subject.Organization...), user.AllAuthenticated)
 			u := &user.DefaultInfo{Name: leaf.Subject.CommonName, Groups: groups}
+			req.Header.Del("Authorization")
 			next.ServeHTTP(w, req.WithContext(genericapirequest.WithUser(req.Context(), u)))
+			return
+		}
+		if s.cfg.Authenticator != nil && req.Header.Get("Authorization") != "" {
+			resp, ok, err := s.cfg.Authenticator.AuthenticateRequest(req)
+			if err != nil || !ok {
+				if err != nil {
+					s.log.Debug("authentication failed", "path", req.URL.Path, "error", err)
+				}
+				s.writeError(w, req, apierrors.NewUnauthorized("Unauthorized"))
+				return
+			}
+			// The credential is spent here: it is never forwarded or logged.
+			req.Header.Del("Authorization")
+			next.ServeHTTP(w, req.WithContext(genericapirequest.WithUser(req.Context(), withAuthenticatedGroup(resp.User))))
 			return
 		}
 		if isPublic(req.URL.Path) {
@@ -204,6 +234,35 @@ func (s *Server) withAuthentication(next http.Handler) http.Handler {
 			return
 		}
 		s.writeError(w, req, apierrors.NewUnauthorized("Unauthorized"))
+	})
+}
+
+// withAuthenticatedGroup adds system:authenticated, which every
+// authenticated user is in, as kube's authenticator union does.
+func withAuthenticatedGroup(u user.Info) user.Info {
+	for _, g := range u.GetGroups() {
+		if g == user.AllAuthenticated {
+			return u
+		}
+	}
+	return &user.DefaultInfo{
+		Name: u.GetName(), UID: u.GetUID(),
+		Groups: append(append([]string{}, u.GetGroups()...), user.AllAuthenticated), Extra: u.GetExtra(),
+	}
+}
+
+// withAuthorization asks the Authorizer about every request. The health and
+// version paths are always readable, so probes and load balancers work
+// before the bootstrap policy is written (kube's system:public-info-viewer
+// grants the same to everyone).
+func (s *Server) withAuthorization(next http.Handler) http.Handler {
+	authorized := filters.WithAuthorization(next, s.cfg.Authorizer, registry.Codecs)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodGet && isPublic(req.URL.Path) {
+			next.ServeHTTP(w, req)
+			return
+		}
+		authorized.ServeHTTP(w, req)
 	})
 }
 

@@ -33,6 +33,9 @@ type Registry struct {
 	backend Backend
 	stores  map[schema.GroupVersionResource]*Store
 	ordered []*Store
+
+	virtuals     map[virtualKey]*Virtual
+	virtualOrder []*Virtual
 }
 
 // New builds stores for resources over backend.

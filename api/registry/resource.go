@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -57,6 +58,14 @@ type Resource struct {
 	GetAttrs func(obj runtime.Object) (labels.Set, fields.Set, error)
 	// TableConvertor renders the Table output.
 	TableConvertor rest.TableConvertor
+
+	// Admit is the resource's admission: it runs on create (old nil) before
+	// the strategy prepares and validates the object, and on update after
+	// the new object is computed, before the strategy runs. It may mutate
+	// obj (ServiceAccount admission for pods) or refuse the write with a
+	// Status error (RBAC escalation checks). It runs on the leader, inside
+	// the optimistic update loop, so it must be safe to run more than once.
+	Admit func(ctx context.Context, obj, old runtime.Object) error
 }
 
 // GroupResource is the resource's qualified name used in Status errors.

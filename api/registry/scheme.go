@@ -8,7 +8,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
-	_ "k8s.io/kubernetes/pkg/apis/core/install" // internal core types, v1 conversions and defaults
+	_ "k8s.io/kubernetes/pkg/apis/authentication/install" // TokenReview, TokenRequest, SelfSubjectReview
+	_ "k8s.io/kubernetes/pkg/apis/authorization/install"  // SubjectAccessReview and friends
+	_ "k8s.io/kubernetes/pkg/apis/certificates/install"   // CertificateSigningRequest, ClusterTrustBundle
+	_ "k8s.io/kubernetes/pkg/apis/core/install"           // internal core types, v1 conversions and defaults
+	_ "k8s.io/kubernetes/pkg/apis/rbac/install"           // Role, ClusterRole and their bindings
 )
 
 // Scheme holds every served kind in its internal and external versions, with

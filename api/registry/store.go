@@ -205,6 +205,11 @@ func (s *Store) Create(ctx context.Context, obj runtime.Object, dryRun bool) (ru
 	if generated {
 		m.SetName(s.CreateStrategy.GenerateName(m.GetGenerateName()))
 	}
+	if s.Resource.Admit != nil {
+		if err := s.Resource.Admit(ctx, obj, nil); err != nil {
+			return nil, err
+		}
+	}
 	if err := rest.BeforeCreate(s.CreateStrategy, ctx, obj); err != nil {
 		return nil, err
 	}
@@ -313,6 +318,11 @@ func (s *Store) Update(ctx context.Context, name string, objInfo rest.UpdatedObj
 			m.SetResourceVersion(strconv.FormatUint(kv.ModRevision, 10))
 		case pinned != strconv.FormatUint(kv.ModRevision, 10):
 			return nil, apierrors.NewConflict(s.GroupResource(), name, errors.New(optimisticLockErrorMsg))
+		}
+		if s.Resource.Admit != nil {
+			if err := s.Resource.Admit(ctx, obj, old); err != nil {
+				return nil, err
+			}
 		}
 		if err := rest.BeforeUpdate(s.UpdateStrategy, ctx, obj, old); err != nil {
 			return nil, err

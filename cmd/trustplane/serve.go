@@ -187,7 +187,17 @@ func serve(args []string) error {
 	}
 	defer node.Shutdown()
 
-	reg := registry.New(registry.DefaultConfig(), backend{node: node, fsm: f}, registry.CoreResources())
+	back := backend{node: node, fsm: f}
+	reg := registry.New(registry.DefaultConfig(), back, append(registry.CoreResources(), authzResources()...))
+	wired := &wiring{opts: o, log: log, ca: ca, pki: pki, node: node, fsm: f, reg: reg, back: back}
+	ident, err := setupIdentity(wired)
+	if err != nil {
+		return err
+	}
+	az, err := setupAuthz(wired)
+	if err != nil {
+		return err
+	}
 	wcfg := watchcache.DefaultConfig()
 	wcfg.Window = o.watchWindow
 	wcfg.Decode = reg.Decode
@@ -231,6 +241,8 @@ func serve(args []string) error {
 		}),
 	}
 	acfg.Membership = membership{node}
+	acfg.Authenticator = ident.authenticator
+	acfg.Authorizer = az.authorizer
 	acfg.Watch = wc
 	if o.multiNode() {
 		acfg.Forward = &api.ForwardConfig{
@@ -255,7 +267,9 @@ func serve(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	go func() {
-		if err := bootstrap(ctx, log, node, f, reg, clusterIP, int32(port)); err != nil {
+		tasks := append(append([]leaderTask{func(ctx context.Context) error { return reg.Bootstrap(ctx, clusterIP, int32(port)) }},
+			az.bootstrap...), ident.bootstrap...)
+		if err := bootstrap(ctx, log, node, f, tasks); err != nil {
 			return
 		}
 		bootstrapped.Store(true)
@@ -306,14 +320,19 @@ func bootstrappedLocally(f *fsm.FSM) bool {
 // bootstrap waits until the bootstrap objects exist: the leader creates the
 // default namespaces and the kubernetes Service, a follower waits until it
 // has applied them. It retries until ctx ends.
-func bootstrap(ctx context.Context, log *slog.Logger, node *cluster.Node, f *fsm.FSM, reg *registry.Registry, ip net.IP, port int32) error {
+func bootstrap(ctx context.Context, log *slog.Logger, node *cluster.Node, f *fsm.FSM, tasks []leaderTask) error {
 	for {
 		if !node.IsLeader() && bootstrappedLocally(f) {
 			return nil
 		}
 		if node.IsLeader() {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err := reg.Bootstrap(rctx, ip, port)
+			var err error
+			for _, task := range tasks {
+				if err = task(rctx); err != nil {
+					break
+				}
+			}
 			cancel()
 			if err == nil {
 				return nil
