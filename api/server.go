@@ -51,6 +51,9 @@ type Config struct {
 	// certificate from the cluster CA (bearer tokens). nil accepts client
 	// certificates only.
 	Authenticator authenticator.Request
+	// Paths adds GET handlers for non-resource paths (OIDC discovery). They
+	// go through authentication and authorisation like every request.
+	Paths map[string]http.Handler
 	// Authorizer decides every authenticated request and impersonation.
 	// nil allows everything an authenticated caller asks.
 	Authorizer authorizer.Authorizer
@@ -139,6 +142,9 @@ func (s *Server) buildHandler() http.Handler {
 	r.Handler(http.MethodGet, "/debug/pprof/*profile", s.onlyMasters(http.HandlerFunc(servePprof)))
 	r.Handler(http.MethodGet, membersPath, s.onlyMasters(http.HandlerFunc(s.serveMembers)))
 	r.Handler(http.MethodDelete, membersPath+"/:name", s.onlyMasters(http.HandlerFunc(s.serveMembers)))
+	for p, h := range s.cfg.Paths {
+		r.Handler(http.MethodGet, p, h)
+	}
 	r.HandlerFunc(http.MethodGet, "/api", s.serveAPIVersions)
 	r.HandlerFunc(http.MethodGet, "/apis", s.serveAPIGroupList)
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {

@@ -242,6 +242,7 @@ func serve(args []string) error {
 	}
 	acfg.Membership = membership{node}
 	acfg.Authenticator = ident.authenticator
+	acfg.Paths = ident.paths
 	acfg.Authorizer = az.authorizer
 	acfg.Watch = wc
 	if o.multiNode() {
