@@ -7,13 +7,19 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/trustplane/trustplane/certs"
 )
 
 // httpResult is a raw HTTP answer.
@@ -188,4 +194,47 @@ func sameSnapshot(t testing.TB, before, after map[string]string) {
 	if len(diffs) > 0 {
 		t.Fatalf("state changed:\n%s", strings.Join(diffs, "\n"))
 	}
+}
+
+// userConfig is a client configuration for user name in groups, with a
+// client certificate issued by the node's CA: the way tests act as someone
+// other than the admin.
+func (n *node) userConfig(t testing.TB, name string, groups ...string) *rest.Config {
+	t.Helper()
+	dir := n.caDir
+	if dir == "" {
+		dir = filepath.Join(n.dir, "pki")
+	}
+	ca, err := certs.LoadCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.Issue(certs.Request{CommonName: name, Organization: groups, Client: true, Duration: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := n.restConfig()
+	cfg.CertFile, cfg.KeyFile = "", ""
+	cfg.CertData, cfg.KeyData = certPEM, keyPEM
+	return cfg
+}
+
+// userClientset is a clientset acting as name in groups (see userConfig).
+func (n *node) userClientset(t testing.TB, name string, groups ...string) *kubernetes.Clientset {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(n.userConfig(t, name, groups...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// tokenConfig is a client configuration that authenticates with a bearer
+// token only (no client certificate).
+func (n *node) tokenConfig(t testing.TB, token string) *rest.Config {
+	t.Helper()
+	cfg := n.restConfig()
+	cfg.CertFile, cfg.KeyFile, cfg.CertData, cfg.KeyData = "", "", nil, nil
+	cfg.BearerToken = token
+	return cfg
 }
