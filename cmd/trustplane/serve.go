@@ -261,6 +261,11 @@ func serve(args []string) error {
 	if err := srv.Listen(); err != nil {
 		return err
 	}
+	admissionCtx, stopAdmission := context.WithCancel(context.Background())
+	defer stopAdmission()
+	if err := setupAdmission(admissionCtx, wired, apiURL(srv.Addr().String(), listenHost)); err != nil {
+		return fmt.Errorf("admission: %w", err)
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve() }()
 	log.Info("serving the API", "address", srv.Addr().String(), "node", o.nodeName, "data-dir", o.dataDir)

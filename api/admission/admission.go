@@ -1,0 +1,56 @@
+package admission
+
+import (
+	"context"
+	"errors"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+)
+
+// ErrNoUser is returned when a write reaches admission without an
+// authenticated user in its context; the filter chain always sets one.
+var ErrNoUser = errors.New("admission: no user in the request context")
+
+// Hook adapts plugins to registry.Resource.Admit for the resource gvr of
+// kind gvk (the external group version the plugins see). Mutating plugins
+// run first, then validating ones, each only for the operations it handles.
+func Hook(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, plugins ...admission.Interface) func(ctx context.Context, obj, old runtime.Object) error {
+	oi := admission.NewObjectInterfacesFromScheme(scheme)
+	return func(ctx context.Context, obj, old runtime.Object) error {
+		u, ok := genericapirequest.UserFrom(ctx)
+		if !ok {
+			return ErrNoUser
+		}
+		ns, _ := genericapirequest.NamespaceFrom(ctx)
+		name := ""
+		if m, err := meta.Accessor(obj); err == nil {
+			name = m.GetName()
+		}
+		op := admission.Create
+		var opts runtime.Object = &metav1.CreateOptions{}
+		if old != nil {
+			op, opts = admission.Update, &metav1.UpdateOptions{}
+		}
+		attrs := admission.NewAttributesRecord(obj, old, gvk, ns, name, gvr, "", op, opts, false, u)
+		for _, p := range plugins {
+			if m, ok := p.(admission.MutationInterface); ok && p.Handles(op) {
+				if err := m.Admit(ctx, attrs, oi); err != nil {
+					return err
+				}
+			}
+		}
+		for _, p := range plugins {
+			if v, ok := p.(admission.ValidationInterface); ok && p.Handles(op) {
+				if err := v.Validate(ctx, attrs, oi); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+}

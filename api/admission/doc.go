@@ -1,0 +1,17 @@
+// Package admission runs kube-apiserver's admission plugins (k8s.io/apiserver
+// admission.Interface) as a registry.Resource Admit hook.
+//
+// It owns the translation from a store write to admission.Attributes: the
+// user, namespace, name, operation and options the plugins expect. The rules
+// it keeps:
+//
+//   - Mutating admission runs before validating admission, both before the
+//     resource's strategy prepares and validates the object (the store calls
+//     the hook there). kube runs validating admission after the strategy;
+//     running it earlier only changes which of two errors a request that
+//     fails both sees.
+//   - A plugin that does not handle the operation (admission.Handler) is
+//     skipped, as kube's admission chain skips it.
+//   - Plugins run on the leader inside the store's optimistic update loop, so
+//     they must not have side effects that a retry would repeat.
+package admission

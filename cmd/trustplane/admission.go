@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	saadmission "k8s.io/kubernetes/plugin/pkg/admission/serviceaccount"
+
+	"github.com/trustplane/trustplane/api/admission"
+	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/certs"
+)
+
+// loopbackUser is the identity the node uses to read its own API for
+// admission, as kube-apiserver's loopback client does.
+const loopbackUser = "system:apiserver"
+
+// loopbackConfig is a client configuration for this node's own API, acting
+// as user in groups with a client certificate issued in memory.
+func loopbackConfig(ca *certs.CA, url, user string, groups ...string) (*rest.Config, error) {
+	cert, key, err := ca.Issue(certs.Request{CommonName: user, Organization: groups, Client: true})
+	if err != nil {
+		return nil, fmt.Errorf("loopback certificate for %s: %w", user, err)
+	}
+	return &rest.Config{
+		Host:            url,
+		TLSClientConfig: rest.TLSClientConfig{CAData: ca.CertPEM, CertData: cert, KeyData: key},
+		QPS:             200, Burst: 400,
+		UserAgent: "trustplane/" + user,
+	}, nil
+}
+
+// setupAdmission installs kube's admission plugins on the stores they
+// guard and starts the informers they read, over the node's own API at url.
+// It runs after the listener is bound and before requests are served; the
+// informers stop with ctx.
+func setupAdmission(ctx context.Context, w *wiring, url string) error {
+	cfg, err := loopbackConfig(w.ca, url, loopbackUser, "system:masters")
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+
+	// ServiceAccount admission for pods: default serviceAccountName, the
+	// account must exist, enforce-mountable-secrets, the projected token
+	// volume. An account missing from the informer is looked up directly.
+	sa := saadmission.NewServiceAccount()
+	sa.SetExternalKubeClientSet(client)
+	sa.SetExternalKubeInformerFactory(factory)
+	if err := sa.ValidateInitialization(); err != nil {
+		return err
+	}
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	w.reg.Store(pods).Admit = admission.Hook(registry.Scheme, pods, pods.GroupVersion().WithKind("Pod"), sa)
+
+	go factory.Start(ctx.Done())
+	return nil
+}
