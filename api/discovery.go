@@ -118,6 +118,16 @@ func (s *Server) serveResourceList(w http.ResponseWriter, req *http.Request, gv 
 			Name: st.GVR.Resource, SingularName: st.Singular, Namespaced: st.Namespaced,
 			Kind: st.KindName, Verbs: st.Verbs(), ShortNames: st.ShortNames, Categories: st.Categories,
 		})
+		subs := make([]string, 0, len(st.Subresources))
+		for sub := range st.Subresources {
+			subs = append(subs, sub)
+		}
+		sort.Strings(subs)
+		for _, sub := range subs {
+			list.APIResources = append(list.APIResources, metav1.APIResource{
+				Name: st.GVR.Resource + "/" + sub, Namespaced: st.Namespaced, Kind: st.KindName, Verbs: []string{"get", "patch", "update"},
+			})
+		}
 	}
 	for _, v := range s.reg.Virtuals() {
 		if v.GVR.GroupVersion() != gv {

@@ -60,7 +60,8 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	st := s.reg.Store(gvr)
-	if st == nil || info.Subresource != "" {
+	sub := info.Subresource
+	if st == nil || sub != "" && st.Subresources[sub] == nil {
 		s.notFound(w, req)
 		return
 	}
@@ -93,6 +94,22 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), info.Verb))
 		return
 	}
+	if sub != "" {
+		// A subresource serves get, update and patch of one object.
+		switch {
+		case info.Name == "":
+			s.notFound(w, req)
+		case info.Verb == "get":
+			s.get(w, req, st, info.Name)
+		case info.Verb == "update":
+			s.update(w, req, st, sub, info.Name, ns)
+		case info.Verb == "patch":
+			s.patch(w, req, st, sub, info.Name, ns)
+		default:
+			s.methodNotAllowed(w, req)
+		}
+		return
+	}
 	switch info.Verb {
 	case "get":
 		s.get(w, req, st, info.Name)
@@ -101,9 +118,9 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 	case "create":
 		s.create(w, req, st)
 	case "update":
-		s.update(w, req, st, info.Name, ns)
+		s.update(w, req, st, "", info.Name, ns)
 	case "patch":
-		s.patch(w, req, st, info.Name, ns)
+		s.patch(w, req, st, "", info.Name, ns)
 	case "delete":
 		s.delete(w, req, st, info.Name)
 	case "deletecollection":
@@ -235,8 +252,16 @@ func (s *Server) create(w http.ResponseWriter, req *http.Request, st *registry.S
 	s.writeObject(w, req, format, http.StatusCreated, st, out)
 }
 
-func (s *Server) update(w http.ResponseWriter, req *http.Request, st *registry.Store, name, ns string) {
-	if st.UpdateStrategy == nil {
+// updateObject runs an update through the resource or its subresource sub.
+func updateObject(ctx context.Context, st *registry.Store, sub, name string, objInfo rest.UpdatedObjectInfo, dryRun bool) (runtime.Object, error) {
+	if sub != "" {
+		return st.UpdateSubresource(ctx, sub, name, objInfo, dryRun)
+	}
+	return st.Update(ctx, name, objInfo, dryRun)
+}
+
+func (s *Server) update(w http.ResponseWriter, req *http.Request, st *registry.Store, sub, name, ns string) {
+	if st.UpdateStrategy == nil && sub == "" {
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "update"))
 		return
 	}
@@ -268,7 +293,7 @@ func (s *Server) update(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, err)
 		return
 	}
-	out, err := st.Update(req.Context(), name, rest.DefaultUpdatedObjectInfo(obj), len(opts.DryRun) > 0)
+	out, err := updateObject(req.Context(), st, sub, name, rest.DefaultUpdatedObjectInfo(obj), len(opts.DryRun) > 0)
 	if err != nil {
 		s.writeError(w, req, err)
 		return
@@ -279,8 +304,8 @@ func (s *Server) update(w http.ResponseWriter, req *http.Request, st *registry.S
 // patchTypes are the patch media types served, in kube-apiserver's order.
 var patchTypes = []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType)}
 
-func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.Store, name, ns string) {
-	if st.UpdateStrategy == nil {
+func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.Store, sub, name, ns string) {
+	if st.UpdateStrategy == nil && sub == "" {
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "patch"))
 		return
 	}
@@ -309,7 +334,7 @@ func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.St
 		return
 	}
 	info := &patchInfo{store: st, patchType: pt, patch: body, name: name, namespace: ns, directive: fieldValidation(opts.FieldValidation)}
-	out, err := st.Update(req.Context(), name, info, len(opts.DryRun) > 0)
+	out, err := updateObject(req.Context(), st, sub, name, info, len(opts.DryRun) > 0)
 	if err != nil {
 		s.writeError(w, req, err)
 		return

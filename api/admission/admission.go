@@ -36,7 +36,11 @@ func Hook(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk schema.Gr
 		if old != nil {
 			op, opts = admission.Update, &metav1.UpdateOptions{}
 		}
-		attrs := admission.NewAttributesRecord(obj, old, gvk, ns, name, gvr, "", op, opts, false, u)
+		sub := ""
+		if info, ok := genericapirequest.RequestInfoFrom(ctx); ok && info.IsResourceRequest {
+			sub = info.Subresource
+		}
+		attrs := admission.NewAttributesRecord(obj, old, gvk, ns, name, gvr, sub, op, opts, false, u)
 		for _, p := range plugins {
 			if m, ok := p.(admission.MutationInterface); ok && p.Handles(op) {
 				if err := m.Admit(ctx, attrs, oi); err != nil {

@@ -3,6 +3,7 @@ package registry
 import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
 	api "k8s.io/kubernetes/pkg/apis/core"
 	"k8s.io/kubernetes/pkg/printers"
@@ -32,6 +33,7 @@ func CoreResources() []*Resource {
 			GVR: gvr(v1("namespaces")), KindName: "Namespace", Singular: "namespace", ShortNames: []string{"ns"},
 			NewFunc: func() runtime.Object { return &api.Namespace{} }, NewListFunc: func() runtime.Object { return &api.NamespaceList{} },
 			CreateStrategy: namespace.Strategy, UpdateStrategy: namespace.Strategy, DeleteStrategy: namespace.Strategy,
+			Subresources:           map[string]rest.RESTUpdateStrategy{"status": namespace.StatusStrategy},
 			OwnDeletePreconditions: true,
 			ReturnDeletedObject:    true,
 			Finalizers: func(obj runtime.Object) []string {
@@ -79,6 +81,7 @@ func CoreResources() []*Resource {
 			GVR: gvr(v1("pods")), KindName: "Pod", Singular: "pod", ShortNames: []string{"po"}, Categories: []string{"all"}, Namespaced: true,
 			NewFunc: func() runtime.Object { return &api.Pod{} }, NewListFunc: func() runtime.Object { return &api.PodList{} },
 			CreateStrategy: pod.Strategy, UpdateStrategy: pod.Strategy, DeleteStrategy: pod.Strategy,
+			Subresources:        map[string]rest.RESTUpdateStrategy{"status": pod.StatusStrategy},
 			ReturnDeletedObject: true,
 			GetAttrs:            pod.GetAttrs,
 			TableConvertor:      coreTable,

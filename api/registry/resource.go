@@ -34,6 +34,11 @@ type Resource struct {
 	UpdateStrategy rest.RESTUpdateStrategy
 	DeleteStrategy rest.RESTDeleteStrategy
 
+	// Subresources are the object's subresources served with get, update
+	// and patch (status, approval, finalize), each with the strategy that
+	// decides which fields an update through it may change.
+	Subresources map[string]rest.RESTUpdateStrategy
+
 	// ReadOnly hides the write verbs from clients; the server itself may
 	// still write through the store (default/kubernetes).
 	ReadOnly bool

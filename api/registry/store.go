@@ -279,6 +279,20 @@ func (s *Store) alreadyExists(cur *fsm.KV, name string, generated bool) error {
 // is an optimistic loop: a concurrent write makes it start again, unless the
 // caller pinned a resourceVersion, which then conflicts.
 func (s *Store) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, dryRun bool) (runtime.Object, error) {
+	return s.update(ctx, s.UpdateStrategy, name, objInfo, dryRun)
+}
+
+// UpdateSubresource is Update through the subresource sub (status,
+// approval, ...), whose strategy keeps the fields it does not own.
+func (s *Store) UpdateSubresource(ctx context.Context, sub, name string, objInfo rest.UpdatedObjectInfo, dryRun bool) (runtime.Object, error) {
+	strategy := s.Subresources[sub]
+	if strategy == nil {
+		return nil, apierrors.NewNotFound(s.GroupResource(), name)
+	}
+	return s.update(ctx, strategy, name, objInfo, dryRun)
+}
+
+func (s *Store) update(ctx context.Context, strategy rest.RESTUpdateStrategy, name string, objInfo rest.UpdatedObjectInfo, dryRun bool) (runtime.Object, error) {
 	key := s.key(ctx, name)
 	for {
 		kv, _, err := s.backend.Get(key, 0)
@@ -305,7 +319,7 @@ func (s *Store) Update(ctx context.Context, name string, objInfo rest.UpdatedObj
 		}
 		pinned := m.GetResourceVersion()
 		switch {
-		case pinned == "" && !s.UpdateStrategy.AllowUnconditionalUpdate():
+		case pinned == "" && !strategy.AllowUnconditionalUpdate():
 			// kube-apiserver names the resource, not the kind, and shows the
 			// parsed resourceVersion (uint64 0, printed as 0x0).
 			qualifiedKind := schema.GroupKind{Group: s.GVR.Group, Kind: s.GVR.Resource}
@@ -324,7 +338,7 @@ func (s *Store) Update(ctx context.Context, name string, objInfo rest.UpdatedObj
 				return nil, err
 			}
 		}
-		if err := rest.BeforeUpdate(s.UpdateStrategy, ctx, obj, old); err != nil {
+		if err := rest.BeforeUpdate(strategy, ctx, obj, old); err != nil {
 			return nil, err
 		}
 		if s.shouldDeleteDuringUpdate(obj, old) {

@@ -238,3 +238,17 @@ func (n *node) tokenConfig(t testing.TB, token string) *rest.Config {
 	cfg.BearerToken = token
 	return cfg
 }
+
+// waitFor polls cond every 100 ms until it holds, failing the test with
+// what after timeout. The timeout only bounds the wait; nothing is asserted
+// about how long it took.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

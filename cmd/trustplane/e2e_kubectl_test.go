@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -62,8 +63,13 @@ func TestKubectl(t *testing.T) {
 	}
 
 	t.Run("issue flow", func(t *testing.T) {
-		// No service accounts yet (no controller creates "default").
-		exact(t, "No resources found", "get", "sa", "-A")
+		// The ServiceAccounts controller gives every namespace "default".
+		waitFor(t, 20*time.Second, "a default ServiceAccount in every namespace", func() bool {
+			out, _ := n.kubectl("get", "sa", "-A", "--no-headers")
+			return strings.Count(out, "default ") >= 3
+		})
+		matches(t, n.mustKubectl("get", "sa", "-A"), header("NAMESPACE", "NAME", "SECRETS", "AGE"),
+			row("default", "default", "0"), row("kube-public", "default", "0"), row("kube-system", "default", "0"))
 		exact(t, "serviceaccount/x created", "create", "sa", "x")
 		var sa struct {
 			APIVersion, Kind string
@@ -98,7 +104,11 @@ func TestKubectl(t *testing.T) {
 		matches(t, out, header("NAME", "STATUS", "AGE"), row("default", "Active"), row("kube-public", "Active"), row("kube-system", "Active"))
 		matches(t, n.mustKubectl("get", "pods", "-o", "wide"), header("NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED NODE", "READINESS GATES"))
 		matches(t, n.mustKubectl("get", "svc"), header("NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT\\(S\\)", "AGE"), row("kubernetes", "ClusterIP", "10.96.0.1", "<none>", "443/TCP"))
-		exact(t, "c1", "get", "cm", "-l", "!nothing", "-o", "jsonpath={.items[*].metadata.name}")
+		waitFor(t, 20*time.Second, "kube-root-ca.crt in default", func() bool {
+			_, err := n.kubectl("get", "cm", "kube-root-ca.crt")
+			return err == nil
+		})
+		exact(t, "c1 kube-root-ca.crt", "get", "cm", "-l", "!nothing", "-o", "jsonpath={.items[*].metadata.name}")
 		exact(t, "pod/p1", "get", "pods", "--field-selector", "status.phase=Pending", "-o", "name")
 		exact(t, "No resources found in default namespace.", "get", "pods", "--field-selector", "status.phase=Running")
 		exact(t, "", "get", "pods", "-o", "name", "--chunk-size=1", "-l", "run!=p1")
