@@ -1,12 +1,15 @@
 package registry
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/kubernetes/pkg/apis/certificates"
@@ -32,7 +35,7 @@ func CertificateResources(bundleVersions ...string) []*Resource {
 		// Approved and Denied) and status (the rest and the certificate).
 		CreateStrategy: csrregistry.Strategy, UpdateStrategy: csrregistry.Strategy, DeleteStrategy: csrregistry.Strategy,
 		Subresources: map[string]rest.RESTUpdateStrategy{
-			"status":   csrregistry.StatusStrategy,
+			"status":   issuedOnlyWhenApproved{csrregistry.StatusStrategy},
 			"approval": csrregistry.ApprovalStrategy,
 		},
 		GetAttrs:       csrregistry.GetAttrs,
@@ -61,4 +64,29 @@ func bundleAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
 	}
 	return labels.Set(b.Labels), generic.MergeFieldsSets(generic.ObjectMetaFieldsSet(&b.ObjectMeta, false),
 		fields.Set{"spec.signerName": b.Spec.SignerName}), nil
+}
+
+// issuedOnlyWhenApproved is kube's CSR status strategy plus the state rule
+// of the specification that kube leaves to signers: status.certificate may
+// only be set on a request that is Approved and has not Failed.
+type issuedOnlyWhenApproved struct {
+	rest.RESTUpdateStrategy
+}
+
+func (s issuedOnlyWhenApproved) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	errs := s.RESTUpdateStrategy.ValidateUpdate(ctx, obj, old)
+	csr, prev := obj.(*certificates.CertificateSigningRequest), old.(*certificates.CertificateSigningRequest)
+	if len(csr.Status.Certificate) == 0 || bytes.Equal(csr.Status.Certificate, prev.Status.Certificate) {
+		return errs
+	}
+	approved, failed := false, false
+	for _, c := range csr.Status.Conditions {
+		approved = approved || c.Type == certificates.CertificateApproved
+		failed = failed || c.Type == certificates.CertificateFailed
+	}
+	if !approved || failed {
+		errs = append(errs, field.Forbidden(field.NewPath("status", "certificate"),
+			"may only be set on a request with an Approved condition and no Failed condition"))
+	}
+	return errs
 }

@@ -160,3 +160,182 @@ func TestClusterTrustBundleVersions(t *testing.T) {
 		t.Fatal("v1alpha1 bundles are served when only v1beta1 is enabled")
 	}
 }
+
+// TestCSRRules checks the CSR's validation, the creator's identity, the
+// immutable spec and the condition rules of /approval and /status
+// (the specification's invariants 1–4 and its certificate rule).
+func TestCSRRules(t *testing.T) {
+	n := startNode(t)
+	ctx := context.Background()
+	csrs := n.clientset().CertificatesV1().CertificateSigningRequests()
+	short := int32(599)
+	badSig := csrPEM(t, "tampered")
+	{
+		block, _ := pem.Decode(badSig)
+		block.Bytes[len(block.Bytes)-3] ^= 0xff
+		badSig = pem.EncodeToMemory(block)
+	}
+	invalid := []struct {
+		name    string
+		mutate  func(*certificatesv1.CertificateSigningRequest)
+		message string
+	}{
+		{"not-pem", func(c *certificatesv1.CertificateSigningRequest) { c.Spec.Request = []byte("hello") }, "spec.request: Invalid value"},
+		{"bad-signature", func(c *certificatesv1.CertificateSigningRequest) { c.Spec.Request = badSig }, "spec.request: Invalid value"},
+		{"no-signer", func(c *certificatesv1.CertificateSigningRequest) { c.Spec.SignerName = "" }, "spec.signerName: Required value"},
+		{"unqualified-signer", func(c *certificatesv1.CertificateSigningRequest) { c.Spec.SignerName = "signer" }, "spec.signerName: Invalid value"},
+		{"no-usages", func(c *certificatesv1.CertificateSigningRequest) { c.Spec.Usages = nil }, "spec.usages: Required value"},
+		{"unknown-usage", func(c *certificatesv1.CertificateSigningRequest) { c.Spec.Usages = []certificatesv1.KeyUsage{"bogus"} }, `spec.usages[0]: Unsupported value: "bogus"`},
+		{"duplicate-usage", func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.Usages = []certificatesv1.KeyUsage{certificatesv1.UsageClientAuth, certificatesv1.UsageClientAuth}
+		}, `spec.usages[1]: Duplicate value: "client auth"`},
+		{"short-duration", func(c *certificatesv1.CertificateSigningRequest) { c.Spec.ExpirationSeconds = &short },
+			"spec.expirationSeconds: Invalid value: 599: may not specify a duration less than 600 seconds (10 minutes)"},
+	}
+	for _, c := range invalid {
+		csr := newCSR(t, c.name, "example.com/signer")
+		c.mutate(csr)
+		_, err := csrs.Create(ctx, csr, metav1.CreateOptions{})
+		st := wantAPIError(t, err, 422, metav1.StatusReasonInvalid, "")
+		if !strings.Contains(st.Message, c.message) {
+			t.Errorf("%s: message %q, want it to contain %q", c.name, st.Message, c.message)
+		}
+		if _, err := csrs.Get(ctx, c.name, metav1.GetOptions{}); err == nil {
+			t.Errorf("%s: an invalid CSR was stored", c.name)
+		}
+	}
+
+	// The creator's identity replaces whatever the client sent.
+	csr := newCSR(t, "rules", "example.com/signer")
+	csr.Spec.Username, csr.Spec.UID, csr.Spec.Groups = "mallory", "forged", []string{"system:nodes"}
+	got, err := csrs.Create(ctx, csr, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Username != "trustplane-admin" || strings.Join(got.Spec.Groups, ",") != "system:masters,system:authenticated" || got.Spec.UID != "" {
+		t.Fatalf("spec identity = %q %q %v, want the creator's", got.Spec.Username, got.Spec.UID, got.Spec.Groups)
+	}
+	if len(got.Status.Conditions) != 0 || len(got.Status.Certificate) != 0 {
+		t.Fatalf("a new CSR has status %+v", got.Status)
+	}
+
+	// The spec is immutable: an update keeps the old one.
+	got.Spec.SignerName = "example.com/other"
+	got.Spec.Usages = []certificatesv1.KeyUsage{certificatesv1.UsageServerAuth}
+	got, err = csrs.Update(ctx, got, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.SignerName != "example.com/signer" || got.Spec.Usages[0] != certificatesv1.UsageDigitalSignature {
+		t.Fatalf("spec changed by an update: %+v", got.Spec)
+	}
+
+	cert := []byte(nodeCAPEM(t, n))
+	// A certificate before approval is refused.
+	pending := got.DeepCopy()
+	pending.Status.Certificate = cert
+	_, err = csrs.UpdateStatus(ctx, pending, metav1.UpdateOptions{})
+	const notApproved = "status.certificate: Forbidden: may only be set on a request with an Approved condition and no Failed condition"
+	if st := wantAPIError(t, err, 422, metav1.StatusReasonInvalid, ""); !strings.Contains(st.Message, notApproved) {
+		t.Fatalf("certificate before approval: %s", st.Message)
+	}
+	// Approved and Denied cannot both be added (invariant 1).
+	both := got.DeepCopy()
+	both.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{
+		{Type: certificatesv1.CertificateApproved, Status: "True"}, {Type: certificatesv1.CertificateDenied, Status: "True"}}
+	_, err = csrs.UpdateApproval(ctx, "rules", both, metav1.UpdateOptions{})
+	if st := wantAPIError(t, err, 422, metav1.StatusReasonInvalid, ""); !strings.Contains(st.Message, "Approved and Denied conditions are mutually exclusive") {
+		t.Fatalf("approved and denied: %s", st.Message)
+	}
+	// Approved, Denied and Failed may only be True (invariant 4).
+	unknown := got.DeepCopy()
+	unknown.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: "Unknown"}}
+	_, err = csrs.UpdateApproval(ctx, "rules", unknown, metav1.UpdateOptions{})
+	if st := wantAPIError(t, err, 422, metav1.StatusReasonInvalid, ""); !strings.Contains(st.Message, `Unsupported value: "Unknown"`) {
+		t.Fatalf("approved unknown: %s", st.Message)
+	}
+	// Approval through /status is ignored: only /approval adds Approved.
+	viaStatus := got.DeepCopy()
+	viaStatus.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: "True"}}
+	if _, err := csrs.UpdateStatus(ctx, viaStatus, metav1.UpdateOptions{}); err == nil {
+		t.Fatal("/status added an Approved condition")
+	}
+
+	// kubectl approves through /approval; timestamps are defaulted.
+	n.mustKubectl("certificate", "approve", "rules")
+	got, err = csrs.Get(ctx, "rules", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.Conditions) != 1 {
+		t.Fatalf("conditions after approve: %+v", got.Status.Conditions)
+	}
+	cond := got.Status.Conditions[0]
+	if cond.Type != certificatesv1.CertificateApproved || cond.Status != "True" || cond.Reason != "KubectlApprove" ||
+		cond.LastUpdateTime.IsZero() || cond.LastTransitionTime.IsZero() {
+		t.Fatalf("approved condition = %+v", cond)
+	}
+	// Only one condition per type (invariant 3).
+	dup := got.DeepCopy()
+	dup.Status.Conditions = append(dup.Status.Conditions, dup.Status.Conditions[0])
+	_, err = csrs.UpdateApproval(ctx, "rules", dup, metav1.UpdateOptions{})
+	wantAPIError(t, err, 422, metav1.StatusReasonInvalid, "")
+	// Approved cannot be removed (invariant 2).
+	removed := got.DeepCopy()
+	removed.Status.Conditions = nil
+	_, err = csrs.UpdateApproval(ctx, "rules", removed, metav1.UpdateOptions{})
+	if st := wantAPIError(t, err, 422, metav1.StatusReasonInvalid, ""); !strings.Contains(st.Message, `updates may not remove a condition of type "Approved"`) {
+		t.Fatalf("remove approved: %s", st.Message)
+	}
+
+	// A PEM certificate is accepted once Approved, and is then immutable.
+	bad := got.DeepCopy()
+	bad.Status.Certificate = []byte("not a certificate")
+	_, err = csrs.UpdateStatus(ctx, bad, metav1.UpdateOptions{})
+	wantAPIError(t, err, 422, metav1.StatusReasonInvalid, "")
+	got.Status.Certificate = cert
+	got, err = csrs.UpdateStatus(ctx, got, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Status.Certificate = []byte(strings.Repeat(string(cert), 2))
+	_, err = csrs.UpdateStatus(ctx, got, metav1.UpdateOptions{})
+	if st := wantAPIError(t, err, 422, metav1.StatusReasonInvalid, ""); !strings.Contains(st.Message, "updates may not modify existing certificate content") {
+		t.Fatalf("replace certificate: %s", st.Message)
+	}
+
+	// A denied request never takes a certificate.
+	if _, err := csrs.Create(ctx, newCSR(t, "denied", "example.com/signer"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.mustKubectl("certificate", "deny", "denied")
+	d, err := csrs.Get(ctx, "denied", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Status.Certificate = cert
+	_, err = csrs.UpdateStatus(ctx, d, metav1.UpdateOptions{})
+	if st := wantAPIError(t, err, 422, metav1.StatusReasonInvalid, ""); !strings.Contains(st.Message, notApproved) {
+		t.Fatalf("certificate on a denied request: %s", st.Message)
+	}
+
+	// kubectl's table: NAME, AGE, SIGNERNAME, REQUESTOR, REQUESTEDDURATION, CONDITION.
+	out := n.mustKubectl("get", "csr")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if !strings.HasPrefix(strings.Join(strings.Fields(lines[0]), " "), "NAME AGE SIGNERNAME REQUESTOR REQUESTEDDURATION CONDITION") {
+		t.Fatalf("kubectl get csr header: %q", lines[0])
+	}
+	want := map[string]string{"rules": "Approved,Issued", "denied": "Denied"}
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if c, ok := want[f[0]]; ok {
+			if f[2] != "example.com/signer" || f[3] != "trustplane-admin" || f[4] != "<none>" || f[5] != c {
+				t.Errorf("kubectl get csr row %q, want signer, requestor, <none>, %s", l, c)
+			}
+			delete(want, f[0])
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("kubectl get csr is missing %v:\n%s", want, out)
+	}
+}
