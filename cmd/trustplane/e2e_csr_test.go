@@ -16,8 +16,11 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	certificatesv1alpha1 "k8s.io/api/certificates/v1alpha1"
+	certificatesv1beta1 "k8s.io/api/certificates/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/trustplane/trustplane/certs"
 )
 
 // csrPEM is a PEM CERTIFICATE REQUEST for cn in orgs with a fresh P-256 key.
@@ -337,5 +340,65 @@ func TestCSRRules(t *testing.T) {
 	}
 	if len(want) > 0 {
 		t.Errorf("kubectl get csr is missing %v:\n%s", want, out)
+	}
+}
+
+// TestClusterTrustBundleRules checks bundle validation: only CERTIFICATE
+// blocks, each parsing, each a CA, no duplicates, no headers; the naming
+// rule in both directions; an immutable signerName.
+func TestClusterTrustBundleRules(t *testing.T) {
+	n := startNode(t, "--runtime-config", "certificates.k8s.io/v1beta1=true")
+	ctx := context.Background()
+	bundles := n.clientset().CertificatesV1beta1().ClusterTrustBundles()
+	ca := nodeCAPEM(t, n)
+	dir := n.caDir
+	if dir == "" {
+		dir = filepath.Join(n.dir, "pki")
+	}
+	authority, err := certs.LoadCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, _, err := authority.Issue(certs.Request{CommonName: "leaf", Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode([]byte(ca))
+	withHeaders := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Headers: map[string]string{"k": "v"}, Bytes: block.Bytes}))
+	garbage := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("not der")}))
+	key := string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte("x")}))
+
+	cases := []struct {
+		name, signer, bundle, message string
+	}{
+		{"wrong-block", "", key, "spec.trustBundle: Invalid value: \"<value omitted>\": entry 0 has bad block type: PRIVATE KEY"},
+		{"headers", "", withHeaders, "entry 0 has PEM block headers"},
+		{"garbage", "", garbage, "entry 0 does not parse as X.509"},
+		{"leaf", "", string(leaf), "entry 0 does not have the CA bit set"},
+		{"dupes", "", ca + ca, "duplicate trust anchor (indices [0 1])"},
+		{"empty", "", "", "at least one trust anchor must be provided"},
+		{"colon:without-signer", "", ca, `ClusterTrustBundle without signer name must not have ":" in its name`},
+		{"no-prefix", "example.com/s", ca, "ClusterTrustBundle for signerName example.com/s must be named with prefix example.com:s:"},
+		{"example.com:s:bad-signer", "no-domain", ca, "spec.signerName"},
+	}
+	for _, c := range cases {
+		b := &certificatesv1beta1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: c.name},
+			Spec: certificatesv1beta1.ClusterTrustBundleSpec{SignerName: c.signer, TrustBundle: c.bundle}}
+		_, err := bundles.Create(ctx, b, metav1.CreateOptions{})
+		st := wantAPIError(t, err, 422, metav1.StatusReasonInvalid, "")
+		if !strings.Contains(st.Message, c.message) {
+			t.Errorf("%s: message %q, want it to contain %q", c.name, st.Message, c.message)
+		}
+	}
+
+	b, err := bundles.Create(ctx, &certificatesv1beta1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: "example.com:s:good"},
+		Spec: certificatesv1beta1.ClusterTrustBundleSpec{SignerName: "example.com/s", TrustBundle: ca}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Spec.SignerName = "example.com/other"
+	_, err = bundles.Update(ctx, b, metav1.UpdateOptions{})
+	if st := wantAPIError(t, err, 422, metav1.StatusReasonInvalid, ""); !strings.Contains(st.Message, "spec.signerName: Invalid value: \"example.com/other\": field is immutable") {
+		t.Fatalf("signerName change: %s", st.Message)
 	}
 }
