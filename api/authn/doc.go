@@ -1,0 +1,23 @@
+// Package authn owns who a bearer token belongs to: the ServiceAccount
+// token signing keys (kept in the replicated fsm), the token authenticator
+// (static token file, bound and legacy ServiceAccount JWTs, behind kube's
+// token cache), the token APIs (TokenRequest, TokenReview,
+// SelfSubjectReview) and the OIDC discovery documents.
+//
+// Rules it keeps:
+//   - kube does the work: token claims, signing, validation, the review
+//     REST objects and the discovery documents are kube's own code
+//     (k8s.io/kubernetes/pkg/serviceaccount and pkg/registry/...); this
+//     package only supplies them with keys and objects.
+//   - Signing keys live in the fsm under Group "trustplane.internal", which
+//     the API never serves. They are written only by the leader, through
+//     Raft, with MustNotExist, so two leaders cannot both create a key; every
+//     node reads them from its own applied state, so every node verifies.
+//   - Old keys stay valid for verification after a rotation; only the
+//     newest signs.
+//   - Private keys never leave the key store: no error, log line or API
+//     answer carries one, and the JWKS holds public keys only.
+//   - Objects a token is bound to (ServiceAccount, Pod, Secret) are read
+//     from local applied state, like kube's informer-backed getter; the
+//     token cache keeps a positive answer for CacheTTL at most.
+package authn

@@ -1,0 +1,378 @@
+package authn
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gopkg.in/go-jose/go-jose.v2/jwt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kubernetes/pkg/serviceaccount"
+
+	"github.com/trustplane/trustplane/fsm"
+)
+
+// Sentinel errors of this package; callers test them with errors.Is.
+var (
+	// ErrNoSigningKey: no signing key has been applied on this node yet (a
+	// follower that has not caught up, or a cluster still bootstrapping).
+	ErrNoSigningKey = errors.New("authn: no service account signing key yet")
+	// ErrKeyConflict: another leader wrote the same key generation first;
+	// the caller may retry against the new state.
+	ErrKeyConflict = errors.New("authn: signing key generation already written")
+	// ErrBadKey: a stored signing key could not be decoded. The message
+	// names the key's generation, never its bytes.
+	ErrBadKey = errors.New("authn: stored signing key is unreadable")
+)
+
+// keyPrefix is where signing keys live in the fsm. No served resource uses
+// this group, so no API request can read or watch it.
+var keyPrefix = fsm.Prefix{Group: "trustplane.internal", Resource: "signingkeys"}
+
+// FirstKey is the fsm key of the first signing key; it is never deleted, so
+// a node that has applied it has finished the identity bootstrap.
+var FirstKey = keyName(1)
+
+func keyName(generation uint64) fsm.Key {
+	// Fixed width, so that key order is generation order.
+	return fsm.Key{Group: keyPrefix.Group, Resource: keyPrefix.Resource, Name: fmt.Sprintf("%020d", generation)}
+}
+
+// KeyBackend is what the key store needs from the replicated state machine.
+type KeyBackend interface {
+	// Propose replicates cmd through Raft and returns the fsm's result once
+	// applied here; a failed precondition is in Result.Err, while an error
+	// means the command may not have been applied (not leader, no quorum).
+	Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error)
+	// List reads this node's applied state without waiting, so that every
+	// node verifies tokens with the keys it has applied.
+	List(p fsm.Prefix, opts fsm.ListOptions) (fsm.ListResult, error)
+}
+
+// KeySubscriber tells the key store when applied state changes, so that it
+// re-reads keys only after a write to them (and tells its listeners).
+type KeySubscriber interface {
+	// Subscribe adds l to the applied stream; see fsm.Listener.
+	Subscribe(l fsm.Listener) (cancel func())
+}
+
+// storedKey is the fsm value of one signing key.
+type storedKey struct {
+	// Algorithm is the JWS algorithm the key signs with (ES256).
+	Algorithm string `json:"alg"`
+	// PKCS8 is the private key, PKCS #8 DER.
+	PKCS8 []byte `json:"pkcs8"`
+}
+
+// keySet is one parsed version of the stored keys; immutable once built.
+type keySet struct {
+	// revs identifies the stored versions it was built from.
+	revs string
+	// current signs; nil when there are no keys.
+	current *ecdsa.PrivateKey
+	// public verifies: every stored key, newest first.
+	public serviceaccount.PublicKeysGetter
+	// signers are the token generators of current, by issuer.
+	signers sync.Map // string -> serviceaccount.TokenGenerator
+}
+
+// KeyStore holds the ServiceAccount token signing keys in the fsm. It is
+// safe for concurrent use.
+type KeyStore struct {
+	backend KeyBackend
+	// subscribed: version tracks every write to the keys, so a cached set
+	// at the current version is fresh. Without it every use lists the keys.
+	subscribed bool
+	// version counts writes to the keys seen on the applied stream.
+	version atomic.Uint64
+	mu      sync.Mutex // serialises re-reads
+	cur     atomic.Pointer[versionedSet]
+
+	lmu       sync.Mutex
+	listeners []serviceaccount.Listener
+}
+
+// versionedSet is a key set and the version it was read at.
+type versionedSet struct {
+	version uint64
+	set     *keySet
+}
+
+// NewKeyStore reads keys through b. When sub is non-nil the store re-reads
+// keys only after they change; otherwise it lists them on every use.
+func NewKeyStore(b KeyBackend, sub KeySubscriber) *KeyStore {
+	k := &KeyStore{backend: b, subscribed: sub != nil}
+	k.version.Store(1)
+	if sub != nil {
+		sub.Subscribe(keyListener{k})
+	}
+	return k
+}
+
+// keyListener watches the applied stream for writes to the keys.
+type keyListener struct{ k *KeyStore }
+
+func (l keyListener) OnApply(events []fsm.Event) {
+	for _, ev := range events {
+		if ev.KV != nil && ev.KV.Key.Group == keyPrefix.Group && ev.KV.Key.Resource == keyPrefix.Resource {
+			l.k.changed()
+			return
+		}
+	}
+}
+
+func (l keyListener) OnIndex(uint64) {}
+
+// OnRestore: a snapshot replaced the state, keys included.
+func (l keyListener) OnRestore(uint64) { l.k.changed() }
+
+// changed marks the cached keys stale and tells listeners, off the apply
+// path (listeners re-read the keys, which must not block Raft).
+func (k *KeyStore) changed() {
+	k.version.Add(1)
+	k.lmu.Lock()
+	ls := append([]serviceaccount.Listener(nil), k.listeners...)
+	k.lmu.Unlock()
+	if len(ls) > 0 {
+		go func() {
+			for _, l := range ls {
+				l.Enqueue()
+			}
+		}()
+	}
+}
+
+// fresh returns the cached set if nothing was written to the keys since it
+// was read.
+func (k *KeyStore) fresh(v uint64) *keySet {
+	if c := k.cur.Load(); k.subscribed && c != nil && c.version == v {
+		return c.set
+	}
+	return nil
+}
+
+// keys returns the current parsed keys, re-reading them when they changed.
+func (k *KeyStore) keys() (*keySet, error) {
+	v := k.version.Load()
+	if s := k.fresh(v); s != nil {
+		return s, nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if s := k.fresh(v); s != nil {
+		return s, nil
+	}
+	res, err := k.backend.List(keyPrefix, fsm.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("authn: reading signing keys: %w", err)
+	}
+	revs := ""
+	for _, kv := range res.KVs {
+		revs += kv.Key.Name + "@" + strconv.FormatUint(kv.ModRevision, 10) + ","
+	}
+	if c := k.cur.Load(); c != nil && c.set.revs == revs {
+		k.cur.Store(&versionedSet{version: v, set: c.set})
+		return c.set, nil
+	}
+	s := &keySet{revs: revs}
+	var pubs []interface{}
+	for i := len(res.KVs) - 1; i >= 0; i-- {
+		priv, err := parseKey(res.KVs[i])
+		if err != nil {
+			return nil, err
+		}
+		if s.current == nil {
+			s.current = priv
+		}
+		pubs = append(pubs, priv.Public())
+	}
+	s.public, err = serviceaccount.StaticPublicKeysGetter(pubs)
+	if err != nil {
+		return nil, fmt.Errorf("authn: public keys: %w", err)
+	}
+	k.cur.Store(&versionedSet{version: v, set: s})
+	return s, nil
+}
+
+func parseKey(kv *fsm.KV) (*ecdsa.PrivateKey, error) {
+	var sk storedKey
+	if err := json.Unmarshal(kv.Value, &sk); err != nil {
+		return nil, fmt.Errorf("%w: generation %s", ErrBadKey, kv.Key.Name)
+	}
+	if sk.Algorithm != "ES256" {
+		return nil, fmt.Errorf("%w: generation %s has algorithm %q", ErrBadKey, kv.Key.Name, sk.Algorithm)
+	}
+	key, err := x509.ParsePKCS8PrivateKey(sk.PKCS8)
+	if err != nil {
+		return nil, fmt.Errorf("%w: generation %s", ErrBadKey, kv.Key.Name)
+	}
+	ec, ok := key.(*ecdsa.PrivateKey)
+	if !ok || ec.Curve != elliptic.P256() {
+		return nil, fmt.Errorf("%w: generation %s is not a P-256 key", ErrBadKey, kv.Key.Name)
+	}
+	return ec, nil
+}
+
+// EnsureKey writes the first signing key unless one exists. It runs on
+// the leader at bootstrap and is idempotent; a concurrent writer that wins
+// the race is not an error.
+func (k *KeyStore) EnsureKey(ctx context.Context) error {
+	res, err := k.backend.List(keyPrefix, fsm.ListOptions{Limit: 1})
+	if err != nil {
+		return fmt.Errorf("authn: reading signing keys: %w", err)
+	}
+	if len(res.KVs) > 0 {
+		return nil
+	}
+	_, err = k.put(ctx, 1)
+	if errors.Is(err, ErrKeyConflict) {
+		return nil
+	}
+	return err
+}
+
+// Rotate writes a new signing key, which signs every token from then on;
+// the older keys keep verifying the tokens they signed. It must run on the
+// leader. It returns the new key's id (the JWT "kid").
+func (k *KeyStore) Rotate(ctx context.Context) (string, error) {
+	res, err := k.backend.List(keyPrefix, fsm.ListOptions{})
+	if err != nil {
+		return "", fmt.Errorf("authn: reading signing keys: %w", err)
+	}
+	next := uint64(1)
+	if n := len(res.KVs); n > 0 {
+		last, err := strconv.ParseUint(res.KVs[n-1].Key.Name, 10, 64)
+		if err != nil {
+			return "", fmt.Errorf("%w: generation %q", ErrBadKey, res.KVs[n-1].Key.Name)
+		}
+		next = last + 1
+	}
+	return k.put(ctx, next)
+}
+
+// put proposes a new P-256 key as generation gen, with MustNotExist.
+func (k *KeyStore) put(ctx context.Context, gen uint64) (string, error) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", fmt.Errorf("authn: generating a signing key: %w", err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return "", fmt.Errorf("authn: encoding a signing key: %w", err)
+	}
+	val, err := json.Marshal(storedKey{Algorithm: "ES256", PKCS8: der})
+	if err != nil {
+		return "", fmt.Errorf("authn: encoding a signing key: %w", err)
+	}
+	key := keyName(gen)
+	res, err := k.backend.Propose(ctx, &fsm.Command{Op: fsm.OpPut, Key: key, Value: val, MustNotExist: true})
+	if err != nil {
+		return "", fmt.Errorf("authn: writing signing key generation %d: %w", gen, err)
+	}
+	if errors.Is(res.Err, fsm.ErrExists) {
+		return "", fmt.Errorf("%w: generation %d", ErrKeyConflict, gen)
+	}
+	if res.Err != nil {
+		return "", fmt.Errorf("authn: writing signing key generation %d: %w", gen, res.Err)
+	}
+	pub, err := serviceaccount.StaticPublicKeysGetter([]interface{}{priv.Public()})
+	if err != nil {
+		return "", err
+	}
+	return pub.GetPublicKeys(ctx, "")[0].KeyID, nil
+}
+
+// awaitKey returns once this node has a signing key, or after wait with
+// kube's 503 (Retry-After 1): a cluster that is still bootstrapping, or a
+// node that has not applied the key yet, cannot sign.
+func (k *KeyStore) awaitKey(ctx context.Context, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		s, err := k.keys()
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		if s.current != nil {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			e := apierrors.NewServiceUnavailable(ErrNoSigningKey.Error())
+			e.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+			return e
+		}
+		select {
+		case <-ctx.Done():
+			return apierrors.NewTimeoutError(ErrNoSigningKey.Error(), 1)
+		case <-time.After(keyPoll):
+		}
+	}
+}
+
+// keyPoll is how often awaitKey looks for a key.
+const keyPoll = 50 * time.Millisecond
+
+// Generator returns a TokenGenerator that signs with whatever key is
+// current when it is called, with issuer iss.
+func (k *KeyStore) Generator(iss string) serviceaccount.TokenGenerator {
+	return generator{keys: k, iss: iss}
+}
+
+type generator struct {
+	keys *KeyStore
+	iss  string
+}
+
+// GenerateToken signs with the newest key this node has applied.
+func (g generator) GenerateToken(ctx context.Context, claims *jwt.Claims, private interface{}) (string, error) {
+	s, err := g.keys.keys()
+	if err != nil {
+		return "", err
+	}
+	if s.current == nil {
+		return "", ErrNoSigningKey
+	}
+	gen, ok := s.signers.Load(g.iss)
+	if !ok {
+		tg, err := serviceaccount.JWTTokenGenerator(g.iss, s.current)
+		if err != nil {
+			return "", fmt.Errorf("authn: token signer: %w", err)
+		}
+		gen, _ = s.signers.LoadOrStore(g.iss, tg)
+	}
+	return gen.(serviceaccount.TokenGenerator).GenerateToken(ctx, claims, private)
+}
+
+// PublicKeys returns the verification keys as kube's PublicKeysGetter.
+func (k *KeyStore) PublicKeys() serviceaccount.PublicKeysGetter { return publicKeys{k} }
+
+type publicKeys struct{ k *KeyStore }
+
+// AddListener registers l to be told (asynchronously) when the keys change.
+func (p publicKeys) AddListener(l serviceaccount.Listener) {
+	p.k.lmu.Lock()
+	p.k.listeners = append(p.k.listeners, l)
+	p.k.lmu.Unlock()
+}
+
+// GetCacheAgeMaxSeconds is kube's value for the discovery documents' max-age.
+func (p publicKeys) GetCacheAgeMaxSeconds() int { return 3600 }
+
+// GetPublicKeys returns the keys that may have signed a token with keyID
+// (every key when keyID is empty); none while no key has been applied.
+func (p publicKeys) GetPublicKeys(ctx context.Context, keyID string) []serviceaccount.PublicKey {
+	s, err := p.k.keys()
+	if err != nil || s.public == nil {
+		return nil
+	}
+	return s.public.GetPublicKeys(ctx, keyID)
+}

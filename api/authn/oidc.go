@@ -1,0 +1,74 @@
+package authn
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"sync"
+
+	restful "github.com/emicklei/go-restful/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+	"k8s.io/kubernetes/pkg/routes"
+	"k8s.io/kubernetes/pkg/serviceaccount"
+
+	"github.com/trustplane/trustplane/api/registry"
+)
+
+// oidc serves kube's OIDC discovery documents for the current keys. kube
+// renders them once per key change (NewOpenIDMetadataProvider); here they
+// are rendered again whenever this node applies a key change.
+type oidc struct {
+	issuer, external string
+	keys             *KeyStore
+
+	mu      sync.Mutex
+	builtAt *keySet
+	handler http.Handler
+}
+
+// oidcPaths returns the discovery handlers, or none when the issuer is not
+// an https URL without query or fragment: kube-apiserver then serves no
+// discovery either (it logs and skips it).
+func oidcPaths(cfg *Config, keys *KeyStore) map[string]http.Handler {
+	if u, err := url.Parse(cfg.Issuer); err != nil || u.Scheme != "https" || u.RawQuery != "" || u.Fragment != "" {
+		return nil
+	}
+	o := &oidc{issuer: cfg.Issuer, external: cfg.ExternalAddress, keys: keys}
+	return map[string]http.Handler{serviceaccount.OpenIDConfigPath: o, serviceaccount.JWKSPath: o}
+}
+
+func (o *oidc) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	h, err := o.current()
+	if err != nil {
+		st := apierrors.NewServiceUnavailable(fmt.Sprintf("service account issuer discovery is not available: %v", err))
+		responsewriters.ErrorNegotiated(st, registry.Codecs, schema.GroupVersion{}, w, req)
+		return
+	}
+	h.ServeHTTP(w, req)
+}
+
+// current returns kube's discovery server for the keys this node has.
+func (o *oidc) current() (http.Handler, error) {
+	s, err := o.keys.keys()
+	if err != nil {
+		return nil, err
+	}
+	if s.current == nil {
+		return nil, ErrNoSigningKey
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.builtAt == s {
+		return o.handler, nil
+	}
+	p, err := serviceaccount.NewOpenIDMetadataProvider(o.issuer, "", o.external, s.public)
+	if err != nil {
+		return nil, err
+	}
+	c := restful.NewContainer()
+	routes.NewOpenIDMetadataServer(p).Install(c)
+	o.builtAt, o.handler = s, c
+	return c, nil
+}
