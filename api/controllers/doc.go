@@ -1,0 +1,25 @@
+// Package controllers runs the kube-controller-manager controllers trustplane
+// serves with (default ServiceAccounts, the kube-root-ca.crt ConfigMaps, the
+// tokens of kubernetes.io/service-account-token Secrets, and cluster-role
+// aggregation), using kube's own controller code from k8s.io/kubernetes.
+//
+// It owns two things: the Manager, which starts the controllers when the
+// node becomes the Raft leader and stops them when it stops leading, and
+// Kube, which builds kube's controllers with their identities.
+//
+// Rules it keeps:
+//   - Leader-only. Controllers run on exactly the node that leads, one term at
+//     a time; a term ends (context cancelled, every informer and controller
+//     goroutine waited for) before the next may start, so nothing leaks from
+//     one term into the next.
+//   - API clients only. Controllers reach the cluster through the node's own
+//     HTTPS API with client-go informers, never through the registry or the
+//     fsm, so every write they make is authenticated, authorised, admitted
+//     and replicated like any client's.
+//   - kube's identities. Each controller presents a client certificate from
+//     the cluster CA in the name kube-controller-manager gives it (for
+//     example system:serviceaccount:kube-system:service-account-controller),
+//     so kube's bootstrap RBAC policy grants it exactly what it needs. The
+//     shared informers and the tokens controller use the root identity
+//     system:kube-controller-manager, as kube-controller-manager does.
+package controllers

@@ -1,0 +1,338 @@
+package controllers
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller/certificates/rootcacertpublisher"
+	"k8s.io/kubernetes/pkg/controller/clusterroleaggregation"
+	serviceaccountcontroller "k8s.io/kubernetes/pkg/controller/serviceaccount"
+	kubeserviceaccount "k8s.io/kubernetes/pkg/serviceaccount"
+
+	"github.com/trustplane/trustplane/certs"
+)
+
+// The controllers' names, as kube-controller-manager's client builder
+// names their ServiceAccounts in kube-system.
+const (
+	ServiceAccountController         = "service-account-controller"
+	RootCACertPublisher              = "root-ca-cert-publisher"
+	ClusterRoleAggregationController = "clusterrole-aggregation-controller"
+	// TokensController runs as the root identity (KubeControllerManagerUser),
+	// as kube-controller-manager's tokens controller does.
+	TokensController = "tokens-controller"
+)
+
+// KubeControllerManagerUser is the root identity of kube-controller-manager:
+// the shared informers and the tokens controller use it, and kube's
+// bootstrap policy binds it to the system:kube-controller-manager role.
+const KubeControllerManagerUser = user.KubeControllerManager
+
+// Identity is the user a controller authenticates as.
+type Identity struct {
+	User   string
+	Groups []string
+}
+
+// ControllerIdentity is the identity kube-controller-manager gives the
+// controller called name (with --use-service-account-credentials): the
+// ServiceAccount kube-system/<name>.
+func ControllerIdentity(name string) Identity {
+	return Identity{
+		User:   serviceaccount.MakeUsername("kube-system", name),
+		Groups: serviceaccount.MakeGroupNames("kube-system"),
+	}
+}
+
+// Issuer makes the controllers' client certificates.
+type Issuer interface {
+	// Issue returns a new client certificate and its key, signed by the CA
+	// the API trusts for client certificates (CN = user, O = groups). The
+	// controllers call it once per identity at the start of each term and
+	// keep the key in memory only, so it must not write anything out.
+	Issue(r certs.Request) (certPEM, keyPEM []byte, err error)
+}
+
+// KubeConfig configures Kube.
+type KubeConfig struct {
+	// Host is the URL of this node's own API (https://host:port).
+	Host string
+	// CAPEM is the cluster CA in PEM form: the root the clients trust for
+	// the API's serving certificate, the ca.crt the root CA publisher puts
+	// in every namespace, and the ca.crt of token Secrets.
+	CAPEM []byte
+	// Issuer makes the controllers' client certificates.
+	Issuer Issuer
+	// TokenGenerator signs the non-expiring tokens the tokens controller
+	// puts in kubernetes.io/service-account-token Secrets; nil turns the
+	// tokens controller off (kube-controller-manager does the same without
+	// --service-account-private-key-file).
+	TokenGenerator kubeserviceaccount.TokenGenerator
+	// UserAgent prefixes every controller's User-Agent; the controller's
+	// name is appended after a slash, as kube-controller-manager does.
+	UserAgent string
+	// QPS and Burst limit each client (kube-controller-manager's
+	// --kube-api-qps and --kube-api-burst).
+	QPS   float32
+	Burst int
+	// Logger receives the controllers' logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultKubeConfig returns kube-controller-manager's client defaults;
+// Host, CAPEM and Issuer must still be set.
+func DefaultKubeConfig() *KubeConfig {
+	return &KubeConfig{UserAgent: "kube-controller-manager", QPS: 20, Burst: 30}
+}
+
+// ValidateKubeConfig reports what makes c unusable.
+func ValidateKubeConfig(c *KubeConfig) error {
+	switch {
+	case c == nil:
+		return fmt.Errorf("%w: no config", ErrInvalidConfig)
+	case c.Host == "":
+		return fmt.Errorf("%w: no API Host", ErrInvalidConfig)
+	case !x509.NewCertPool().AppendCertsFromPEM(c.CAPEM):
+		return fmt.Errorf("%w: CAPEM holds no certificate", ErrInvalidConfig)
+	case c.Issuer == nil:
+		return fmt.Errorf("%w: no Issuer", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// Kube runs kube-controller-manager's controllers against this node's API.
+// It is a Runner: each Run is one term with fresh clients, informers and
+// controllers.
+type Kube struct {
+	cfg KubeConfig
+	log *slog.Logger
+}
+
+// NewKube returns the controllers for cfg.
+func NewKube(cfg *KubeConfig) (*Kube, error) {
+	if err := ValidateKubeConfig(cfg); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Kube{cfg: *cfg, log: log}, nil
+}
+
+// TokensEnabled reports whether the tokens controller runs.
+func (k *Kube) TokensEnabled() bool { return k.cfg.TokenGenerator != nil }
+
+// clients makes one term's clientsets. Each identity gets its own HTTP
+// transport, not client-go's process-wide transport cache (which would keep
+// every term's certificates forever), and close closes every connection
+// the term opened, so none outlives it.
+type clients struct {
+	k          *Kube
+	transports []*http.Transport
+	conns      conns
+}
+
+// forIdentity is a clientset for id, with a client certificate issued now;
+// name goes into the User-Agent.
+func (c *clients) forIdentity(id Identity, name string) (*kubernetes.Clientset, error) {
+	k := c.k
+	certPEM, keyPEM, err := k.cfg.Issuer.Issue(certs.Request{CommonName: id.User, Organization: id.Groups, Client: true})
+	if err != nil {
+		return nil, fmt.Errorf("client certificate for %s: %w", id.User, err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("client certificate for %s: %w", id.User, err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(k.cfg.CAPEM)
+	tr := utilnet.SetTransportDefaults(&http.Transport{
+		TLSClientConfig:     &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout: 10 * time.Second,
+		DialContext:         c.conns.dial,
+	})
+	c.transports = append(c.transports, tr)
+	cfg := &rest.Config{
+		Host:      k.cfg.Host,
+		Transport: tr,
+		QPS:       k.cfg.QPS,
+		Burst:     k.cfg.Burst,
+		UserAgent: k.cfg.UserAgent + "/" + name,
+	}
+	// kube-controller-manager's --kube-api-content-type default.
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("client for %s: %w", id.User, err)
+	}
+	return cs, nil
+}
+
+// close closes the term's connections, busy or idle, and refuses new
+// ones; call it once the term's context has ended.
+func (c *clients) close() {
+	for _, tr := range c.transports {
+		tr.CloseIdleConnections()
+	}
+	c.conns.closeAll()
+}
+
+// conns tracks the connections a term dials.
+type conns struct {
+	mu     sync.Mutex
+	open   map[*trackedConn]struct{}
+	closed bool
+}
+
+var dialer = &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+
+func (cs *conns) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := dialer.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	tc := &trackedConn{Conn: c, owner: cs}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.closed {
+		c.Close()
+		return nil, fmt.Errorf("dial %s: %w", addr, errTermEnded)
+	}
+	if cs.open == nil {
+		cs.open = map[*trackedConn]struct{}{}
+	}
+	cs.open[tc] = struct{}{}
+	return tc, nil
+}
+
+func (cs *conns) closeAll() {
+	cs.mu.Lock()
+	cs.closed = true
+	open := cs.open
+	cs.open = nil
+	cs.mu.Unlock()
+	for c := range open {
+		c.Conn.Close()
+	}
+}
+
+// trackedConn leaves its tracker when closed.
+type trackedConn struct {
+	net.Conn
+	owner *conns
+}
+
+func (c *trackedConn) Close() error {
+	c.owner.mu.Lock()
+	delete(c.owner.open, c)
+	c.owner.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// Run builds the controllers, runs them until ctx ends, and returns once
+// the controllers' Run methods and the informers have stopped and the
+// term's connections are closed. (kube's controllers do not wait for their
+// own worker goroutines; those exit right after, on the cancelled context
+// and shut-down queue. TestControllersLeaderOnly checks that no goroutine
+// labelled with the term survives it.)
+func (k *Kube) Run(ctx context.Context) error {
+	logger := logr.FromSlogHandler(k.log.Handler())
+	ctx = klog.NewContext(ctx, logger)
+
+	cl := &clients{k: k}
+	defer cl.close() // also on the error paths; closing twice is harmless
+	// kube-controller-manager's shared informers list and watch as its
+	// root identity: the controllers' own roles grant only their writes.
+	root, err := cl.forIdentity(Identity{User: KubeControllerManagerUser}, "shared-informers")
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(root, 0)
+
+	type runnable struct {
+		name string
+		run  func(ctx context.Context)
+	}
+	var run []runnable
+
+	saClient, err := cl.forIdentity(ControllerIdentity(ServiceAccountController), ServiceAccountController)
+	if err != nil {
+		return err
+	}
+	sac, err := serviceaccountcontroller.NewServiceAccountsController(
+		factory.Core().V1().ServiceAccounts(), factory.Core().V1().Namespaces(),
+		saClient, serviceaccountcontroller.DefaultServiceAccountsControllerOptions())
+	if err != nil {
+		return fmt.Errorf("%s: %w", ServiceAccountController, err)
+	}
+	run = append(run, runnable{ServiceAccountController, func(ctx context.Context) { sac.Run(ctx, 1) }})
+
+	pubClient, err := cl.forIdentity(ControllerIdentity(RootCACertPublisher), RootCACertPublisher)
+	if err != nil {
+		return err
+	}
+	pub, err := rootcacertpublisher.NewPublisher(
+		factory.Core().V1().ConfigMaps(), factory.Core().V1().Namespaces(), pubClient, k.cfg.CAPEM)
+	if err != nil {
+		return fmt.Errorf("%s: %w", RootCACertPublisher, err)
+	}
+	run = append(run, runnable{RootCACertPublisher, func(ctx context.Context) { pub.Run(ctx, 1) }})
+
+	aggClient, err := cl.forIdentity(ControllerIdentity(ClusterRoleAggregationController), ClusterRoleAggregationController)
+	if err != nil {
+		return err
+	}
+	agg := clusterroleaggregation.NewClusterRoleAggregation(factory.Rbac().V1().ClusterRoles(), aggClient.RbacV1())
+	run = append(run, runnable{ClusterRoleAggregationController, func(ctx context.Context) { agg.Run(ctx, 5) }})
+
+	if k.cfg.TokenGenerator != nil {
+		tokClient, err := cl.forIdentity(Identity{User: KubeControllerManagerUser}, TokensController)
+		if err != nil {
+			return err
+		}
+		tc, err := serviceaccountcontroller.NewTokensController(logger,
+			factory.Core().V1().ServiceAccounts(), factory.Core().V1().Secrets(), tokClient,
+			serviceaccountcontroller.TokensControllerOptions{TokenGenerator: k.cfg.TokenGenerator, RootCA: k.cfg.CAPEM})
+		if err != nil {
+			return fmt.Errorf("%s: %w", TokensController, err)
+		}
+		run = append(run, runnable{TokensController, func(ctx context.Context) { tc.Run(ctx, 5) }})
+	} else {
+		k.log.Warn("the tokens controller is off: no signing key for legacy service account tokens")
+	}
+
+	var wg sync.WaitGroup
+	for _, r := range run {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.run(klog.NewContext(ctx, logger.WithName(r.name)))
+		}()
+	}
+	factory.Start(ctx.Done())
+	<-ctx.Done()
+	// The controllers return once their queues are shut down. Closing the
+	// connections then ends any request still in flight, so the informers,
+	// which Shutdown waits for, cannot hang on one.
+	wg.Wait()
+	cl.close()
+	factory.Shutdown()
+	return nil
+}
