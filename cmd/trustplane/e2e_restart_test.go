@@ -76,7 +76,7 @@ func TestRestartKeepsData(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps("keep").Update(ctx, gotCM, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("update with the resourceVersion read before the restart: %v", err)
 	}
-	if out := n.mustKubectl("get", "sa", "-n", "keep", "-o", "name"); out != "serviceaccount/sa" {
+	if out := n.mustKubectl("get", "sa", "sa", "-n", "keep", "-o", "name"); out != "serviceaccount/sa" {
 		t.Fatalf("kubectl after restart: %q", out)
 	}
 }

@@ -99,7 +99,38 @@ func startNode(t testing.TB, extraArgs ...string) *node {
 	n.start()
 	t.Cleanup(n.stop)
 	n.waitReady(60 * time.Second)
+	n.waitControllers(30 * time.Second)
 	return n
+}
+
+// waitControllers waits until the leader's controllers have given the
+// default namespace its ServiceAccount and kube-root-ca.crt, so that tests
+// comparing what exists do not race them. It does nothing when the node
+// runs without controllers.
+func (n *node) waitControllers(timeout time.Duration) {
+	n.t.Helper()
+	for _, a := range n.args {
+		if a == "--controllers=false" {
+			return
+		}
+	}
+	c := n.httpClient()
+	deadline := time.Now().Add(timeout)
+	for _, path := range []string{"/api/v1/namespaces/default/serviceaccounts/default", "/api/v1/namespaces/default/configmaps/kube-root-ca.crt"} {
+		for {
+			resp, err := c.Get(n.url() + path)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				n.t.Fatalf("the controllers did not create %s within %v:\n%s", path, timeout, n.logTail())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 }
 
 func (n *node) start() {

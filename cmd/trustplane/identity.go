@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/kubernetes/pkg/serviceaccount"
+
+	"github.com/trustplane/trustplane/api/authn"
 )
 
 // identity is the authentication side of a node: who a bearer token
@@ -14,15 +16,44 @@ type identity struct {
 	// certificates only.
 	authenticator authenticator.Request
 	// legacyTokens signs the non-expiring tokens of kubernetes.io/service-account-token
-	// Secrets (the tokens controller); nil until keys exist.
+	// Secrets (the tokens controller) with the current key; it fails with
+	// authn.ErrNoSigningKey until this node has applied a key.
 	legacyTokens serviceaccount.TokenGenerator
 	// paths are extra GET handlers (OIDC discovery).
 	paths map[string]http.Handler
 	// bootstrap runs on the leader before the node reports ready.
 	bootstrap []leaderTask
+	// keys are the replicated token signing keys (rotation: keys.Rotate on
+	// the leader).
+	keys *authn.KeyStore
 }
 
 // setupIdentity builds the token authenticators and registers the token APIs.
 func setupIdentity(w *wiring) (*identity, error) {
-	return &identity{}, nil
+	cfg := authn.DefaultConfig()
+	if w.opts.saIssuer != "" {
+		cfg.Issuer = w.opts.saIssuer
+	}
+	cfg.TokenFile = w.opts.tokenAuthFile
+	cfg.MaxTokenExpiration = w.opts.saMaxTokenExpiration
+	cfg.ExtendExpiration = w.opts.saExtendTokenExpiration
+	cfg.ExternalAddress = advertised(w.opts.listen)
+	keys := authn.NewKeyStore(w.back, w.fsm)
+	id, err := authn.New(cfg, keys, w.reg)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range id.Virtuals {
+		if !w.rc.ResourceEnabled(v.GVR) {
+			continue // v1beta1 SelfSubjectReview is off unless --runtime-config enables it
+		}
+		w.reg.AddVirtual(v)
+	}
+	return &identity{
+		authenticator: id.Authenticator,
+		legacyTokens:  id.LegacyTokens,
+		paths:         id.Paths,
+		bootstrap:     []leaderTask{keys.EnsureKey},
+		keys:          keys,
+	}, nil
 }

@@ -15,7 +15,8 @@ import (
 // parseRuntimeConfig reads --runtime-config as kube-apiserver does
 // (group/version=true|false, group/version/resource=..., api/all, api/ga,
 // api/beta, api/alpha). Stable versions are on by default; alpha and beta
-// versions are off unless enabled, as kube-apiserver serves new betas.
+// versions are off unless enabled, as kube-apiserver serves new betas,
+// except the deprecated authentication.k8s.io/v1beta1.
 func parseRuntimeConfig(s string) (*serverstore.ResourceConfig, error) {
 	overrides := cliflag.ConfigurationMap{}
 	if strings.TrimSpace(s) != "" {
@@ -35,6 +36,9 @@ func parseRuntimeConfig(s string) (*serverstore.ResourceConfig, error) {
 	}
 	defaults.EnableVersions(stable...)
 	defaults.DisableVersions(unstable...)
+	// authentication.k8s.io/v1beta1 (SelfSubjectReview) stays on by default
+	// and answers with kube's deprecation warning, for older kubectl.
+	defaults.EnableVersions(schema.GroupVersion{Group: "authentication.k8s.io", Version: "v1beta1"})
 	rc, err := resourceconfig.MergeAPIResourceConfigs(defaults, overrides, registry.Scheme)
 	if err != nil {
 		return nil, fmt.Errorf("--runtime-config: %w", err)

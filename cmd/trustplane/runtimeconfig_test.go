@@ -11,6 +11,13 @@ func TestRuntimeConfig(t *testing.T) {
 		return schema.GroupVersionResource{Group: "certificates.k8s.io", Version: v, Resource: "clustertrustbundles"}
 	}
 	csr := schema.GroupVersionResource{Group: "certificates.k8s.io", Version: "v1", Resource: "certificatesigningrequests"}
+	ssr := schema.GroupVersionResource{Group: "authentication.k8s.io", Version: "v1beta1", Resource: "selfsubjectreviews"}
+	if rc, _ := parseRuntimeConfig(""); !rc.ResourceEnabled(ssr) {
+		t.Error("v1beta1 SelfSubjectReview is off by default")
+	}
+	if rc, _ := parseRuntimeConfig("authentication.k8s.io/v1beta1=false"); rc.ResourceEnabled(ssr) {
+		t.Error("authentication.k8s.io/v1beta1=false leaves v1beta1 SelfSubjectReview on")
+	}
 	cases := []struct {
 		flag         string
 		alpha, beta  bool

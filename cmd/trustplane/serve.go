@@ -20,8 +20,11 @@ import (
 	"time"
 
 	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/klog/v2"
 
 	"github.com/trustplane/trustplane/api"
+	"github.com/trustplane/trustplane/api/authn"
+	apiauthz "github.com/trustplane/trustplane/api/authz"
 	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/certs"
 	"github.com/trustplane/trustplane/cluster"
@@ -43,6 +46,12 @@ type options struct {
 	saIssuer        string
 	serviceCIDR     string
 	logLevel        string
+	controllers     bool
+
+	// Token authentication (api/authn).
+	tokenAuthFile           string
+	saMaxTokenExpiration    time.Duration
+	saExtendTokenExpiration bool
 
 	// Raft and membership tuning (documented in the README).
 	snapshotThreshold uint64
@@ -67,10 +76,14 @@ func parseServe(args []string) (*options, error) {
 	fs.StringVar(&o.join, "join", "", "gossip addresses of other nodes, host:port[,...]")
 	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 1, "servers to see before the first election (1 bootstraps a one-node cluster; with --join the default is 0: join an existing cluster)")
 	fs.StringVar(&o.caDir, "ca-dir", "", "shared cluster CA directory (default <data-dir>/pki, generated when absent)")
-	fs.StringVar(&o.runtimeConfig, "runtime-config", "", "enable or disable group versions, k=v,...")
-	fs.StringVar(&o.saIssuer, "service-account-issuer", "https://kubernetes.default.svc", "service account token issuer URL")
+	fs.StringVar(&o.runtimeConfig, "runtime-config", "", "enable or disable API versions, kube-apiserver's syntax: certificates.k8s.io/v1alpha1=true,...")
+	fs.StringVar(&o.saIssuer, "service-account-issuer", authn.DefaultIssuer, "service account token issuer URL (the \"iss\" of issued tokens and the API audience)")
+	fs.StringVar(&o.tokenAuthFile, "token-auth-file", "", "static bearer tokens, kube's CSV format: token,user,uid[,\"group1,group2\"]")
+	fs.DurationVar(&o.saMaxTokenExpiration, "service-account-max-token-expiration", 0, "longest validity of a token from the TokenRequest API; longer requests are shortened to it (0: no cap; else between 1h and 2^32s)")
+	fs.BoolVar(&o.saExtendTokenExpiration, "service-account-extend-token-expiration", true, "issue pod-bound tokens requested for 3607s (the kubelet's transition value) for a year, as kube-apiserver does")
 	fs.StringVar(&o.serviceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "range whose first address is the ClusterIP of default/kubernetes")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&o.controllers, "controllers", true, "run the leader-only controllers (default ServiceAccounts, kube-root-ca.crt, token Secrets, cluster-role aggregation)")
 	d := cluster.DefaultConfig()
 	fs.Uint64Var(&o.snapshotThreshold, "raft-snapshot-threshold", d.SnapshotThreshold, "log entries since the last snapshot that trigger a new one")
 	fs.DurationVar(&o.snapshotInterval, "raft-snapshot-interval", d.SnapshotInterval, "how often the snapshot threshold is checked")
@@ -105,6 +118,9 @@ func parseServe(args []string) (*options, error) {
 	if o.nodeName == "" {
 		return nil, errors.New("--node-name is required")
 	}
+	if _, err := parseRuntimeConfig(o.runtimeConfig); err != nil {
+		return nil, err
+	}
 	return o, nil
 }
 
@@ -118,6 +134,9 @@ func serve(args []string) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// kube's libraries (client-go, the controllers, the admission plugins)
+	// log through klog: route it through the same handler.
+	klog.SetSlogLogger(log.With("component", "kube"))
 	slog.SetDefault(log)
 
 	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
@@ -188,8 +207,13 @@ func serve(args []string) error {
 	defer node.Shutdown()
 
 	back := backend{node: node, fsm: f}
-	reg := registry.New(registry.DefaultConfig(), back, append(registry.CoreResources(), authzResources()...))
-	wired := &wiring{opts: o, log: log, ca: ca, pki: pki, node: node, fsm: f, reg: reg, back: back}
+	rc, err := parseRuntimeConfig(o.runtimeConfig)
+	if err != nil {
+		return err
+	}
+	resources := append(append(registry.CoreResources(), authzResources()...), certificateResources(rc)...)
+	reg := registry.New(registry.DefaultConfig(), back, resources)
+	wired := &wiring{opts: o, log: log, ca: ca, pki: pki, node: node, fsm: f, reg: reg, back: back, rc: rc}
 	ident, err := setupIdentity(wired)
 	if err != nil {
 		return err
@@ -263,7 +287,7 @@ func serve(args []string) error {
 	}
 	admissionCtx, stopAdmission := context.WithCancel(context.Background())
 	defer stopAdmission()
-	if err := setupAdmission(admissionCtx, wired, apiURL(srv.Addr().String(), listenHost)); err != nil {
+	if err := setupAdmission(admissionCtx, wired, apiURL(srv.Addr().String(), listenHost), az.authorizer); err != nil {
 		return fmt.Errorf("admission: %w", err)
 	}
 	serveErr := make(chan error, 1)
@@ -279,6 +303,7 @@ func serve(args []string) error {
 			return
 		}
 		bootstrapped.Store(true)
+		go runControllers(ctx, wired, ident, apiURL(srv.Addr().String(), listenHost))
 		kubeconfig := filepath.Join(o.dataDir, "admin.kubeconfig")
 		if err := writeAdminKubeconfig(ca, pki, kubeconfig, apiURL(srv.Addr().String(), listenHost)); err != nil {
 			log.Error("writing the admin kubeconfig", "error", err)
@@ -302,6 +327,7 @@ func serve(args []string) error {
 	if err := node.Leave(sctx); err != nil {
 		log.Warn("leaving the cluster", "error", err)
 	}
+	stopAdmission()
 	return srv.Shutdown(sctx)
 }
 
@@ -312,6 +338,10 @@ var bootstrapKeys = []fsm.Key{
 	{Resource: "namespaces", Name: "kube-system"},
 	{Resource: "namespaces", Name: "kube-public"},
 	{Resource: "services", Namespace: "default", Name: "kubernetes"},
+	// Written last by the RBAC bootstrap policy (api/authz).
+	apiauthz.BootstrapMarker,
+	// The first ServiceAccount token signing key (api/authn).
+	authn.FirstKey,
 }
 
 func bootstrappedLocally(f *fsm.FSM) bool {
