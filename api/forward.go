@@ -14,6 +14,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/user"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 )
@@ -62,6 +63,13 @@ func isWrite(info *genericapirequest.RequestInfo) bool {
 		return true
 	}
 	return false
+}
+
+// storesNothing says whether a create goes to a virtual resource (reviews,
+// TokenRequest): those write nothing, so any node answers them itself.
+func (s *Server) storesNothing(info *genericapirequest.RequestInfo) bool {
+	gvr := schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}
+	return info.Verb == "create" && s.reg.Virtual(gvr, info.Subresource) != nil
 }
 
 // forwarder sends writes received by a follower to the leader.
@@ -135,7 +143,7 @@ func (s *Server) withForwarding(next http.Handler) http.Handler {
 	f := newForwarder(s.cfg.Forward)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		info, ok := genericapirequest.RequestInfoFrom(req.Context())
-		if !ok || !isWrite(info) || f.cfg.Leadership.IsLeader() {
+		if !ok || !isWrite(info) || s.storesNothing(info) || f.cfg.Leadership.IsLeader() {
 			next.ServeHTTP(w, req)
 			return
 		}

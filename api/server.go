@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -91,6 +92,10 @@ type Server struct {
 	handler  http.Handler
 	http     *http.Server
 	listener net.Listener
+	// stopping is closed when Shutdown starts; long-running requests
+	// (watches) end on it.
+	stopping     chan struct{}
+	stoppingOnce sync.Once
 }
 
 // New builds the server over reg. It does not listen yet.
@@ -103,7 +108,7 @@ func New(cfg *Config, reg *registry.Registry) (*Server, error) {
 		log = slog.Default()
 	}
 	s := &Server{
-		cfg: cfg, reg: reg, log: log,
+		cfg: cfg, reg: reg, log: log, stopping: make(chan struct{}),
 		infos: &genericapirequest.RequestInfoFactory{
 			APIPrefixes:          sets.NewString("api", "apis"),
 			GrouplessAPIPrefixes: sets.NewString("api"),
@@ -396,6 +401,7 @@ func (s *Server) Serve() error {
 
 // Shutdown stops accepting requests and waits for in-flight ones until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.stoppingOnce.Do(func() { close(s.stopping) })
 	if s.http == nil {
 		if s.listener != nil {
 			return s.listener.Close()

@@ -137,6 +137,10 @@ func (s *Server) watch(w http.ResponseWriter, req *http.Request, st *registry.St
 		select {
 		case <-ctx.Done():
 			return
+		case <-s.stopping:
+			// The server is shutting down: end the stream so clients resume
+			// elsewhere, rather than holding Shutdown until its deadline.
+			return
 		case ev, ok := <-watcher.Events():
 			if !ok {
 				if err := watcher.Err(); err != nil && !errors.Is(err, watchcache.ErrSlowWatcher) &&

@@ -1,10 +1,13 @@
 package registry
 
 import (
+	"context"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/warning"
 	api "k8s.io/kubernetes/pkg/apis/core"
 	"k8s.io/kubernetes/pkg/printers"
 	printersinternal "k8s.io/kubernetes/pkg/printers/internalversion"
@@ -67,6 +70,7 @@ func CoreResources() []*Resource {
 			GVR: gvr(v1("secrets")), KindName: "Secret", Singular: "secret", Namespaced: true,
 			NewFunc: func() runtime.Object { return &api.Secret{} }, NewListFunc: func() runtime.Object { return &api.SecretList{} },
 			CreateStrategy: secret.Strategy, UpdateStrategy: secret.Strategy, DeleteStrategy: secret.Strategy,
+			Admit:          warnLegacyTokenSecret,
 			GetAttrs:       secret.GetAttrs,
 			TableConvertor: coreTable,
 		},
@@ -104,4 +108,16 @@ func CoreResources() []*Resource {
 			TableConvertor: coreTable,
 		},
 	}
+}
+
+// legacyTokenWarning is sent when a kubernetes.io/service-account-token
+// Secret is created: the tokens controller fills it with a token that never
+// expires. kube-apiserver only warns when such a token is used.
+const legacyTokenWarning = "kubernetes.io/service-account-token Secrets hold legacy tokens that never expire; prefer the TokenRequest API (kubectl create token)"
+
+func warnLegacyTokenSecret(ctx context.Context, obj, old runtime.Object) error {
+	if s, ok := obj.(*api.Secret); ok && old == nil && s.Type == api.SecretTypeServiceAccountToken {
+		warning.AddWarning(ctx, "", legacyTokenWarning)
+	}
+	return nil
 }
