@@ -16,10 +16,14 @@ import (
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/informers"
+	certificatesinformers "k8s.io/client-go/informers/certificates/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller/certificates/approver"
+	"k8s.io/kubernetes/pkg/controller/certificates/cleaner"
 	"k8s.io/kubernetes/pkg/controller/certificates/rootcacertpublisher"
+	"k8s.io/kubernetes/pkg/controller/certificates/signer"
 	"k8s.io/kubernetes/pkg/controller/clusterroleaggregation"
 	serviceaccountcontroller "k8s.io/kubernetes/pkg/controller/serviceaccount"
 	kubeserviceaccount "k8s.io/kubernetes/pkg/serviceaccount"
@@ -36,6 +40,9 @@ const (
 	// TokensController runs as the root identity (KubeControllerManagerUser),
 	// as kube-controller-manager's tokens controller does.
 	TokensController = "tokens-controller"
+	// CertificateController is the ServiceAccount kube's CSR signing,
+	// approving and cleaning controllers act as.
+	CertificateController = "certificate-controller"
 )
 
 // KubeControllerManagerUser is the root identity of kube-controller-manager:
@@ -83,6 +90,13 @@ type KubeConfig struct {
 	// tokens controller off (kube-controller-manager does the same without
 	// --service-account-private-key-file).
 	TokenGenerator kubeserviceaccount.TokenGenerator
+	// Signers are the built-in CSR signers' CAs; a signer without files is
+	// not run. kube-controller-manager's --cluster-signing-*-file flags.
+	Signers Signers
+	// SigningDuration caps the lifetime of a signed certificate; a CSR's
+	// spec.expirationSeconds may only shorten it
+	// (--cluster-signing-duration, one year by default).
+	SigningDuration time.Duration
 	// UserAgent prefixes every controller's User-Agent; the controller's
 	// name is appended after a slash, as kube-controller-manager does.
 	UserAgent string
@@ -94,10 +108,23 @@ type KubeConfig struct {
 	Logger *slog.Logger
 }
 
+// SignerFiles are a signing CA's certificate and key files (PEM). kube's
+// signer reloads them when they change.
+type SignerFiles struct {
+	CertFile, KeyFile string
+}
+
+// Signers names the CA of each built-in signer.
+type Signers struct {
+	KubeAPIServerClient        SignerFiles // kubernetes.io/kube-apiserver-client
+	KubeAPIServerClientKubelet SignerFiles // kubernetes.io/kube-apiserver-client-kubelet
+	KubeletServing             SignerFiles // kubernetes.io/kubelet-serving
+}
+
 // DefaultKubeConfig returns kube-controller-manager's client defaults;
 // Host, CAPEM and Issuer must still be set.
 func DefaultKubeConfig() *KubeConfig {
-	return &KubeConfig{UserAgent: "kube-controller-manager", QPS: 20, Burst: 30}
+	return &KubeConfig{UserAgent: "kube-controller-manager", QPS: 20, Burst: 30, SigningDuration: 365 * 24 * time.Hour}
 }
 
 // ValidateKubeConfig reports what makes c unusable.
@@ -266,10 +293,6 @@ func (k *Kube) Run(ctx context.Context) error {
 	}
 	factory := informers.NewSharedInformerFactory(root, 0)
 
-	type runnable struct {
-		name string
-		run  func(ctx context.Context)
-	}
 	var run []runnable
 
 	saClient, err := cl.forIdentity(ControllerIdentity(ServiceAccountController), ServiceAccountController)
@@ -318,6 +341,12 @@ func (k *Kube) Run(ctx context.Context) error {
 		k.log.Warn("the tokens controller is off: no signing key for legacy service account tokens")
 	}
 
+	csrRun, err := k.certificateControllers(ctx, cl, factory)
+	if err != nil {
+		return err
+	}
+	run = append(run, csrRun...)
+
 	var wg sync.WaitGroup
 	for _, r := range run {
 		wg.Add(1)
@@ -335,4 +364,49 @@ func (k *Kube) Run(ctx context.Context) error {
 	cl.close()
 	factory.Shutdown()
 	return nil
+}
+
+// runnable is one controller of a term.
+type runnable struct {
+	name string
+	run  func(ctx context.Context)
+}
+
+// certificateControllers are kube-controller-manager's CSR controllers, all
+// acting as kube-system/certificate-controller as kube runs them: a signer
+// for each built-in signer with a CA, the approver of kubelet client
+// certificates (it asks SubjectAccessReviews whether the requestor may
+// create certificatesigningrequests/nodeclient or /selfnodeclient), and the
+// cleaner of old requests.
+func (k *Kube) certificateControllers(ctx context.Context, cl *clients, factory informers.SharedInformerFactory) ([]runnable, error) {
+	client, err := cl.forIdentity(ControllerIdentity(CertificateController), CertificateController)
+	if err != nil {
+		return nil, err
+	}
+	csrs := factory.Certificates().V1().CertificateSigningRequests()
+	var run []runnable
+	signers := []struct {
+		name  string
+		files SignerFiles
+		make  func(context.Context, kubernetes.Interface, certificatesinformers.CertificateSigningRequestInformer, string, string, time.Duration) (*signer.CSRSigningController, error)
+	}{
+		{"csrsigning-kube-apiserver-client", k.cfg.Signers.KubeAPIServerClient, signer.NewKubeAPIServerClientCSRSigningController},
+		{"csrsigning-kubelet-client", k.cfg.Signers.KubeAPIServerClientKubelet, signer.NewKubeletClientCSRSigningController},
+		{"csrsigning-kubelet-serving", k.cfg.Signers.KubeletServing, signer.NewKubeletServingCSRSigningController},
+	}
+	for _, sg := range signers {
+		if sg.files.CertFile == "" || sg.files.KeyFile == "" {
+			continue
+		}
+		c, err := sg.make(ctx, client, csrs, sg.files.CertFile, sg.files.KeyFile, k.cfg.SigningDuration)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", sg.name, err)
+		}
+		run = append(run, runnable{sg.name, func(ctx context.Context) { c.Run(ctx, 5) }})
+	}
+	approve := approver.NewCSRApprovingController(ctx, client, csrs)
+	run = append(run, runnable{"csrapproving", func(ctx context.Context) { approve.Run(ctx, 5) }})
+	clean := cleaner.NewCSRCleanerController(client.CertificatesV1().CertificateSigningRequests(), csrs)
+	run = append(run, runnable{"csrcleaner", func(ctx context.Context) { clean.Run(ctx, 1) }})
+	return run, nil
 }

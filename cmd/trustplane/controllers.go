@@ -23,6 +23,8 @@ func runControllers(ctx context.Context, w *wiring, ident *identity, apiURL stri
 	kcfg.CAPEM = w.ca.CertPEM
 	kcfg.Issuer = w.ca
 	kcfg.TokenGenerator = ident.legacyTokens
+	kcfg.Signers = w.opts.signing.signers(w.caDir)
+	kcfg.SigningDuration = w.opts.signing.duration
 	kcfg.UserAgent = fmt.Sprintf("kube-controller-manager/%s (%s/%s) trustplane", api.Version.GitVersion, runtime.GOOS, runtime.GOARCH)
 	kcfg.Logger = log
 	kube, err := controllers.NewKube(kcfg)

@@ -47,6 +47,7 @@ type options struct {
 	serviceCIDR     string
 	logLevel        string
 	controllers     bool
+	signing         signingFlags
 
 	// Token authentication (api/authn).
 	tokenAuthFile           string
@@ -83,6 +84,7 @@ func parseServe(args []string) (*options, error) {
 	fs.BoolVar(&o.saExtendTokenExpiration, "service-account-extend-token-expiration", true, "issue pod-bound tokens requested for 3607s (the kubelet's transition value) for a year, as kube-apiserver does")
 	fs.StringVar(&o.serviceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "range whose first address is the ClusterIP of default/kubernetes")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	o.signing.register(fs)
 	fs.BoolVar(&o.controllers, "controllers", true, "run the leader-only controllers (default ServiceAccounts, kube-root-ca.crt, token Secrets, cluster-role aggregation)")
 	d := cluster.DefaultConfig()
 	fs.Uint64Var(&o.snapshotThreshold, "raft-snapshot-threshold", d.SnapshotThreshold, "log entries since the last snapshot that trigger a new one")
@@ -119,6 +121,9 @@ func parseServe(args []string) (*options, error) {
 		return nil, errors.New("--node-name is required")
 	}
 	if _, err := parseRuntimeConfig(o.runtimeConfig); err != nil {
+		return nil, err
+	}
+	if err := o.signing.validate(); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -213,7 +218,7 @@ func serve(args []string) error {
 	}
 	resources := append(append(registry.CoreResources(), authzResources()...), certificateResources(rc)...)
 	reg := registry.New(registry.DefaultConfig(), back, resources)
-	wired := &wiring{opts: o, log: log, ca: ca, pki: pki, node: node, fsm: f, reg: reg, back: back, rc: rc}
+	wired := &wiring{opts: o, log: log, ca: ca, pki: pki, caDir: caDir, node: node, fsm: f, reg: reg, back: back, rc: rc}
 	ident, err := setupIdentity(wired)
 	if err != nil {
 		return err
@@ -233,13 +238,17 @@ func serve(args []string) error {
 	var bootstrapped, shuttingDown atomic.Bool
 	port, _ := strconv.Atoi(listenPort)
 
+	clientCAs, err := clientCAPool(ca, o.signing.signers(caDir))
+	if err != nil {
+		return err
+	}
 	acfg := api.DefaultConfig()
 	acfg.Listen = o.listen
 	acfg.Logger = log.With("component", "api")
 	acfg.TLS = &tls.Config{
 		Certificates: []tls.Certificate{serving},
 		ClientAuth:   tls.VerifyClientCertIfGiven,
-		ClientCAs:    ca.Pool(),
+		ClientCAs:    clientCAs,
 		MinVersion:   tls.VersionTLS12,
 	}
 	acfg.LivezChecks = []healthz.HealthChecker{

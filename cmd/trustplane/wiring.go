@@ -15,14 +15,15 @@ import (
 // wiring is what the identity, authorisation and controller set-up share:
 // the node's parts after raft and the registry exist, before serving.
 type wiring struct {
-	opts *options
-	log  *slog.Logger
-	ca   *certs.CA
-	pki  string // <data-dir>/pki
-	node *cluster.Node
-	fsm  *fsm.FSM
-	reg  *registry.Registry
-	back backend
+	opts  *options
+	log   *slog.Logger
+	ca    *certs.CA
+	pki   string // <data-dir>/pki
+	caDir string // the cluster CA's directory (--ca-dir, else pki)
+	node  *cluster.Node
+	fsm   *fsm.FSM
+	reg   *registry.Registry
+	back  backend
 	// rc is the --runtime-config: which API versions are served.
 	rc *serverstore.ResourceConfig
 }
