@@ -13,10 +13,12 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	certificatesv1alpha1 "k8s.io/api/certificates/v1alpha1"
 	certificatesv1beta1 "k8s.io/api/certificates/v1beta1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -401,4 +403,52 @@ func TestClusterTrustBundleRules(t *testing.T) {
 	if st := wantAPIError(t, err, 422, metav1.StatusReasonInvalid, ""); !strings.Contains(st.Message, "spec.signerName: Invalid value: \"example.com/other\": field is immutable") {
 		t.Fatalf("signerName change: %s", st.Message)
 	}
+}
+
+// TestClusterTrustBundleAttest: publishing a bundle for a signer needs
+// attest on signers (the name or a <domain>/* wildcard), with kube's 403;
+// a bundle without a signer needs only create; every authenticated user
+// can read bundles.
+func TestClusterTrustBundleAttest(t *testing.T) {
+	n := startNode(t, "--runtime-config", "certificates.k8s.io/v1beta1=true")
+	ctx := context.Background()
+	admin := n.clientset()
+	ca := nodeCAPEM(t, n)
+	createClusterRole(t, admin, "bundle-writer", rbacv1.PolicyRule{
+		Verbs: []string{"create", "update"}, APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"clustertrustbundles"}})
+	bindClusterRole(t, admin, "bob-writes-bundles", "bundle-writer", userSubject("bob"))
+	bob := n.userClientset(t, "bob").CertificatesV1beta1().ClusterTrustBundles()
+	bundle := func(name, signer string) *certificatesv1beta1.ClusterTrustBundle {
+		return &certificatesv1beta1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: certificatesv1beta1.ClusterTrustBundleSpec{SignerName: signer, TrustBundle: ca}}
+	}
+	_, err := bob.Create(ctx, bundle("example.com:s:one", "example.com/s"), metav1.CreateOptions{})
+	wantAPIError(t, err, 403, metav1.StatusReasonForbidden,
+		`clustertrustbundles.certificates.k8s.io "example.com:s:one" is forbidden: user not permitted to attest for signerName "example.com/s"`)
+	if _, err := bob.Create(ctx, bundle("plain", ""), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a bundle without a signer: %v", err)
+	}
+	createClusterRole(t, admin, "attest-example", rbacv1.PolicyRule{
+		Verbs: []string{"attest"}, APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, ResourceNames: []string{"example.com/*"}})
+	bindClusterRole(t, admin, "bob-attests", "attest-example", userSubject("bob"))
+	waitFor(t, 10*time.Second, "bob's attest permission", func() bool {
+		_, err := bob.Create(ctx, bundle("example.com:s:one", "example.com/s"), metav1.CreateOptions{})
+		return err == nil
+	})
+	_, err = bob.Create(ctx, bundle("other.org:s:one", "other.org/s"), metav1.CreateOptions{})
+	wantAPIError(t, err, 403, metav1.StatusReasonForbidden, "*")
+
+	carol := n.userClientset(t, "carol").CertificatesV1beta1().ClusterTrustBundles()
+	l, err := carol.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("an authenticated user lists bundles: %v", err)
+	}
+	if len(l.Items) != 2 {
+		t.Fatalf("carol sees %d bundles, want 2", len(l.Items))
+	}
+	if _, err := carol.Get(ctx, "plain", metav1.GetOptions{}); err != nil {
+		t.Fatalf("an authenticated user reads a bundle: %v", err)
+	}
+	_, err = carol.Create(ctx, bundle("carols", ""), metav1.CreateOptions{})
+	wantAPIError(t, err, 403, metav1.StatusReasonForbidden, `clustertrustbundles.certificates.k8s.io is forbidden: User "carol" cannot create resource "clustertrustbundles" in API group "certificates.k8s.io" at the cluster scope`)
 }
