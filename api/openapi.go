@@ -165,12 +165,22 @@ func openAPIPathPrefix(gv schema.GroupVersion) string {
 	return "apis/" + gv.Group + "/" + gv.Version
 }
 
+// operationGroup is the group and version part of kube's operation IDs
+// (CoreV1, CertificatesV1, AuthenticationV1beta1).
+func operationGroup(gv schema.GroupVersion) string {
+	id := strings.ToUpper(gv.Version[:1]) + gv.Version[1:]
+	if gv.Group == "" {
+		return "CoreV1"
+	}
+	parts := strings.Split(gv.Group, ".")
+	return strings.ToUpper(parts[0][:1]) + parts[0][1:] + id
+}
+
 // openAPIV3Docs builds one document per served group version, keyed by its
 // path prefix, with kube-apiserver's operation names and actions.
-func openAPIV3Docs(stores []*registry.Store) (map[string][]byte, error) {
+func openAPIV3Docs(stores []*registry.Store, virtuals []*registry.Virtual) (map[string][]byte, error) {
 	docs := map[string]*openAPIDoc{}
-	for _, st := range stores {
-		gv := st.GVR.GroupVersion()
+	docFor := func(gv schema.GroupVersion) *openAPIDoc {
 		prefix := openAPIPathPrefix(gv)
 		doc := docs[prefix]
 		if doc == nil {
@@ -185,14 +195,41 @@ func openAPIV3Docs(stores []*registry.Store) (map[string][]byte, error) {
 			}
 			docs[prefix] = doc
 		}
-		gvk := st.GVK()
-		id := strings.ToUpper(gv.Version[:1]) + gv.Version[1:]
-		if gv.Group == "" {
-			id = "CoreV1"
-		} else {
-			parts := strings.Split(gv.Group, ".")
-			id = strings.ToUpper(parts[0][:1]) + parts[0][1:] + id
+		return doc
+	}
+	for _, v := range virtuals {
+		// A review or TokenRequest: one POST operation, kube's "create".
+		gv, gvk := v.GVR.GroupVersion(), v.Kind()
+		doc := docFor(gv)
+		obj, err := registry.Scheme.New(gvk)
+		if err != nil {
+			return nil, fmt.Errorf("openapi: %v is not in the scheme: %w", gvk, err)
 		}
+		doc.names[goTypeName(obj)] = true
+		path, scope := "/"+openAPIPathPrefix(gv)+"/", ""
+		params := []openAPIParam{paramPretty}
+		if v.Namespaced {
+			path += "namespaces/{namespace}/"
+			scope = "Namespaced"
+			params = append(params, pathParam("namespace", "object name and auth scope, such as for teams and projects"))
+		}
+		path += v.GVR.Resource
+		if v.Subresource != "" {
+			path += "/{name}/" + v.Subresource
+			params = append(params, pathParam("name", "name of the "+gvk.Kind))
+		}
+		one := schemaName(obj)
+		doc.Paths[path] = map[string]any{
+			"parameters": params,
+			"post":       operation("create"+operationGroup(gv)+scope+gvk.Kind, "post", gvk, "201", one, one, bodyTypes, paramDryRun, paramFieldManager, paramFieldValidation),
+		}
+	}
+	for _, st := range stores {
+		gv := st.GVR.GroupVersion()
+		prefix := openAPIPathPrefix(gv)
+		doc := docFor(gv)
+		gvk := st.GVK()
+		id := operationGroup(gv)
 		base := "/" + prefix + "/"
 		scope := ""
 		collectionParams := []openAPIParam{paramPretty}
@@ -284,8 +321,8 @@ type openAPIV3 struct {
 	docs  map[string][]byte
 }
 
-func newOpenAPIV3(stores []*registry.Store) (*openAPIV3, error) {
-	docs, err := openAPIV3Docs(stores)
+func newOpenAPIV3(stores []*registry.Store, virtuals []*registry.Virtual) (*openAPIV3, error) {
+	docs, err := openAPIV3Docs(stores, virtuals)
 	if err != nil {
 		return nil, err
 	}

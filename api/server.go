@@ -114,7 +114,7 @@ func New(cfg *Config, reg *registry.Registry) (*Server, error) {
 			GrouplessAPIPrefixes: sets.NewString("api"),
 		},
 	}
-	oapi, err := newOpenAPIV3(reg.Stores())
+	oapi, err := newOpenAPIV3(reg.Stores(), reg.Virtuals())
 	if err != nil {
 		return nil, err
 	}
