@@ -25,6 +25,7 @@ func runControllers(ctx context.Context, w *wiring, ident *identity, apiURL stri
 	kcfg.TokenGenerator = ident.legacyTokens
 	kcfg.Signers = w.opts.signing.signers(w.caDir)
 	kcfg.SigningDuration = w.opts.signing.duration
+	kcfg.QPS, kcfg.Burst = float32(w.opts.controllersQPS), w.opts.controllersBurst
 	kcfg.UserAgent = fmt.Sprintf("kube-controller-manager/%s (%s/%s) trustplane", api.Version.GitVersion, runtime.GOOS, runtime.GOARCH)
 	kcfg.Logger = log
 	kube, err := controllers.NewKube(kcfg)

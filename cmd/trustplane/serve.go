@@ -34,20 +34,22 @@ import (
 
 // options are the serve flags.
 type options struct {
-	dataDir         string
-	listen          string
-	raftAddr        string
-	gossipAddr      string
-	nodeName        string
-	join            string
-	bootstrapExpect int
-	caDir           string
-	runtimeConfig   string
-	saIssuer        string
-	serviceCIDR     string
-	logLevel        string
-	controllers     bool
-	signing         signingFlags
+	dataDir          string
+	listen           string
+	raftAddr         string
+	gossipAddr       string
+	nodeName         string
+	join             string
+	bootstrapExpect  int
+	caDir            string
+	runtimeConfig    string
+	saIssuer         string
+	serviceCIDR      string
+	logLevel         string
+	controllers      bool
+	controllersQPS   float64
+	controllersBurst int
+	signing          signingFlags
 
 	// Token authentication (api/authn).
 	tokenAuthFile           string
@@ -85,6 +87,8 @@ func parseServe(args []string) (*options, error) {
 	fs.StringVar(&o.serviceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "range whose first address is the ClusterIP of default/kubernetes")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	o.signing.register(fs)
+	fs.Float64Var(&o.controllersQPS, "controllers-api-qps", 1000, "requests per second each controller identity may send to the API (kube-controller-manager's --kube-api-qps, which defaults to 20)")
+	fs.IntVar(&o.controllersBurst, "controllers-api-burst", 2000, "burst above --controllers-api-qps (kube-controller-manager's --kube-api-burst)")
 	fs.BoolVar(&o.controllers, "controllers", true, "run the leader-only controllers (default ServiceAccounts, kube-root-ca.crt, token Secrets, cluster-role aggregation)")
 	d := cluster.DefaultConfig()
 	fs.Uint64Var(&o.snapshotThreshold, "raft-snapshot-threshold", d.SnapshotThreshold, "log entries since the last snapshot that trigger a new one")
@@ -125,6 +129,9 @@ func parseServe(args []string) (*options, error) {
 	}
 	if err := o.signing.validate(); err != nil {
 		return nil, err
+	}
+	if o.controllersQPS <= 0 || o.controllersBurst < 1 {
+		return nil, fmt.Errorf("--controllers-api-qps %v and --controllers-api-burst %d: both must be positive", o.controllersQPS, o.controllersBurst)
 	}
 	return o, nil
 }
