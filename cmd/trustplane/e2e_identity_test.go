@@ -1,7 +1,9 @@
 package main_test
 
 import (
+	"encoding/json"
 	"net/http"
+	"slices"
 	"testing"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -31,4 +33,28 @@ func TestOIDCDiscoveryAccess(t *testing.T) {
 	}
 	// Without credentials: 401.
 	wantStatus(t, do(t, n.anonClient(), http.MethodGet, n.url()+"/openid/v1/jwks", nil, nil), http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
+}
+
+// TestSelfSubjectReviewImpersonated: SelfSubjectReview returns the
+// effective user, the impersonated one, with extra keys lower-cased.
+func TestSelfSubjectReviewImpersonated(t *testing.T) {
+	n := startNode(t)
+	r := do(t, n.httpClient(), http.MethodPost, n.url()+"/apis/authentication.k8s.io/v1/selfsubjectreviews",
+		map[string]string{"Content-Type": "application/json", "Impersonate-User": "dana", "Impersonate-Group": "team-x",
+			"Impersonate-Uid": "u-1", "Impersonate-Extra-Scopes": "read"},
+		[]byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`))
+	if r.code != http.StatusCreated {
+		t.Fatalf("SelfSubjectReview: %d %s", r.code, r.body)
+	}
+	var ssr authenticationv1.SelfSubjectReview
+	if err := json.Unmarshal(r.body, &ssr); err != nil {
+		t.Fatal(err)
+	}
+	ui := ssr.Status.UserInfo
+	if ui.Username != "dana" || ui.UID != "u-1" || !slices.Contains(ui.Groups, "team-x") || !slices.Contains(ui.Groups, "system:authenticated") {
+		t.Fatalf("effective user %+v, want dana (u-1) in team-x and system:authenticated", ui)
+	}
+	if got := ui.Extra["scopes"]; len(got) != 1 || got[0] != "read" {
+		t.Fatalf("extra %v, want scopes=[read] under a lower-case key", ui.Extra)
+	}
 }
