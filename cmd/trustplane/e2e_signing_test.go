@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/trustplane/trustplane/certs"
 )
 
 // keyedCSR is a certificate request and the key it was made with.
@@ -340,5 +343,87 @@ func TestCSRSigningThroughLeaderKill(t *testing.T) {
 		if string(c.Status.Certificate) != string(first) {
 			t.Fatalf("node %s holds another certificate", n.name)
 		}
+	}
+}
+
+// TestCSRSigningOptions: a separate CA for kube-apiserver-client signs (and
+// its certificates authenticate), --cluster-signing-duration caps the
+// lifetime, the signer refuses usages outside client auth, and a new
+// node's first certificate is auto-approved for a requestor that may
+// create certificatesigningrequests/nodeclient.
+func TestCSRSigningOptions(t *testing.T) {
+	signerDir := t.TempDir()
+	signerCA, err := certs.LoadOrCreateCA(signerDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t,
+		"--cluster-signing-kube-apiserver-client-cert-file", filepath.Join(signerDir, certs.CACertFile),
+		"--cluster-signing-kube-apiserver-client-key-file", filepath.Join(signerDir, certs.CAKeyFile),
+		"--cluster-signing-duration", "20m")
+	ctx := context.Background()
+	admin := n.clientset()
+	csrs := admin.CertificatesV1().CertificateSigningRequests()
+
+	req := makeKeyedCSR(t, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "elsewhere", Organization: []string{"team-c"}}})
+	if _, err := csrs.Create(ctx, csrObject("separate-ca", certificatesv1.KubeAPIServerClientSignerName, req.pem, 3600,
+		certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Server auth is not a kube-apiserver-client usage.
+	if _, err := csrs.Create(ctx, csrObject("server-usage", certificatesv1.KubeAPIServerClientSignerName,
+		makeKeyedCSR(t, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "srv"}}).pem, 0,
+		certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.mustKubectl("certificate", "approve", "separate-ca", "server-usage")
+	signed := waitCSR(t, admin, "separate-ca", 30*time.Second, "issued", issued)
+	cert := parseIssued(t, signed)
+	if err := cert.CheckSignatureFrom(signerCA.Cert); err != nil {
+		t.Fatalf("the certificate is not signed by the configured signer CA: %v", err)
+	}
+	if life := cert.NotAfter.Sub(cert.NotBefore); life > 20*time.Minute+10*time.Minute || life < 20*time.Minute {
+		t.Fatalf("lifetime %v, want the 20m --cluster-signing-duration cap (plus backdating), not the 1h asked for", life)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(req.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := n.restConfig()
+	cfg.CertFile, cfg.KeyFile = "", ""
+	cfg.CertData, cfg.KeyData = signed.Status.Certificate, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ssr, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a certificate from the separate signer CA does not authenticate: %v", err)
+	}
+	if ssr.Status.UserInfo.Username != "elsewhere" {
+		t.Fatalf("authenticated as %q", ssr.Status.UserInfo.Username)
+	}
+	failed := waitCSR(t, admin, "server-usage", 30*time.Second, "failed", func(c *certificatesv1.CertificateSigningRequest) bool {
+		return condition(c, certificatesv1.CertificateFailed) != nil
+	})
+	if issued(failed) || condition(failed, certificatesv1.CertificateFailed).Reason != "SignerValidationFailure" {
+		t.Fatalf("server-usage: %+v", failed.Status)
+	}
+
+	// A bootstrap identity with nodeclient gets the node's first
+	// kubelet client certificate approved automatically.
+	createClusterRole(t, admin, "csr-creator", rbacv1.PolicyRule{
+		Verbs: []string{"create", "get"}, APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}})
+	bindClusterRole(t, admin, "bootstrappers-create", "csr-creator", groupSubject("system:bootstrappers"))
+	bindClusterRole(t, admin, "bootstrappers-nodeclient", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", groupSubject("system:bootstrappers"))
+	boot := n.userClientset(t, "bootstrap-abcdef", "system:bootstrappers")
+	if _, err := boot.CertificatesV1().CertificateSigningRequests().Create(ctx, csrObject("new-node", certificatesv1.KubeAPIServerClientKubeletSignerName,
+		makeKeyedCSR(t, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:n9", Organization: []string{"system:nodes"}}}).pem, 0,
+		certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	first := waitCSR(t, admin, "new-node", 30*time.Second, "auto-approved and issued", issued)
+	if a := condition(first, certificatesv1.CertificateApproved); a == nil || a.Reason != "AutoApproved" {
+		t.Fatalf("new node approval %+v, want AutoApproved", a)
 	}
 }
