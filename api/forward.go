@@ -143,7 +143,8 @@ func (s *Server) withForwarding(next http.Handler) http.Handler {
 	f := newForwarder(s.cfg.Forward)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		info, ok := genericapirequest.RequestInfoFrom(req.Context())
-		if !ok || !isWrite(info) || s.storesNothing(info) || f.cfg.Leadership.IsLeader() {
+		action := req.Method == http.MethodPost && s.cfg.Actions[req.URL.Path] != nil
+		if !ok || !(isWrite(info) || action) || s.storesNothing(info) || f.cfg.Leadership.IsLeader() {
 			next.ServeHTTP(w, req)
 			return
 		}

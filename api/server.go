@@ -55,6 +55,10 @@ type Config struct {
 	// Paths adds GET handlers for non-resource paths (OIDC discovery). They
 	// go through authentication and authorisation like every request.
 	Paths map[string]http.Handler
+	// Actions adds POST handlers for operator actions (signing-key
+	// rotation). Only system:masters may call them, and a follower forwards
+	// them to the leader, which must run them.
+	Actions map[string]http.Handler
 	// Authorizer decides every authenticated request and impersonation.
 	// nil allows everything an authenticated caller asks.
 	Authorizer authorizer.Authorizer
@@ -149,6 +153,9 @@ func (s *Server) buildHandler() http.Handler {
 	r.Handler(http.MethodDelete, membersPath+"/:name", s.onlyMasters(http.HandlerFunc(s.serveMembers)))
 	for p, h := range s.cfg.Paths {
 		r.Handler(http.MethodGet, p, h)
+	}
+	for p, h := range s.cfg.Actions {
+		r.Handler(http.MethodPost, p, s.onlyMasters(h))
 	}
 	r.HandlerFunc(http.MethodGet, "/api", s.serveAPIVersions)
 	r.HandlerFunc(http.MethodGet, "/apis", s.serveAPIGroupList)

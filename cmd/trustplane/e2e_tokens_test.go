@@ -512,6 +512,53 @@ func TestTokenAcrossNodes(t *testing.T) {
 	if st := review(t, nodes[2].clientset(), tok); !st.Authenticated {
 		t.Fatalf("TokenReview through %s: %+v", nodes[2].name, st)
 	}
+
+	// Rotation through a follower: the leader writes a new key, every
+	// node signs with it, and the old token still verifies everywhere.
+	leader := leaderOf(t, nodes)
+	f := followersOf(nodes, leader)[0]
+	kidOf := func(token string) string {
+		var h struct {
+			Kid string `json:"kid"`
+		}
+		b, err := base64.RawURLEncoding.DecodeString(strings.Split(token, ".")[0])
+		if err != nil || json.Unmarshal(b, &h) != nil {
+			t.Fatalf("token header: %v", err)
+		}
+		return h.Kid
+	}
+	oldKid := kidOf(tok)
+	r := do(t, f.userHTTP(t, "operator-wannabe"), http.MethodPost, f.url()+"/debug/trustplane/signing-keys/rotate", nil, nil)
+	if r.code != http.StatusForbidden {
+		t.Fatalf("rotation by a user outside system:masters: %d %s", r.code, r.body)
+	}
+	r = do(t, f.httpClient(), http.MethodPost, f.url()+"/debug/trustplane/signing-keys/rotate", nil, nil)
+	var rotated struct {
+		Kid string `json:"kid"`
+	}
+	if r.code != http.StatusOK || json.Unmarshal(r.body, &rotated) != nil || rotated.Kid == "" || rotated.Kid == oldKid {
+		t.Fatalf("rotation through a follower: %d %s", r.code, r.body)
+	}
+	for _, n := range nodes {
+		eventually(t, 50, func() string {
+			if kid := kidOf(requestToken(t, n.clientset(), "default", "roamer", authenticationv1.TokenRequestSpec{}).Status.Token); kid != rotated.Kid {
+				return fmt.Sprintf("node %s signs with %s, want the new key %s", n.name, kid, rotated.Kid)
+			}
+			return ""
+		})
+		if st := review(t, n.clientset(), tok); !st.Authenticated {
+			t.Fatalf("a token from before the rotation no longer verifies on %s: %+v", n.name, st)
+		}
+	}
+	var jwks struct {
+		Keys []struct {
+			Kid string `json:"kid"`
+		} `json:"keys"`
+	}
+	r = do(t, nodes[2].httpClient(), http.MethodGet, nodes[2].url()+"/openid/v1/jwks", nil, nil)
+	if err := json.Unmarshal(r.body, &jwks); err != nil || len(jwks.Keys) != 2 {
+		t.Fatalf("jwks after rotation: %s", r.body)
+	}
 }
 
 // TestTokenFlagsValidated: serve refuses bad token flags with kube's

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -21,6 +22,8 @@ type identity struct {
 	legacyTokens serviceaccount.TokenGenerator
 	// paths are extra GET handlers (OIDC discovery).
 	paths map[string]http.Handler
+	// actions are operator POST handlers (signing-key rotation).
+	actions map[string]http.Handler
 	// bootstrap runs on the leader before the node reports ready.
 	bootstrap []leaderTask
 	// keys are the replicated token signing keys (rotation: keys.Rotate on
@@ -53,7 +56,26 @@ func setupIdentity(w *wiring) (*identity, error) {
 		authenticator: id.Authenticator,
 		legacyTokens:  id.LegacyTokens,
 		paths:         id.Paths,
+		actions:       map[string]http.Handler{rotatePath: rotateHandler(keys)},
 		bootstrap:     []leaderTask{keys.EnsureKey},
 		keys:          keys,
 	}, nil
+}
+
+// rotatePath rotates the token signing key: POST, system:masters only,
+// served by the leader (e.g. kubectl create --raw <path> -f /dev/null).
+const rotatePath = "/debug/trustplane/signing-keys/rotate"
+
+// rotateHandler writes a new signing key through Raft and answers with its
+// key id. Tokens signed by older keys keep verifying.
+func rotateHandler(keys *authn.KeyStore) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		kid, err := keys.Rotate(req.Context())
+		if err != nil {
+			http.Error(w, "rotating the signing key failed: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]string{"kid": kid})
+	})
 }

@@ -283,6 +283,7 @@ func serve(args []string) error {
 	acfg.Membership = membership{node}
 	acfg.Authenticator = ident.authenticator
 	acfg.Paths = ident.paths
+	acfg.Actions = ident.actions
 	acfg.Authorizer = az.authorizer
 	acfg.Watch = wc
 	if o.multiNode() {
