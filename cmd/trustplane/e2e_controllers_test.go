@@ -57,11 +57,7 @@ func within(timeout time.Duration, cond func() (bool, error)) (bool, error) {
 // copy it.
 func (n *node) caPEM(t testing.TB) string {
 	t.Helper()
-	dir := n.caDir
-	if dir == "" {
-		dir = filepath.Join(n.dir, "pki")
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	b, err := os.ReadFile(filepath.Join(n.caDirPath(), "ca.crt"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -47,20 +45,6 @@ func newCSR(t testing.TB, name, signer string, usages ...certificatesv1.KeyUsage
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec:       certificatesv1.CertificateSigningRequestSpec{Request: csrPEM(t, name), SignerName: signer, Usages: usages},
 	}
-}
-
-// nodeCAPEM is the cluster CA certificate, a valid trust anchor for bundles.
-func nodeCAPEM(t testing.TB, n *node) string {
-	t.Helper()
-	dir := n.caDir
-	if dir == "" {
-		dir = filepath.Join(n.dir, "pki")
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // TestSignerNameFieldSelector: spec.signerName selects CSRs and
@@ -115,7 +99,7 @@ func TestSignerNameFieldSelector(t *testing.T) {
 	}
 
 	bundles := cs.CertificatesV1alpha1().ClusterTrustBundles()
-	ca := nodeCAPEM(t, n)
+	ca := n.caPEM(t)
 	for name, signer := range map[string]string{"example.com:a:one": "example.com/a", "example.com:b:one": "example.com/b", "unsigned": ""} {
 		b := &certificatesv1alpha1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: certificatesv1alpha1.ClusterTrustBundleSpec{SignerName: signer, TrustBundle: ca}}
@@ -235,7 +219,7 @@ func TestCSRRules(t *testing.T) {
 		t.Fatalf("spec changed by an update: %+v", got.Spec)
 	}
 
-	cert := []byte(nodeCAPEM(t, n))
+	cert := []byte(n.caPEM(t))
 	// A certificate before approval is refused.
 	pending := got.DeepCopy()
 	pending.Status.Certificate = cert
@@ -352,16 +336,8 @@ func TestClusterTrustBundleRules(t *testing.T) {
 	n := startNode(t, "--runtime-config", "certificates.k8s.io/v1beta1=true")
 	ctx := context.Background()
 	bundles := n.clientset().CertificatesV1beta1().ClusterTrustBundles()
-	ca := nodeCAPEM(t, n)
-	dir := n.caDir
-	if dir == "" {
-		dir = filepath.Join(n.dir, "pki")
-	}
-	authority, err := certs.LoadCA(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, _, err := authority.Issue(certs.Request{CommonName: "leaf", Client: true})
+	ca := n.caPEM(t)
+	leaf, _, err := n.clusterCA(t).Issue(certs.Request{CommonName: "leaf", Client: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +389,7 @@ func TestClusterTrustBundleAttest(t *testing.T) {
 	n := startNode(t, "--runtime-config", "certificates.k8s.io/v1beta1=true")
 	ctx := context.Background()
 	admin := n.clientset()
-	ca := nodeCAPEM(t, n)
+	ca := n.caPEM(t)
 	createClusterRole(t, admin, "bundle-writer", rbacv1.PolicyRule{
 		Verbs: []string{"create", "update"}, APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"clustertrustbundles"}})
 	bindClusterRole(t, admin, "bob-writes-bundles", "bundle-writer", userSubject("bob"))

@@ -201,15 +201,7 @@ func sameSnapshot(t testing.TB, before, after map[string]string) {
 // other than the admin.
 func (n *node) userConfig(t testing.TB, name string, groups ...string) *rest.Config {
 	t.Helper()
-	dir := n.caDir
-	if dir == "" {
-		dir = filepath.Join(n.dir, "pki")
-	}
-	ca, err := certs.LoadCA(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, keyPEM, err := ca.Issue(certs.Request{CommonName: name, Organization: groups, Client: true, Duration: time.Hour})
+	certPEM, keyPEM, err := n.clusterCA(t).Issue(certs.Request{CommonName: name, Organization: groups, Client: true, Duration: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,4 +243,23 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// caDirPath is where n's cluster CA lives: the shared --ca-dir, or the
+// node's own pki directory.
+func (n *node) caDirPath() string {
+	if n.caDir != "" {
+		return n.caDir
+	}
+	return filepath.Join(n.dir, "pki")
+}
+
+// clusterCA loads n's cluster CA, to issue test credentials with it.
+func (n *node) clusterCA(t testing.TB) *certs.CA {
+	t.Helper()
+	ca, err := certs.LoadCA(n.caDirPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
 }

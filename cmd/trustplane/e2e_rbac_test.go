@@ -86,14 +86,7 @@ func (n *node) userHTTP(t *testing.T, name string, groups ...string) *http.Clien
 // userKubectl runs kubectl with a kubeconfig of its own for user name.
 func (n *node) userKubectl(t *testing.T, name string, args ...string) (string, error) {
 	t.Helper()
-	dir := n.caDir
-	if dir == "" {
-		dir = filepath.Join(n.dir, "pki")
-	}
-	ca, err := certs.LoadCA(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := n.clusterCA(t)
 	certPEM, keyPEM, err := ca.Issue(certs.Request{CommonName: name, Client: true, Duration: time.Hour})
 	if err != nil {
 		t.Fatal(err)

@@ -208,11 +208,7 @@ func (n *node) fullLog() string {
 
 // caPool reads the cluster CA the node generated.
 func (n *node) caPool() *x509.CertPool {
-	dir := n.caDir
-	if dir == "" {
-		dir = filepath.Join(n.dir, "pki")
-	}
-	pem, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	pem, err := os.ReadFile(filepath.Join(n.caDirPath(), "ca.crt"))
 	if err != nil {
 		return nil
 	}
