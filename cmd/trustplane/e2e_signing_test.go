@@ -295,6 +295,11 @@ func TestCSRSigningThroughLeaderKill(t *testing.T) {
 	}
 	defer w.Stop()
 
+	// A bootstrap ClusterRole deleted now is put back by the next leader,
+	// which reconciles the bootstrap policy when it takes over.
+	if err := cs.RbacV1().ClusterRoles().Delete(ctx, "view", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	leader.kill()
 	waitFor(t, 60*time.Second, "kubectl certificate approve through a follower after the leader died", func() bool {
 		_, err := f.kubectl("certificate", "approve", "survivor")
@@ -335,6 +340,10 @@ func TestCSRSigningThroughLeaderKill(t *testing.T) {
 	if sets != 1 {
 		t.Fatalf("the certificate was set %d times, want exactly once", sets)
 	}
+	waitFor(t, 30*time.Second, "the new leader to recreate the bootstrap ClusterRole view", func() bool {
+		_, err := cs.RbacV1().ClusterRoles().Get(ctx, "view", metav1.GetOptions{})
+		return err == nil
+	})
 	for _, n := range followersOf(nodes, leader) {
 		c, err := n.clientset().CertificatesV1().CertificateSigningRequests().Get(ctx, "survivor", metav1.GetOptions{})
 		if err != nil {

@@ -320,6 +320,7 @@ func serve(args []string) error {
 			return
 		}
 		bootstrapped.Store(true)
+		go rebootstrapOnLeadership(ctx, log, node, tasks)
 		go runControllers(ctx, wired, ident, apiURL(srv.Addr().String(), listenHost))
 		kubeconfig := filepath.Join(o.dataDir, "admin.kubeconfig")
 		if err := writeAdminKubeconfig(ca, pki, kubeconfig, apiURL(srv.Addr().String(), listenHost)); err != nil {
@@ -396,6 +397,43 @@ func bootstrap(ctx context.Context, log *slog.Logger, node *cluster.Node, f *fsm
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// rebootstrapOnLeadership runs the leader tasks again each time this node
+// becomes leader, as kube-apiserver reconciles its bootstrap policy at every
+// start: a leader running a newer version brings the RBAC policy and the
+// default objects up to date. The tasks are idempotent and write nothing
+// when all is in place. It returns when ctx ends.
+func rebootstrapOnLeadership(ctx context.Context, log *slog.Logger, node *cluster.Node, tasks []leaderTask) {
+	done := node.IsLeader() // the start-up bootstrap covered this term
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !node.IsLeader() {
+			done = false
+			continue
+		}
+		if done {
+			continue
+		}
+		done = true
+		for _, task := range tasks {
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := task(rctx)
+			cancel()
+			if err != nil {
+				// Try again on the next tick while this node still leads.
+				log.Warn("re-running a bootstrap task as the new leader", "error", err)
+				done = false
+				break
+			}
 		}
 	}
 }
