@@ -1,7 +1,11 @@
 // Package api owns the HTTP face of trustplane: TLS serving, the filter chain
-// (panic recovery, authentication, warnings), content negotiation, the
-// generic REST handlers, discovery, the OpenAPI v3 documents, version and
-// health endpoints.
+// (panic recovery, authentication, impersonation, authorisation, leader
+// forwarding, warnings), content negotiation, the generic REST handlers
+// (resources, their subresources, and virtual resources such as reviews),
+// discovery, the OpenAPI v3 documents, version and health endpoints.
+// Authentication, authorisation and admission decisions are made by the
+// api/authn, api/authz and api/admission packages plugged in through Config
+// and the registry.
 //
 // Rules it keeps:
 //   - Handlers only parse, negotiate and write; every Kubernetes rule about
@@ -12,4 +16,8 @@
 //   - Nothing a client sends may take the node down: handler panics become
 //     500 Status responses and are logged with a stack.
 //   - Request bodies are bounded (3 MiB, as kube-apiserver).
+//   - Authorisation sees the effective user: impersonation runs first, and
+//     a follower forwards a write with that user in X-Remote-* headers,
+//     which only peer node certificates may set.
+//   - Only the health and version paths are served without credentials.
 package api

@@ -14,4 +14,8 @@
 //     an optimistic loop on ModRevision.
 //   - fsm sentinel errors become Kubernetes Status errors here; the HTTP layer
 //     only writes them out.
+//   - A Resource's Admit hook (admission) runs before its strategy, on the
+//     leader, inside the update loop; subresources (status, approval) update
+//     through their own strategy. Virtual resources (reviews, TokenRequest)
+//     are registered here for discovery but never stored.
 package registry
