@@ -125,7 +125,7 @@ func (s *Server) serveResourceList(w http.ResponseWriter, req *http.Request, gv 
 		sort.Strings(subs)
 		for _, sub := range subs {
 			list.APIResources = append(list.APIResources, metav1.APIResource{
-				Name: st.GVR.Resource + "/" + sub, Namespaced: st.Namespaced, Kind: st.KindName, Verbs: []string{"get", "patch", "update"},
+				Name: st.GVR.Resource + "/" + sub, Namespaced: st.Namespaced, Kind: st.KindName, Verbs: st.VerbsOf(sub),
 			})
 		}
 	}

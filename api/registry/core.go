@@ -2,9 +2,13 @@ package registry
 
 import (
 	"context"
+	"errors"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/warning"
@@ -36,7 +40,10 @@ func CoreResources() []*Resource {
 			GVR: gvr(v1("namespaces")), KindName: "Namespace", Singular: "namespace", ShortNames: []string{"ns"},
 			NewFunc: func() runtime.Object { return &api.Namespace{} }, NewListFunc: func() runtime.Object { return &api.NamespaceList{} },
 			CreateStrategy: namespace.Strategy, UpdateStrategy: namespace.Strategy, DeleteStrategy: namespace.Strategy,
-			Subresources:           map[string]rest.RESTUpdateStrategy{"status": namespace.StatusStrategy},
+			// The namespace controller removes its kubernetes finalizer
+			// through finalize, which kube routes for update only.
+			Subresources:           map[string]rest.RESTUpdateStrategy{"status": namespace.StatusStrategy, "finalize": namespace.FinalizeStrategy},
+			SubresourceVerbs:       map[string][]string{"finalize": {"update"}},
 			OwnDeletePreconditions: true,
 			ReturnDeletedObject:    true,
 			Finalizers: func(obj runtime.Object) []string {
@@ -55,6 +62,7 @@ func CoreResources() []*Resource {
 				ns.Status.Phase = api.NamespaceTerminating
 				ns.DeletionGracePeriodSeconds = nil
 			},
+			AdmitDelete:    keepSystemNamespaces,
 			GetAttrs:       namespace.GetAttrs,
 			TableConvertor: coreTable,
 		},
@@ -108,6 +116,18 @@ func CoreResources() []*Resource {
 			TableConvertor: coreTable,
 		},
 	}
+}
+
+// systemNamespaces are kube's immortal namespaces: the NamespaceLifecycle
+// admission refuses to delete them, so the namespace controller never
+// empties them.
+var systemNamespaces = sets.New(metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic)
+
+func keepSystemNamespaces(_ context.Context, name string) error {
+	if systemNamespaces.Has(name) {
+		return apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, name, errors.New("this namespace may not be deleted"))
+	}
+	return nil
 }
 
 // legacyTokenWarning is sent when a kubernetes.io/service-account-token

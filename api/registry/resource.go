@@ -38,6 +38,11 @@ type Resource struct {
 	// and patch (status, approval, finalize), each with the strategy that
 	// decides which fields an update through it may change.
 	Subresources map[string]rest.RESTUpdateStrategy
+	// SubresourceVerbs narrows the verbs of a subresource that does not
+	// serve all of get, patch and update (a namespace's finalize is
+	// update only, as kube-apiserver routes it); a subresource absent from
+	// it serves all three.
+	SubresourceVerbs map[string][]string
 
 	// ReadOnly hides the write verbs from clients; the server itself may
 	// still write through the store (default/kubernetes).
@@ -71,6 +76,11 @@ type Resource struct {
 	// Status error (RBAC escalation checks). It runs on the leader, inside
 	// the optimistic update loop, so it must be safe to run more than once.
 	Admit func(ctx context.Context, obj, old runtime.Object) error
+	// AdmitDelete is the resource's admission of a delete, run before the
+	// object is read: it may refuse the deletion of the named object with
+	// a Status error (kube's NamespaceLifecycle keeps the system
+	// namespaces).
+	AdmitDelete func(ctx context.Context, name string) error
 }
 
 // GroupResource is the resource's qualified name used in Status errors.
@@ -104,6 +114,29 @@ func (r *Resource) Verbs() []string {
 		v = append(v, "patch", "update")
 	}
 	return append(v, "watch")
+}
+
+// subresourceVerbs are the verbs a subresource serves unless
+// SubresourceVerbs says otherwise.
+var subresourceVerbs = []string{"get", "patch", "update"}
+
+// VerbsOf lists the verbs the subresource sub serves, for discovery.
+func (r *Resource) VerbsOf(sub string) []string {
+	if v, ok := r.SubresourceVerbs[sub]; ok {
+		return v
+	}
+	return subresourceVerbs
+}
+
+// Serves reports whether the subresource sub serves verb; a request for a
+// verb it does not serve is answered 405, as kube-apiserver's router does.
+func (r *Resource) Serves(sub, verb string) bool {
+	for _, v := range r.VerbsOf(sub) {
+		if v == verb {
+			return true
+		}
+	}
+	return false
 }
 
 // continueToken is the state a continue parameter carries: the revision of

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -451,11 +452,21 @@ func checkPreconditions(gr schema.GroupResource, name string, p *metav1.Precondi
 //     unscheduled pod) the marked object is deleted at once, as kube does;
 //   - everything else is deleted at once.
 //
+// Before that, the options' propagation policy (or the legacy
+// orphanDependents) sets the orphan or foregroundDeletion finalizer for the
+// garbage collector, as kube's deletionFinalizersForGarbageCollection does;
+// such a finalizer holds the object like any other.
+//
 // Preconditions are checked by rest.BeforeDelete, with its messages (or, for
 // resources with OwnDeletePreconditions, with the storage layer's), against
 // the object read; the mod-revision guard of every proposal makes the check
 // hold at the write.
 func (s *Store) Delete(ctx context.Context, name string, opts *metav1.DeleteOptions, dryRun bool) (obj runtime.Object, done bool, err error) {
+	if s.AdmitDelete != nil {
+		if err := s.AdmitDelete(ctx, name); err != nil {
+			return nil, false, err
+		}
+	}
 	key := s.key(ctx, name)
 	for {
 		kv, _, err := s.backend.Get(key, 0)
@@ -484,9 +495,21 @@ func (s *Store) Delete(ctx context.Context, name string, opts *metav1.DeleteOpti
 		if pending {
 			return s.deleted(obj, name), false, nil
 		}
+		// The options' propagation policy may add or drop the orphan and
+		// foregroundDeletion finalizers, which the garbage collector runs.
+		gcChanged := s.setGCFinalizers(ctx, obj, opts)
 		rev := kv.ModRevision
 		marked := false
-		if graceful || s.hasFinalizers(obj) {
+		finalizing := s.hasFinalizers(obj)
+		if !graceful && !finalizing && gcChanged {
+			// The options dropped the last finalizer, a garbage
+			// collector's: the object goes as stored, with no update
+			// first (kube's errDeleteNow).
+			if obj, err = s.decode(kv); err != nil {
+				return nil, false, err
+			}
+		}
+		if graceful || finalizing {
 			if !graceful {
 				markAsDeleting(obj, time.Now())
 			}
@@ -530,6 +553,73 @@ func (s *Store) Delete(ctx context.Context, name string, opts *metav1.DeleteOpti
 			return nil, false, apierrors.NewInternalError(res.Err)
 		}
 	}
+}
+
+// setGCFinalizers is kube's deletionFinalizersForGarbageCollection: it sets
+// the orphan and foregroundDeletion finalizers of obj as a deletion with
+// opts asks, and reports whether they changed. In order of precedence: the
+// legacy orphanDependents, the propagationPolicy, the finalizer obj already
+// has, and the strategy's default policy (a strategy without one, like
+// every strategy served here, deletes dependents in the background).
+func (s *Store) setGCFinalizers(ctx context.Context, obj runtime.Object, opts *metav1.DeleteOptions) bool {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return false
+	}
+	var policy rest.GarbageCollectionPolicy
+	if gs, ok := s.DeleteStrategy.(rest.GarbageCollectionDeleteStrategy); ok {
+		policy = gs.DefaultGarbageCollectionPolicy(ctx)
+	}
+	if policy == rest.Unsupported {
+		return false
+	}
+	orphan, foreground := gcPolicy(opts, m.GetFinalizers(), policy)
+	var want []string
+	for _, f := range m.GetFinalizers() {
+		if f != metav1.FinalizerOrphanDependents && f != metav1.FinalizerDeleteDependents {
+			want = append(want, f)
+		}
+	}
+	if orphan {
+		want = append(want, metav1.FinalizerOrphanDependents)
+	}
+	if foreground {
+		want = append(want, metav1.FinalizerDeleteDependents)
+	}
+	if sets.New(want...).Equal(sets.New(m.GetFinalizers()...)) {
+		return false
+	}
+	m.SetFinalizers(want)
+	return true
+}
+
+// gcPolicy decides whether a deletion orphans the dependents or deletes them
+// in the foreground (kube's shouldOrphanDependents and
+// shouldDeleteDependents); neither means in the background.
+func gcPolicy(opts *metav1.DeleteOptions, finalizers []string, def rest.GarbageCollectionPolicy) (orphan, foreground bool) {
+	//nolint:staticcheck // SA1019: kube-apiserver still honours orphanDependents.
+	if opts != nil && opts.OrphanDependents != nil {
+		return *opts.OrphanDependents, false //nolint:staticcheck // as above
+	}
+	if opts != nil && opts.PropagationPolicy != nil {
+		switch *opts.PropagationPolicy {
+		case metav1.DeletePropagationOrphan:
+			return true, false
+		case metav1.DeletePropagationForeground:
+			return false, true
+		case metav1.DeletePropagationBackground:
+			return false, false
+		}
+	}
+	for _, f := range finalizers {
+		switch f {
+		case metav1.FinalizerOrphanDependents:
+			return true, false
+		case metav1.FinalizerDeleteDependents:
+			return false, true
+		}
+	}
+	return def == rest.OrphanDependents, false
 }
 
 func (s *Store) hasFinalizers(obj runtime.Object) bool {
