@@ -99,6 +99,8 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 		switch {
 		case info.Name == "":
 			s.notFound(w, req)
+		case !st.Serves(sub, info.Verb):
+			s.methodNotAllowed(w, req)
 		case info.Verb == "get":
 			s.get(w, req, st, info.Name)
 		case info.Verb == "update":
@@ -244,6 +246,9 @@ func (s *Server) create(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, err)
 		return
 	}
+	if fm := s.fields.get(st, ""); fm != nil {
+		obj = fm.UpdateNoErrors(st.NewFunc(), obj, apply.ManagerOrUserAgent(opts.FieldManager, req.UserAgent()))
+	}
 	out, err := st.Create(req.Context(), obj, len(opts.DryRun) > 0)
 	if err != nil {
 		s.writeError(w, req, err)
@@ -293,7 +298,8 @@ func (s *Server) update(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, err)
 		return
 	}
-	out, err := updateObject(req.Context(), st, sub, name, rest.DefaultUpdatedObjectInfo(obj), len(opts.DryRun) > 0)
+	info := s.managed(st, sub, rest.DefaultUpdatedObjectInfo(obj), apply.ManagerOrUserAgent(opts.FieldManager, req.UserAgent()))
+	out, err := updateObject(req.Context(), st, sub, name, info, len(opts.DryRun) > 0)
 	if err != nil {
 		s.writeError(w, req, err)
 		return
@@ -302,7 +308,7 @@ func (s *Server) update(w http.ResponseWriter, req *http.Request, st *registry.S
 }
 
 // patchTypes are the patch media types served, in kube-apiserver's order.
-var patchTypes = []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType)}
+var patchTypes = []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType), string(types.ApplyYAMLPatchType)}
 
 func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.Store, sub, name, ns string) {
 	if st.UpdateStrategy == nil && sub == "" {
@@ -319,7 +325,7 @@ func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.St
 		contentType = contentType[:i]
 	}
 	pt := types.PatchType(strings.TrimSpace(contentType))
-	if pt != types.JSONPatchType && pt != types.MergePatchType && pt != types.StrategicMergePatchType {
+	if pt != types.JSONPatchType && pt != types.MergePatchType && pt != types.StrategicMergePatchType && pt != types.ApplyYAMLPatchType {
 		s.writeError(w, req, negotiation.NewUnsupportedMediaTypeError(patchTypes))
 		return
 	}
@@ -333,8 +339,31 @@ func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.St
 		s.writeError(w, req, err)
 		return
 	}
-	info := &patchInfo{store: st, patchType: pt, patch: body, name: name, namespace: ns, directive: fieldValidation(opts.FieldValidation)}
-	out, err := updateObject(req.Context(), st, sub, name, info, len(opts.DryRun) > 0)
+	dryRun := len(opts.DryRun) > 0
+	if pt == types.ApplyYAMLPatchType {
+		a := &applyInfo{
+			store: st, fm: s.fields.get(st, sub), patch: body, manager: opts.FieldManager,
+			force: opts.Force != nil && *opts.Force, directive: fieldValidation(opts.FieldValidation), name: name, namespace: ns,
+		}
+		if a.fm == nil {
+			s.writeError(w, req, negotiation.NewUnsupportedMediaTypeError(patchTypes[:3]))
+			return
+		}
+		out, created, err := s.patchApply(req.Context(), st, sub, a, dryRun)
+		if err != nil {
+			s.writeError(w, req, err)
+			return
+		}
+		code := http.StatusOK
+		if created {
+			code = http.StatusCreated
+		}
+		s.writeObject(w, req, format, code, st, out)
+		return
+	}
+	var info rest.UpdatedObjectInfo = &patchInfo{store: st, patchType: pt, patch: body, name: name, namespace: ns, directive: fieldValidation(opts.FieldValidation)}
+	info = s.managed(st, sub, info, apply.ManagerOrUserAgent(opts.FieldManager, req.UserAgent()))
+	out, err := updateObject(req.Context(), st, sub, name, info, dryRun)
 	if err != nil {
 		s.writeError(w, req, err)
 		return

@@ -91,7 +91,7 @@ var (
 // Media types of request and response bodies, as kube-apiserver lists them.
 var (
 	bodyTypes   = []string{"application/json", "application/yaml", "application/vnd.kubernetes.protobuf"}
-	patchTypes3 = []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType)}
+	patchTypes3 = []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType), string(types.ApplyYAMLPatchType)}
 )
 
 // content maps each media type to a schema reference.

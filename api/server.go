@@ -93,6 +93,7 @@ type Server struct {
 	log      *slog.Logger
 	infos    *genericapirequest.RequestInfoFactory
 	openapi  *openAPIV3
+	fields   fieldManagers // managedFields and server-side apply (fieldmanager.go)
 	handler  http.Handler
 	http     *http.Server
 	listener net.Listener
@@ -123,6 +124,9 @@ func New(cfg *Config, reg *registry.Registry) (*Server, error) {
 		return nil, err
 	}
 	s.openapi = oapi
+	if s.fields, err = newFieldManagers(reg.Stores()); err != nil {
+		return nil, err
+	}
 	s.handler = s.buildHandler()
 	return s, nil
 }

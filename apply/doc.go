@@ -1,9 +1,25 @@
 // Package apply owns the pure merge logic of writes: JSON patch (RFC 6902),
-// JSON merge patch (RFC 7386) and strategic merge patch, and later
-// server-side apply and field validation.
+// JSON merge patch (RFC 7386), strategic merge patch, and the building
+// blocks of server-side apply and field validation:
 //
-// Rules it keeps: every function is pure (bytes in, bytes out, no I/O, no
-// clock), works on the external (versioned) JSON form of an object, and
-// returns sentinel errors wrapped with %w so that the api package can map
-// them to kube-apiserver's status codes in one place.
+//   - the structured-merge-diff/v4 TypeConverter of the served kinds, built
+//     from kube's generated OpenAPI definitions as kube-apiserver builds it
+//     (NewTypeConverter);
+//   - kube's FieldManager per resource and subresource, with the strategy's
+//     reset fields (NewFieldManager): it records managedFields on every
+//     write, merges applies, reports conflicts, and carries client-side
+//     apply's last-applied annotation;
+//   - decoding an apply body and its strict (duplicate field) check, and the
+//     field manager a write is recorded under when the client names none
+//     (ManagerOrUserAgent).
+//
+// Rules it keeps: every function is pure (bytes or objects in, bytes or
+// objects out, no I/O; only the FieldManager reads the clock, for
+// managedFields time stamps, which is why it runs on the leader before a
+// write is proposed), works on the external (versioned) JSON form of an
+// object or on kube's internal objects through the scheme, and returns
+// sentinel errors wrapped with %w so that the api package can map them to
+// kube-apiserver's status codes in one place. The HTTP wiring (which
+// FieldManager runs where in the store's optimistic loop) lives in
+// api/fieldmanager.go.
 package apply

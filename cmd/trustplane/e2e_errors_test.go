@@ -11,7 +11,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // TestBehaviour checks the generic object rules through client-go: names,
@@ -151,6 +153,11 @@ func TestBehaviour(t *testing.T) {
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "doomed"}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		// Content held by a finalizer keeps the namespace Terminating
+		// while the namespace controller runs.
+		if _, err := cs.CoreV1().ConfigMaps("doomed").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "pin", Finalizers: []string{"example.com/hold"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		if err := cs.CoreV1().Namespaces().Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -164,14 +171,25 @@ func TestBehaviour(t *testing.T) {
 		_, err = cs.CoreV1().ServiceAccounts("doomed").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{})
 		wantAPIError(t, err, http.StatusForbidden, metav1.StatusReasonForbidden,
 			`serviceaccounts "a" is forbidden: unable to create new content in namespace doomed because it is being terminated`)
-		// Deleting it again changes nothing.
+		// Deleting it again changes nothing it decides (the namespace
+		// controller may meanwhile write status conditions).
 		if err := cs.CoreV1().Namespaces().Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		again, err := cs.CoreV1().Namespaces().Get(ctx, "doomed", metav1.GetOptions{})
-		if err != nil || again.ResourceVersion != ns.ResourceVersion {
-			t.Fatalf("second delete of a terminating namespace: %v, rv %s -> %s", err, ns.ResourceVersion, again.ResourceVersion)
+		if err != nil || !again.DeletionTimestamp.Equal(ns.DeletionTimestamp) || again.Status.Phase != corev1.NamespaceTerminating ||
+			len(again.Finalizers) != 0 || len(again.Spec.Finalizers) != 1 {
+			t.Fatalf("second delete of a terminating namespace: %v, %+v", err, again)
 		}
+		// Once the content's finalizer goes, the namespace controller
+		// finishes the deletion.
+		if _, err := cs.CoreV1().ConfigMaps("doomed").Patch(ctx, "pin", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 90*time.Second, "namespace doomed to go", func() bool {
+			_, err := cs.CoreV1().Namespaces().Get(ctx, "doomed", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		})
 	})
 
 	t.Run("Conflict on a stale resourceVersion", func(t *testing.T) {
@@ -322,7 +340,7 @@ func TestBadInput(t *testing.T) {
 		{"unsupported media type", http.MethodPost, sa, jsonHeader("application/xml"), []byte(`<sa/>`),
 			415, metav1.StatusReasonUnsupportedMediaType, "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"},
 		{"unsupported patch type", http.MethodPatch, sa + "/a", jsonHeader(js), []byte(`{}`),
-			415, metav1.StatusReasonUnsupportedMediaType, "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"},
+			415, metav1.StatusReasonUnsupportedMediaType, "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml"},
 		{"body over 3 MiB", http.MethodPost, cmPath, jsonHeader(js), big,
 			413, metav1.StatusReasonRequestEntityTooLarge, "Request entity too large: limit is 3145728"},
 		{"undecodable merge patch", http.MethodPatch, sa + "/a", jsonHeader("application/merge-patch+json"), []byte(`{bad`),
