@@ -12,19 +12,29 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/informers"
 	certificatesinformers "k8s.io/client-go/informers/certificates/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/controller-manager/pkg/informerfactory"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/controller/certificates/approver"
 	"k8s.io/kubernetes/pkg/controller/certificates/cleaner"
 	"k8s.io/kubernetes/pkg/controller/certificates/rootcacertpublisher"
 	"k8s.io/kubernetes/pkg/controller/certificates/signer"
 	"k8s.io/kubernetes/pkg/controller/clusterroleaggregation"
+	"k8s.io/kubernetes/pkg/controller/garbagecollector"
+	namespacecontroller "k8s.io/kubernetes/pkg/controller/namespace"
 	serviceaccountcontroller "k8s.io/kubernetes/pkg/controller/serviceaccount"
 	kubeserviceaccount "k8s.io/kubernetes/pkg/serviceaccount"
 
@@ -43,6 +53,12 @@ const (
 	// CertificateController is the ServiceAccount kube's CSR signing,
 	// approving and cleaning controllers act as.
 	CertificateController = "certificate-controller"
+	// GarbageCollector deletes dependents whose owners are gone and runs
+	// the foregroundDeletion and orphan finalizers.
+	GarbageCollector = "generic-garbage-collector"
+	// NamespaceController empties a terminating namespace and then removes
+	// its kubernetes finalizer.
+	NamespaceController = "namespace-controller"
 )
 
 // KubeControllerManagerUser is the root identity of kube-controller-manager:
@@ -178,6 +194,22 @@ type clients struct {
 // forIdentity is a clientset for id, with a client certificate issued now;
 // name goes into the User-Agent.
 func (c *clients) forIdentity(id Identity, name string) (*kubernetes.Clientset, error) {
+	cfg, err := c.configFor(id, name)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("client for %s: %w", id.User, err)
+	}
+	return cs, nil
+}
+
+// configFor is the client configuration of id (what kube-controller-manager's
+// client builder's ConfigFor returns), with a client certificate issued now
+// and a transport of its own that the term closes; name goes into the
+// User-Agent. Clients made from one configuration share its transport.
+func (c *clients) configFor(id Identity, name string) (*rest.Config, error) {
 	k := c.k
 	certPEM, keyPEM, err := k.cfg.Issuer.Issue(certs.Request{CommonName: id.User, Organization: id.Groups, Client: true})
 	if err != nil {
@@ -205,11 +237,7 @@ func (c *clients) forIdentity(id Identity, name string) (*kubernetes.Clientset, 
 	// kube-controller-manager's --kube-api-content-type default.
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("client for %s: %w", id.User, err)
-	}
-	return cs, nil
+	return cfg, nil
 }
 
 // close closes the term's connections, busy or idle, and refuses new
@@ -287,11 +315,26 @@ func (k *Kube) Run(ctx context.Context) error {
 	defer cl.close() // also on the error paths; closing twice is harmless
 	// kube-controller-manager's shared informers list and watch as its
 	// root identity: the controllers' own roles grant only their writes.
-	root, err := cl.forIdentity(Identity{User: KubeControllerManagerUser}, "shared-informers")
+	rootCfg, err := cl.configFor(Identity{User: KubeControllerManagerUser}, "shared-informers")
 	if err != nil {
 		return err
 	}
+	root, err := kubernetes.NewForConfig(rootCfg)
+	if err != nil {
+		return fmt.Errorf("shared informers: %w", err)
+	}
 	factory := informers.NewSharedInformerFactory(root, 0)
+	// Resources the typed factory does not know are watched as metadata
+	// only, as kube-controller-manager's ObjectOrMetadataInformerFactory does.
+	rootMeta, err := metadata.NewForConfig(rootCfg)
+	if err != nil {
+		return fmt.Errorf("shared metadata informers: %w", err)
+	}
+	metaFactory := metadatainformer.NewSharedInformerFactory(rootMeta, 0)
+	// informersStarted is closed once the factories have started, after
+	// every controller registered its informers (kube-controller-manager's
+	// InformersStarted): the garbage collector's monitors wait for it.
+	informersStarted := make(chan struct{})
 
 	var run []runnable
 
@@ -347,6 +390,12 @@ func (k *Kube) Run(ctx context.Context) error {
 	}
 	run = append(run, csrRun...)
 
+	delRun, err := k.deletionControllers(ctx, cl, factory, informerfactory.NewInformerFactory(factory, metaFactory), informersStarted)
+	if err != nil {
+		return err
+	}
+	run = append(run, delRun...)
+
 	var wg sync.WaitGroup
 	for _, r := range run {
 		wg.Add(1)
@@ -356,6 +405,8 @@ func (k *Kube) Run(ctx context.Context) error {
 		}()
 	}
 	factory.Start(ctx.Done())
+	metaFactory.Start(ctx.Done())
+	close(informersStarted)
 	<-ctx.Done()
 	// The controllers return once their queues are shut down. Closing the
 	// connections then ends any request still in flight, so the informers,
@@ -363,6 +414,7 @@ func (k *Kube) Run(ctx context.Context) error {
 	wg.Wait()
 	cl.close()
 	factory.Shutdown()
+	metaFactory.Shutdown()
 	return nil
 }
 
@@ -409,4 +461,118 @@ func (k *Kube) certificateControllers(ctx context.Context, cl *clients, factory 
 	clean := cleaner.NewCSRCleanerController(client.CertificatesV1().CertificateSigningRequests(), csrs)
 	run = append(run, runnable{"csrcleaner", func(ctx context.Context) { clean.Run(ctx, 1) }})
 	return run, nil
+}
+
+// kube-controller-manager's defaults for the deletion controllers
+// (--concurrent-gc-syncs, --concurrent-namespace-syncs,
+// --namespace-sync-period, and the garbage collector's discovery period).
+const (
+	gcWorkers         = 20
+	gcSyncPeriod      = 30 * time.Second
+	namespaceWorkers  = 10
+	namespaceResync   = 5 * time.Minute
+	discoveryAttempts = 500 * time.Millisecond
+)
+
+// deletionControllers are kube-controller-manager's garbage collector and
+// namespace controller, built as its startGarbageCollectorController and
+// startNamespaceController build them: each with its own identity, a
+// metadata client (PartialObjectMetadata lists, watches, patches and
+// deletes) and discovery. objOrMeta hands the garbage collector's monitors
+// the shared typed informers where they exist and metadata informers
+// elsewhere; the monitors start once informersStarted is closed.
+func (k *Kube) deletionControllers(ctx context.Context, cl *clients, factory informers.SharedInformerFactory, objOrMeta informerfactory.InformerFactory, informersStarted <-chan struct{}) ([]runnable, error) {
+	// The garbage collector. Each deletion costs it two requests, so kube
+	// doubles its QPS.
+	gcCfg, err := cl.configFor(ControllerIdentity(GarbageCollector), GarbageCollector)
+	if err != nil {
+		return nil, err
+	}
+	gcCfg.QPS *= 2
+	gcClient, err := kubernetes.NewForConfig(gcCfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", GarbageCollector, err)
+	}
+	gcMeta, err := metadata.NewForConfig(gcCfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", GarbageCollector, err)
+	}
+	// The RESTMapper reads discovery through its own cached client (kube's
+	// "controller-discovery"); the collector's Sync polls discovery through
+	// another one and resets the mapper when the resources change.
+	mapperDiscovery, err := discovery.NewDiscoveryClientForConfig(gcCfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", GarbageCollector, err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(mapperDiscovery))
+	syncDiscovery, err := discovery.NewDiscoveryClientForConfig(gcCfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", GarbageCollector, err)
+	}
+	gc, err := garbagecollector.NewGarbageCollector(ctx, gcClient, gcMeta, mapper,
+		garbagecollector.DefaultIgnoredResources(), objOrMeta, informersStarted)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", GarbageCollector, err)
+	}
+	run := []runnable{
+		{GarbageCollector, func(ctx context.Context) { gc.Run(ctx, gcWorkers, gcSyncPeriod) }},
+		{GarbageCollector + "-sync", func(ctx context.Context) { gc.Sync(ctx, syncDiscovery, gcSyncPeriod) }},
+	}
+
+	// The namespace controller. It is chatty (discovery, then a list and a
+	// deletecollection per resource), so kube lifts its rate limits.
+	nsCfg, err := cl.configFor(ControllerIdentity(NamespaceController), NamespaceController)
+	if err != nil {
+		return nil, err
+	}
+	nsCfg.QPS *= 20
+	nsCfg.Burst *= 100
+	nsClient, err := kubernetes.NewForConfig(nsCfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", NamespaceController, err)
+	}
+	nsMeta, err := metadata.NewForConfig(nsCfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", NamespaceController, err)
+	}
+	discover, err := firstDiscovery(ctx, nsClient.Discovery().ServerPreferredNamespacedResources)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", NamespaceController, err)
+	}
+	nsc := namespacecontroller.NewNamespaceController(ctx, nsClient, nsMeta, discover,
+		factory.Core().V1().Namespaces(), namespaceResync, corev1.FinalizerKubernetes)
+	run = append(run, runnable{NamespaceController, func(ctx context.Context) { nsc.Run(ctx, namespaceWorkers) }})
+	return run, nil
+}
+
+// firstDiscovery returns discover with its first answer fetched now,
+// retried until it names some resource or ctx ends. kube's namespace
+// deleter calls discovery once when it is built and exits the process when
+// that finds nothing; a term that cannot reach its own API yet must not
+// take the node down, so the first answer is awaited here instead.
+func firstDiscovery(ctx context.Context, discover func() ([]*metav1.APIResourceList, error)) (func() ([]*metav1.APIResourceList, error), error) {
+	var (
+		first    []*metav1.APIResourceList
+		firstErr error
+	)
+	for {
+		first, firstErr = discover()
+		if len(first) > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("discovery: %w (last error: %v)", ctx.Err(), firstErr)
+		case <-time.After(discoveryAttempts):
+		}
+	}
+	var once sync.Once
+	return func() ([]*metav1.APIResourceList, error) {
+		served := false
+		once.Do(func() { served = true })
+		if served {
+			return first, firstErr
+		}
+		return discover()
+	}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -291,15 +292,20 @@ func TestCRUD(t *testing.T) {
 			}
 			after, err := ri.Get(ctx, name, metav1.GetOptions{})
 			if c.resource == "namespaces" {
-				// No namespace controller yet: a deleted namespace is
-				// Terminating and stays.
-				if err != nil {
+				// A deleted namespace is Terminating until the namespace
+				// controller has emptied it and removed its finalizer.
+				if err == nil {
+					phase, _, _ := unstructured.NestedString(after.Object, "status", "phase")
+					if phase != "Terminating" || after.GetDeletionTimestamp() == nil {
+						t.Fatalf("deleted namespace: phase %q, deletionTimestamp %v", phase, after.GetDeletionTimestamp())
+					}
+				} else if !apierrors.IsNotFound(err) {
 					t.Fatalf("get deleted namespace: %v", err)
 				}
-				phase, _, _ := unstructured.NestedString(after.Object, "status", "phase")
-				if phase != "Terminating" || after.GetDeletionTimestamp() == nil {
-					t.Fatalf("deleted namespace: phase %q, deletionTimestamp %v", phase, after.GetDeletionTimestamp())
-				}
+				waitFor(t, 90*time.Second, "the deleted namespace to go", func() bool {
+					_, err := ri.Get(ctx, name, metav1.GetOptions{})
+					return apierrors.IsNotFound(err)
+				})
 				return
 			}
 			if !apierrors.IsNotFound(err) {

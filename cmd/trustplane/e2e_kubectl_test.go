@@ -163,12 +163,17 @@ func TestKubectl(t *testing.T) {
 		exact(t, "namespace/team created", "create", "ns", "team")
 		exact(t, "serviceaccount/robot created", "create", "sa", "robot", "-n", "team")
 		fails(t, `error: failed to create serviceaccount: namespaces "nowhere" not found`, "create", "sa", "robot", "-n", "nowhere")
-		// No namespace controller yet: the namespace stays Terminating,
-		// so kubectl must not wait for it to go.
+		// Content held by a finalizer keeps the namespace Terminating
+		// while the namespace controller empties it.
+		exact(t, "configmap/pin created", "create", "cm", "pin", "-n", "team")
+		exact(t, "configmap/pin patched", "patch", "cm", "pin", "-n", "team", "--type=merge", "-p", `{"metadata":{"finalizers":["example.com/hold"]}}`)
 		exact(t, `namespace "team" deleted`, "delete", "ns", "team", "--wait=false")
 		matches(t, n.mustKubectl("get", "ns", "team"), row("team", "Terminating"))
 		fails(t, `error: failed to create serviceaccount: serviceaccounts "robot2" is forbidden: unable to create new content in namespace team because it is being terminated`,
 			"create", "sa", "robot2", "-n", "team")
+		// Released, the content goes, and then the namespace.
+		exact(t, "configmap/pin patched", "patch", "cm", "pin", "-n", "team", "--type=json", "-p", `[{"op":"remove","path":"/metadata/finalizers"}]`)
+		exact(t, "namespace/team condition met", "wait", "--for=delete", "ns/team", "--timeout=90s")
 	})
 
 	t.Run("discovery and raw", func(t *testing.T) {
