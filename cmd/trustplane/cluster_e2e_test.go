@@ -378,7 +378,7 @@ func joiner(t *testing.T, nodes []*node, name, caDir string) *node {
 		args: []string{"--ca-dir", caDir, "--gossip-addr", freePort(t), "--join", strings.Join(seeds, ",")},
 	}
 	j.start()
-	t.Cleanup(j.stop)
+	t.Cleanup(j.kill)
 	return j
 }
 

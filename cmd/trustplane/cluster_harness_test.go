@@ -37,7 +37,7 @@ func startCluster(t testing.TB, size int, extraArgs ...string) []*node {
 	// Start every node at the same moment: formation must still give one cluster.
 	for _, n := range nodes {
 		n.start()
-		t.Cleanup(n.stop)
+		t.Cleanup(n.kill) // a graceful leave of every node would take seconds each
 	}
 	// The nodes form the cluster concurrently; waiting on them one after
 	// the other keeps t.Fatal on the test goroutine.

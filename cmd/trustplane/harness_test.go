@@ -97,7 +97,10 @@ func startNode(t testing.TB, extraArgs ...string) *node {
 		listen: freePort(t), raftAddr: freePort(t), args: extraArgs,
 	}
 	n.start()
-	t.Cleanup(n.stop)
+	// Tests that care about a graceful stop call n.stop themselves; at the
+	// end a kill is enough (the data directory goes with the test) and
+	// saves the seconds a graceful shutdown takes.
+	t.Cleanup(n.kill)
 	n.waitReady(60 * time.Second)
 	n.waitControllers(30 * time.Second)
 	return n
