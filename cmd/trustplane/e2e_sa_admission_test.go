@@ -217,4 +217,33 @@ func TestServiceAccountPatchRules(t *testing.T) {
 	if strings.Join(pulls, ",") != "y" {
 		t.Errorf("imagePullSecrets after strategic merge = %v, want [y] (atomic)", pulls)
 	}
+
+	// $patch directives: delete one list element by its merge key; replace
+	// a whole map.
+	if _, err := sas.Patch(ctx, "patched", types.MergePatchType, []byte(`{"metadata":{"labels":{"a":"1","b":"2"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err = sas.Patch(ctx, "patched", types.StrategicMergePatchType,
+		[]byte(`{"secrets":[{"name":"a","$patch":"delete"}],"metadata":{"labels":{"$patch":"replace","c":"3"}}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets = nil
+	for _, s := range sa.Secrets {
+		secrets = append(secrets, s.Name)
+	}
+	if strings.Join(secrets, ",") != "b" {
+		t.Errorf("secrets after $patch: delete of a = %v, want [b]", secrets)
+	}
+	if len(sa.Labels) != 1 || sa.Labels["c"] != "3" {
+		t.Errorf("labels after $patch: replace = %v, want only c=3", sa.Labels)
+	}
+	// An unknown directive is refused and changes nothing.
+	_, err = sas.Patch(ctx, "patched", types.StrategicMergePatchType, []byte(`{"secrets":[{"name":"b","$patch":"explode"}]}`), metav1.PatchOptions{})
+	if err == nil {
+		t.Fatal("an unknown $patch directive was accepted")
+	}
+	if after, _ := sas.Get(ctx, "patched", metav1.GetOptions{}); after.ResourceVersion != sa.ResourceVersion {
+		t.Errorf("a refused patch changed the object")
+	}
 }
