@@ -244,10 +244,11 @@ func TestFollowerKillAndCatchUp(t *testing.T) {
 		t.Fatalf("rv on restarted follower = %s, want %s", got.ResourceVersion, last.ResourceVersion)
 	}
 	// The leader kept only 16 trailing entries, so the follower can only
-	// have caught up by installing the leader's snapshot.
-	if log := follower.fullLog(); !strings.Contains(log, "Installed remote snapshot") {
-		t.Fatalf("the follower caught up without installing a snapshot:\n%s", follower.logTail())
-	}
+	// have caught up by installing the leader's snapshot. Raft logs that
+	// just after the fsm restore the read above waited for.
+	waitFor(t, 10*time.Second, "the follower to log that it installed the leader's snapshot", func() bool {
+		return strings.Contains(follower.fullLog(), "Installed remote snapshot")
+	})
 }
 
 // TestWriteWithoutQuorumIs503: with two of three nodes dead no leader can be
