@@ -203,20 +203,25 @@ func BenchmarkGetServiceAccountRaw(b *testing.B) {
 	}
 	for _, rv := range []struct{ name, query string }{{"consistent", ""}, {"rv0", "?resourceVersion=0"}} {
 		b.Run(rv.name, func(b *testing.B) {
-			runParallel(b, len(raw), func(c int, i int64) error {
-				resp, err := raw[c].Get(fmt.Sprintf("%s/api/v1/namespaces/default/serviceaccounts/get-%d%s", n.url(), i%objects, rv.query))
-				if err != nil {
-					return err
-				}
-				defer resp.Body.Close()
-				if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-					return err
-				}
-				if resp.StatusCode != http.StatusOK {
-					return fmt.Errorf("GET: %s", resp.Status)
-				}
-				return nil
-			})
+			profileDuring(b, n, func() { runGets(b, n, raw, objects, rv.query) })
 		})
 	}
+}
+
+// runGets runs b.N raw GETs of the get-<i> ServiceAccounts with query.
+func runGets(b *testing.B, n *node, raw []*http.Client, objects int, query string) {
+	runParallel(b, len(raw), func(c int, i int64) error {
+		resp, err := raw[c].Get(fmt.Sprintf("%s/api/v1/namespaces/default/serviceaccounts/get-%d%s", n.url(), i%int64(objects), query))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET: %s", resp.Status)
+		}
+		return nil
+	})
 }
