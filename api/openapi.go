@@ -35,7 +35,7 @@ import (
 // answers) and kube's own generated schemas for the types involved. The
 // operations are built from the registry rather than from routes, so they are
 // leaner than kube-apiserver's (no watch paths, one answer per operation).
-// /openapi/v2 is not served.
+// /openapi/v2 carries schema definitions only (openapiv2.go).
 
 // openAPIDoc is an OpenAPI 3.0 document as far as it is filled here.
 type openAPIDoc struct {

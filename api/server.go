@@ -88,15 +88,16 @@ func (c *Config) Validate() error {
 
 // Server serves the Kubernetes-compatible API over HTTPS.
 type Server struct {
-	cfg      *Config
-	reg      *registry.Registry
-	log      *slog.Logger
-	infos    *genericapirequest.RequestInfoFactory
-	openapi  *openAPIV3
-	fields   fieldManagers // managedFields and server-side apply (fieldmanager.go)
-	handler  http.Handler
-	http     *http.Server
-	listener net.Listener
+	cfg       *Config
+	reg       *registry.Registry
+	log       *slog.Logger
+	infos     *genericapirequest.RequestInfoFactory
+	openapi   *openAPIV3
+	openapiV2 http.Handler
+	fields    fieldManagers // managedFields and server-side apply (fieldmanager.go)
+	handler   http.Handler
+	http      *http.Server
+	listener  net.Listener
 	// stopping is closed when Shutdown starts; long-running requests
 	// (watches) end on it.
 	stopping     chan struct{}
@@ -124,6 +125,9 @@ func New(cfg *Config, reg *registry.Registry) (*Server, error) {
 		return nil, err
 	}
 	s.openapi = oapi
+	if s.openapiV2, err = newOpenAPIV2(reg.Stores(), reg.Virtuals()); err != nil {
+		return nil, err
+	}
 	if s.fields, err = newFieldManagers(reg.Stores()); err != nil {
 		return nil, err
 	}
@@ -150,6 +154,7 @@ func (s *Server) buildHandler() http.Handler {
 		r.Handler(http.MethodGet, p+"/*check", health)
 	}
 	r.HandlerFunc(http.MethodGet, "/version", s.serveVersion)
+	r.Handler(http.MethodGet, "/openapi/v2", s.openapiV2)
 	r.HandlerFunc(http.MethodGet, "/openapi/v3", s.serveOpenAPIV3)
 	r.HandlerFunc(http.MethodGet, "/openapi/v3/*path", s.serveOpenAPIV3)
 	r.Handler(http.MethodGet, "/debug/pprof/*profile", s.onlyMasters(http.HandlerFunc(servePprof)))
