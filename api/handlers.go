@@ -220,13 +220,8 @@ func (s *Server) create(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "create"))
 		return
 	}
-	format, si, body, err := s.objectRequest(req)
+	format, si, body, opts, err := s.createRequest(req)
 	if err != nil {
-		s.writeError(w, req, err)
-		return
-	}
-	opts := &metav1.CreateOptions{}
-	if err := decodeOptions(req, opts, "CreateOptions", func() field.ErrorList { return metav1validation.ValidateCreateOptions(opts) }); err != nil {
 		s.writeError(w, req, err)
 		return
 	}
@@ -629,6 +624,20 @@ func (s *Server) objectRequest(req *http.Request) (*output, runtime.SerializerIn
 	return format, si, body, nil
 }
 
+// createRequest is objectRequest plus the validated CreateOptions, what
+// every POST (stored or virtual resource) starts with.
+func (s *Server) createRequest(req *http.Request) (*output, runtime.SerializerInfo, []byte, *metav1.CreateOptions, error) {
+	format, si, body, err := s.objectRequest(req)
+	if err != nil {
+		return nil, si, nil, nil, err
+	}
+	opts := &metav1.CreateOptions{}
+	if err := decodeOptions(req, opts, "CreateOptions", func() field.ErrorList { return metav1validation.ValidateCreateOptions(opts) }); err != nil {
+		return nil, si, nil, nil, err
+	}
+	return format, si, body, opts, nil
+}
+
 // decodeOptions decodes the query into a meta options struct and validates
 // it, with kube-apiserver's status codes (400 undecodable, 422 invalid).
 func decodeOptions(req *http.Request, opts runtime.Object, kind string, validate func() field.ErrorList) error {
@@ -679,7 +688,7 @@ func (s *Server) decodeBody(ctx context.Context, st *registry.Store, si runtime.
 				warning.AddWarning(ctx, "", e.Error())
 			}
 		} else {
-			return nil, transformDecodeError(st, err, gvk, body)
+			return nil, transformDecodeError(st.KindName, err, gvk, body)
 		}
 	}
 	if gvk.GroupVersion() != st.GVR.GroupVersion() {
@@ -690,11 +699,11 @@ func (s *Server) decodeBody(ctx context.Context, st *registry.Store, si runtime.
 }
 
 // transformDecodeError words a decode failure as kube-apiserver does.
-func transformDecodeError(st *registry.Store, baseErr error, gvk *schema.GroupVersionKind, body []byte) error {
+func transformDecodeError(kind string, baseErr error, gvk *schema.GroupVersionKind, body []byte) error {
 	if gvk != nil && len(gvk.Kind) > 0 {
-		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, st.KindName, baseErr))
+		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, kind, baseErr))
 	}
-	return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %v (%s)", st.KindName, baseErr, summarizeData(body, 30)))
+	return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %v (%s)", kind, baseErr, summarizeData(body, 30)))
 }
 
 func summarizeData(data []byte, maxLength int) string {

@@ -5,10 +5,7 @@ import (
 	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/warning"
@@ -35,25 +32,15 @@ func (s *Server) serveVirtual(w http.ResponseWriter, req *http.Request, v *regis
 	}
 	ctx := genericapirequest.WithNamespace(req.Context(), ns)
 	req = req.WithContext(ctx)
-	format, si, body, err := s.objectRequest(req)
+	format, si, body, opts, err := s.createRequest(req)
 	if err != nil {
-		s.writeError(w, req, err)
-		return
-	}
-	opts := &metav1.CreateOptions{}
-	if err := decodeOptions(req, opts, "CreateOptions", func() field.ErrorList { return metav1validation.ValidateCreateOptions(opts) }); err != nil {
 		s.writeError(w, req, err)
 		return
 	}
 	gvk := v.Kind()
 	obj, got, err := registry.Codecs.DecoderToVersion(si.Serializer, hub(gvk.GroupVersion())).Decode(body, &gvk, v.New())
 	if err != nil {
-		if got != nil && got.Kind != "" {
-			err = apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", got.Kind, got.Version, v.KindName, err))
-		} else {
-			err = apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %v (%s)", v.KindName, err, summarizeData(body, 30)))
-		}
-		s.writeError(w, req, err)
+		s.writeError(w, req, transformDecodeError(v.KindName, err, got, body))
 		return
 	}
 	if *got != gvk {

@@ -271,18 +271,8 @@ func TestServerSideApply(t *testing.T) {
 
 	t.Run("apply-create needs create permission", func(t *testing.T) {
 		a.t = t
-		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "patcher"}, Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "patch"},
-		}}}
-		if _, err := cs.RbacV1().Roles("ssa").Create(ctx, role, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "patcher"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "patcher"},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "patcher"}}}
-		if _, err := cs.RbacV1().RoleBindings("ssa").Create(ctx, rb, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createRole(t, cs, "ssa", "patcher", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "patch"}})
+		bindRole(t, cs, "ssa", "patcher", "Role", "patcher", userSubject("patcher"))
 		user := n.userClientset(t, "patcher").CoreV1().ConfigMaps("ssa")
 		var err error
 		waitFor(t, 10e9, "the patcher's role", func() bool {

@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -165,24 +164,6 @@ func TestControllersNamespaceDefaults(t *testing.T) {
 	}
 }
 
-// jwtClaims decodes a JWT's claims without verifying it.
-func jwtClaims(t testing.TB, token string) map[string]any {
-	t.Helper()
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		t.Fatalf("token is not a JWT (%d parts)", len(parts))
-	}
-	b, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		t.Fatalf("JWT claims are not base64url: %v", err)
-	}
-	claims := map[string]any{}
-	if err := json.Unmarshal(b, &claims); err != nil {
-		t.Fatalf("JWT claims are not JSON: %v", err)
-	}
-	return claims
-}
-
 // TestControllersTokenSecret: a kubernetes.io/service-account-token Secret
 // a user creates is filled in by the tokens controller with a legacy token
 // for its ServiceAccount, the cluster CA and the namespace; the token
@@ -237,7 +218,7 @@ func TestControllersTokenSecret(t *testing.T) {
 		t.Fatalf("the token Secret's %s annotation is %q, want the ServiceAccount's uid %s", corev1.ServiceAccountUIDKey, got, sa.UID)
 	}
 	token := string(secret.Data[corev1.ServiceAccountTokenKey])
-	claims := jwtClaims(t, token)
+	claims := claimsOf(t, token)
 	wantClaims := map[string]string{
 		"sub":                                    "system:serviceaccount:" + ns + ":" + saName,
 		"kubernetes.io/serviceaccount/namespace": ns,

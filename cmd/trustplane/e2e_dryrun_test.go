@@ -133,18 +133,8 @@ func TestDryRun(t *testing.T) {
 	})
 
 	t.Run("authorised as the real request", func(t *testing.T) {
-		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "reader"}, Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"},
-		}}}
-		if _, err := cs.RbacV1().Roles("dry").Create(ctx, role, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "reader"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "reader"},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "reader"}}}
-		if _, err := cs.RbacV1().RoleBindings("dry").Create(ctx, rb, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createRole(t, cs, "dry", "reader", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}})
+		bindRole(t, cs, "dry", "reader", "Role", "reader", userSubject("reader"))
 		user := n.userClientset(t, "reader").CoreV1().ConfigMaps("dry")
 		waitFor(t, 10*time.Second, "the reader's role", func() bool {
 			_, err := user.Get(ctx, "b", metav1.GetOptions{})
