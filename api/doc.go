@@ -18,6 +18,8 @@
 //   - Request bodies are bounded (3 MiB, as kube-apiserver).
 //   - Authorisation sees the effective user: impersonation runs first, and
 //     a follower forwards a write with that user in X-Remote-* headers,
-//     which only peer node certificates may set.
+//     which only peer node certificates may set. Config.Nodes decides who
+//     is a node (certs.NodeVerifier: the node CA only); the forwarder
+//     hands a write only to an API that presents a node certificate.
 //   - Only the health and version paths are served without credentials.
 package api

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/certs"
 )
 
 func testServer(t *testing.T) *Server {
@@ -137,12 +139,40 @@ func TestProfilingIsForSystemMastersOnly(t *testing.T) {
 	}
 }
 
+// TestRemoteIdentityHeadersAreTrustedOnlyFromNodes: the headers are
+// believed from a node certificate of the node CA only. The same subject
+// from the cluster CA (what an approved CSR could produce) stays itself.
 func TestRemoteIdentityHeadersAreTrustedOnlyFromNodes(t *testing.T) {
-	node := &x509.Certificate{Subject: pkix.Name{CommonName: "system:trustplane-node:n2", Organization: []string{nodeOrganization}}}
-	admin := &x509.Certificate{Subject: pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}}}
-	spoof := func(cert *x509.Certificate) *http.Request {
+	clusterCA, err := certs.LoadOrCreateCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeCA, err := certs.LoadOrCreateNodeCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	chains := func(ca *certs.CA, r certs.Request) [][]*x509.Certificate {
+		certPEM, _, err := ca.Issue(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		block, _ := pem.Decode(certPEM)
+		leaf, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		pool.AddCert(clusterCA.Cert)
+		pool.AddCert(nodeCA.Cert)
+		cs, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	spoof := func(chains [][]*x509.Certificate) *http.Request {
 		r := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/serviceaccounts", nil)
-		r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{cert}}}
+		r.TLS = &tls.ConnectionState{VerifiedChains: chains}
 		r.Header.Set("X-Remote-User", "mallory")
 		r.Header.Add("X-Remote-Group", "system:masters")
 		return r
@@ -152,10 +182,12 @@ func TestRemoteIdentityHeadersAreTrustedOnlyFromNodes(t *testing.T) {
 		req      *http.Request
 		wantUser string
 	}{
-		{"a node forwarding a write is trusted for the caller's identity", spoof(node), "mallory"},
-		{"a client certificate cannot claim another identity", spoof(admin), "admin"},
+		{"a node forwarding a write is trusted for the caller's identity", spoof(chains(nodeCA, certs.NodeRequest("n2"))), "mallory"},
+		{"a node subject from the cluster CA cannot claim another identity", spoof(chains(clusterCA, certs.NodeRequest("n2"))), certs.NodeUserPrefix + "n2"},
+		{"a client certificate cannot claim another identity", spoof(chains(clusterCA, certs.Request{CommonName: "admin", Organization: []string{"system:masters"}, Client: true})), "admin"},
 	}
 	s := testServer(t)
+	s.cfg.Nodes = certs.NewNodeVerifier(nodeCA)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got string

@@ -33,8 +33,10 @@ type Leadership interface {
 type ForwardConfig struct {
 	Leadership Leadership
 	// TLS is the node's client configuration towards other nodes' APIs: a
-	// node certificate (so the leader trusts the X-Remote-* headers) and the
-	// cluster CA.
+	// node certificate (so the leader trusts the X-Remote-* headers), and a
+	// check that the answering API presents a node certificate too, so a
+	// write and its caller's identity are never handed to a server that
+	// merely holds a certificate from the cluster CA.
 	TLS *tls.Config
 	// WaitForLeader bounds how long a write waits for a leader during an
 	// election before it is answered 503 with Retry-After.
@@ -49,7 +51,6 @@ const (
 	headerRemoteGroup   = "X-Remote-Group"
 	headerRemoteExtra   = "X-Remote-Extra-"
 	headerForwardedBy   = "X-Trustplane-Forwarded-By"
-	nodeOrganization    = "system:trustplane-nodes"
 	forwardPollInterval = 50 * time.Millisecond
 )
 
@@ -61,6 +62,19 @@ func isWrite(info *genericapirequest.RequestInfo) bool {
 	switch info.Verb {
 	case "create", "update", "patch", "delete", "deletecollection":
 		return true
+	}
+	return false
+}
+
+// leaderOnly says whether a non-resource request must run on the leader:
+// operator actions (signing-key rotation) and removing a member, which
+// only the leader may do.
+func (s *Server) leaderOnly(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodPost:
+		return s.cfg.Actions[req.URL.Path] != nil
+	case http.MethodDelete:
+		return strings.HasPrefix(req.URL.Path, membersPath+"/")
 	}
 	return false
 }
@@ -143,8 +157,7 @@ func (s *Server) withForwarding(next http.Handler) http.Handler {
 	f := newForwarder(s.cfg.Forward)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		info, ok := genericapirequest.RequestInfoFrom(req.Context())
-		action := req.Method == http.MethodPost && s.cfg.Actions[req.URL.Path] != nil
-		if !ok || !(isWrite(info) || action) || s.storesNothing(info) || f.cfg.Leadership.IsLeader() {
+		if !ok || !(isWrite(info) || s.leaderOnly(req)) || s.storesNothing(info) || f.cfg.Leadership.IsLeader() {
 			next.ServeHTTP(w, req)
 			return
 		}
@@ -293,15 +306,12 @@ func identityFromHeaders(h http.Header) (user.Info, bool) {
 	return u, true
 }
 
-// isNodeCert reports whether the verified client certificate is a node's.
-func isNodeCert(req *http.Request) bool {
-	if req.TLS == nil || len(req.TLS.VerifiedChains) == 0 || len(req.TLS.VerifiedChains[0]) == 0 {
+// fromNode reports whether the request comes from a peer node's
+// certificate, which alone may carry X-Remote-* identity headers.
+func (s *Server) fromNode(req *http.Request) bool {
+	if s.cfg.Nodes == nil || req.TLS == nil {
 		return false
 	}
-	for _, o := range req.TLS.VerifiedChains[0][0].Subject.Organization {
-		if o == nodeOrganization {
-			return true
-		}
-	}
-	return false
+	_, err := s.cfg.Nodes.NodeName(req.TLS.VerifiedChains)
+	return err == nil
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,6 +63,19 @@ type Config struct {
 	// Authorizer decides every authenticated request and impersonation.
 	// nil allows everything an authenticated caller asks.
 	Authorizer authorizer.Authorizer
+	// Nodes says which client certificates are peer nodes, the only
+	// callers whose X-Remote-* identity headers are believed. nil trusts
+	// no caller's headers.
+	Nodes NodeIdentifier
+}
+
+// NodeIdentifier tells peer nodes from every other client.
+type NodeIdentifier interface {
+	// NodeName returns the node that verified TLS chains prove, or an
+	// error when they prove none. It must trust only the node CA: a
+	// certificate from the cluster CA or a signer's CA, whatever its
+	// subject says, is not a node, because API users can obtain those.
+	NodeName(verifiedChains [][]*x509.Certificate) (string, error)
 }
 
 // DefaultConfig returns kube-apiserver's defaults.
@@ -225,7 +239,7 @@ func isPublic(path string) bool {
 // public health and version paths.
 func (s *Server) withAuthentication(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if isNodeCert(req) {
+		if s.fromNode(req) {
 			// A peer node forwarding a client's write carries the client's
 			// identity; only node certificates are trusted to do so.
 			if u, ok := identityFromHeaders(req.Header); ok {

@@ -21,8 +21,9 @@ const (
 	CACertFile = "ca.crt"
 	CAKeyFile  = "ca.key"
 
-	caCommonName = "trustplane-ca"
-	caDuration   = 10 * 365 * 24 * time.Hour
+	caCommonName     = "trustplane-ca"
+	nodeCACommonName = "trustplane-node-ca"
+	caDuration       = 10 * 365 * 24 * time.Hour
 
 	// defaultDuration is a leaf certificate's lifetime when Request.Duration
 	// is zero.
@@ -44,27 +45,56 @@ type CA struct {
 	CertPEM []byte
 }
 
-// LoadOrCreateCA returns the CA stored in dir, creating dir (0700) and a new
-// self-signed CA when neither file exists. It exists for the single-node
-// bootstrap path; nodes of a multi-node cluster must share one CA and so
-// should call LoadCA on a directory prepared by `trustplane certs init`.
+// caKind names one CA's files inside its directory and the common name a
+// new one gets. The cluster CA and the node CA differ only in these.
+type caKind struct {
+	certFile, keyFile, commonName string
+}
+
+var (
+	clusterCAKind = caKind{CACertFile, CAKeyFile, caCommonName}
+	nodeCAKind    = caKind{NodeCACertFile, NodeCAKeyFile, nodeCACommonName}
+)
+
+// LoadOrCreateCA returns the cluster CA stored in dir, creating dir (0700)
+// and a new self-signed CA when neither file exists. It exists for the
+// single-node bootstrap path and for `trustplane certs init`; nodes of a
+// multi-node cluster must share one CA and so should call LoadCA on a
+// directory prepared by `trustplane certs init`.
 //
 // If only one of the two files exists it returns ErrCAIncomplete rather than
 // creating a new CA, because a replacement CA would silently orphan every
 // certificate the old one signed.
-func LoadOrCreateCA(dir string) (*CA, error) {
-	certPath, keyPath, certOK, keyOK, err := caFiles(dir)
+func LoadOrCreateCA(dir string) (*CA, error) { return loadOrCreate(dir, clusterCAKind) }
+
+// LoadCA loads the cluster CA stored in dir. It never creates anything: it
+// returns ErrCANotFound when both files are absent, ErrCAIncomplete when one
+// is, and ErrInvalidCA when they do not form a usable CA.
+func LoadCA(dir string) (*CA, error) { return load(dir, clusterCAKind) }
+
+// LoadOrCreateNodeCA is LoadOrCreateCA for the node CA (node-ca.crt and
+// node-ca.key in dir). The node CA is a second, separate authority, as
+// kube's front-proxy CA is separate from its client CA: no signer ever
+// uses it, so no API client can obtain a certificate that passes for a
+// node.
+func LoadOrCreateNodeCA(dir string) (*CA, error) { return loadOrCreate(dir, nodeCAKind) }
+
+// LoadNodeCA is LoadCA for the node CA.
+func LoadNodeCA(dir string) (*CA, error) { return load(dir, nodeCAKind) }
+
+func loadOrCreate(dir string, kind caKind) (*CA, error) {
+	certPath, keyPath, certOK, keyOK, err := caFiles(dir, kind)
 	if err != nil {
 		return nil, err
 	}
 	if certOK || keyOK {
-		return LoadCA(dir)
+		return load(dir, kind)
 	}
 
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("certs: create CA directory %s: %w", dir, err)
 	}
-	ca, err := newCA()
+	ca, err := newCA(kind.commonName)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +103,7 @@ func LoadOrCreateCA(dir string) (*CA, error) {
 		return nil, err
 	}
 	// Key first: a crash between the two writes leaves a key without a
-	// certificate, which LoadCA reports instead of overwriting.
+	// certificate, which load reports instead of overwriting.
 	if err := writeFileAtomic(keyPath, keyPEM, 0o600); err != nil {
 		return nil, err
 	}
@@ -83,9 +113,9 @@ func LoadOrCreateCA(dir string) (*CA, error) {
 	return ca, nil
 }
 
-// caFiles names the CA's files in dir and reports which exist.
-func caFiles(dir string) (certPath, keyPath string, certOK, keyOK bool, err error) {
-	certPath, keyPath = filepath.Join(dir, CACertFile), filepath.Join(dir, CAKeyFile)
+// caFiles names kind's files in dir and reports which exist.
+func caFiles(dir string, kind caKind) (certPath, keyPath string, certOK, keyOK bool, err error) {
+	certPath, keyPath = filepath.Join(dir, kind.certFile), filepath.Join(dir, kind.keyFile)
 	if certOK, err = fileExists(certPath); err != nil {
 		return "", "", false, false, err
 	}
@@ -95,17 +125,14 @@ func caFiles(dir string) (certPath, keyPath string, certOK, keyOK bool, err erro
 	return certPath, keyPath, certOK, keyOK, nil
 }
 
-// LoadCA loads the CA stored in dir. It never creates anything: it returns
-// ErrCANotFound when both files are absent, ErrCAIncomplete when one is, and
-// ErrInvalidCA when they do not form a usable CA.
-func LoadCA(dir string) (*CA, error) {
-	certPath, keyPath, certOK, keyOK, err := caFiles(dir)
+func load(dir string, kind caKind) (*CA, error) {
+	certPath, keyPath, certOK, keyOK, err := caFiles(dir, kind)
 	if err != nil {
 		return nil, err
 	}
 	switch {
 	case !certOK && !keyOK:
-		return nil, fmt.Errorf("%w in %s", ErrCANotFound, dir)
+		return nil, fmt.Errorf("%w in %s (%s)", ErrCANotFound, dir, kind.certFile)
 	case !keyOK:
 		return nil, fmt.Errorf("%w: %s exists but %s does not", ErrCAIncomplete, certPath, keyPath)
 	case !certOK:
@@ -137,7 +164,7 @@ func LoadCA(dir string) (*CA, error) {
 	return &CA{Cert: cert, Key: key, CertPEM: encodeCertPEM(cert.Raw)}, nil
 }
 
-func newCA() (*CA, error) {
+func newCA(commonName string) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("certs: generate CA key: %w", err)
@@ -149,7 +176,7 @@ func newCA() (*CA, error) {
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: caCommonName},
+		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             now.Add(-backdate),
 		NotAfter:              now.Add(caDuration),
 		IsCA:                  true,

@@ -1,9 +1,14 @@
 // Package certs owns trustplane's X.509 material on disk: the cluster CA,
-// the certificates the CA issues to nodes and admin clients, and the
-// kubeconfig files that carry them to kubectl and client-go.
+// the node CA, the certificates they issue to nodes and admin clients, and
+// the kubeconfig files that carry them to kubectl and client-go.
 //
 // Rules this package keeps:
 //
+//   - Node identity has its own CA (node-ca.crt), used for nothing but node
+//     certificates, as kube's front-proxy CA is separate from its client
+//     CA. NodeVerifier is the one function that decides "is this a node,
+//     and which": a chain ending at the node CA, the node organisation and
+//     the node name prefix. A subject alone, from any other CA, is nothing.
 //   - A private key never appears in an error, a log line or a returned
 //     string. Errors name files and say what was wrong, never what was in
 //     them.

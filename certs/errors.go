@@ -21,6 +21,12 @@ var (
 	// ErrInvalidRequest means a Request cannot be issued as given.
 	ErrInvalidRequest = errors.New("certs: invalid certificate request")
 
+	// ErrNotANode means a peer's certificate is not a node certificate:
+	// not issued by the node CA, or without the node subject. It is the
+	// refusal on every node-only surface (Raft, the internal RPC, X-Remote-*
+	// headers, the leader answering a forwarded write).
+	ErrNotANode = errors.New("certs: not a trustplane node certificate")
+
 	// ErrInvalidKubeconfig means a Kubeconfig lacks a required field.
 	ErrInvalidKubeconfig = errors.New("certs: invalid kubeconfig")
 )

@@ -107,6 +107,13 @@ type Config struct {
 	// VerifyPeerCertificate / VerifyConnection hook is kept, which is where
 	// a caller restricts peers to node identities. The config is cloned.
 	TLS *tls.Config
+	// PeerName names the node at the other end of an accepted internal RPC
+	// connection, from the certificate it proved (for a *tls.Conn, its
+	// verified chains). The RPC honours a removal only for the caller's
+	// own name, so it must come from the credential, never from the
+	// request. Nil means no removal is honoured over the RPC: Leave then
+	// works only on the leader itself.
+	PeerName func(conn net.Conn) (string, error)
 	// ApplyTimeout bounds how long Propose waits for raft to accept an
 	// entry (including waiting for a leader to be elected), and how long
 	// ReadIndex waits for a new leader's term barrier or, on a follower,

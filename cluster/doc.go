@@ -35,11 +35,16 @@
 //     future unanswered.
 //   - Raft traffic is mutual TLS only. Both sides present the node
 //     certificate (client and server usage) and require the peer's to
-//     chain to the cluster CA; the dialler also checks the peer's name
+//     chain to the CA pool in Config.TLS, which is the node CA alone (no
+//     signer uses it); the dialler also checks the peer's name
 //     (TLS.ServerName, or else the host of the peer's raft address).
-//     Restricting peers to node identities, rather than any certificate
-//     of the CA, is done by the caller's VerifyConnection hook. The
-//     internal RPC shares the raft port and its TLS (rpc.go).
+//     Restricting peers to node identities is done by the caller's
+//     VerifyConnection hook. The internal RPC shares the raft port and
+//     its TLS (rpc.go).
+//   - Over the internal RPC a node may remove only itself (Leave): the
+//     caller's name comes from its certificate (Config.PeerName), never
+//     from the request. Removing another member is done by the leader
+//     alone, on an operator's request to its API.
 //   - Gossip is encrypted with the shared key and only informs: raft's
 //     configuration decides who votes, and only the leader changes it
 //     (membership.go). Peers of another cluster (ClusterID), with another

@@ -50,4 +50,11 @@ var (
 	// ErrWouldLoseQuorum: removing the member would leave fewer alive
 	// voters than a majority of the remaining configuration.
 	ErrWouldLoseQuorum = errors.New("cluster: removal would leave no quorum of alive voters")
+
+	// ErrNotPermitted: the internal RPC refused a removal because the
+	// caller asked to remove a node other than itself. A node may only
+	// remove itself over the RPC (Leave); removing another member is the
+	// leader's decision on an operator's request through its API, so a
+	// stolen or misused node identity cannot strip the cluster of voters.
+	ErrNotPermitted = errors.New("cluster: a node may remove only itself over the internal RPC")
 )

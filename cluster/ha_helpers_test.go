@@ -27,11 +27,34 @@ import (
 type rpcRouter struct {
 	mu       sync.Mutex
 	handlers map[raft.ServerAddress]func(net.Conn)
+	names    map[raft.ServerAddress]string
 	cut      map[[2]raft.ServerAddress]bool
 }
 
 func newRPCRouter() *rpcRouter {
-	return &rpcRouter{handlers: map[raft.ServerAddress]func(net.Conn){}, cut: map[[2]raft.ServerAddress]bool{}}
+	return &rpcRouter{handlers: map[raft.ServerAddress]func(net.Conn){}, names: map[raft.ServerAddress]string{}, cut: map[[2]raft.ServerAddress]bool{}}
+}
+
+// routedConn is the server end of a routed connection; from stands in for
+// the certificate that names the caller on a real transport.
+type routedConn struct {
+	net.Conn
+	from raft.ServerAddress
+}
+
+// peerName is Config.PeerName for routed connections.
+func (r *rpcRouter) peerName(c net.Conn) (string, error) {
+	rc, ok := c.(*routedConn)
+	if !ok {
+		return "", fmt.Errorf("rpc router: %T is not a routed connection", c)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	name, ok := r.names[rc.from]
+	if !ok {
+		return "", fmt.Errorf("rpc router: no node at %s", rc.from)
+	}
+	return name, nil
 }
 
 func (r *rpcRouter) register(addr raft.ServerAddress) func(func(net.Conn)) {
@@ -52,7 +75,7 @@ func (r *rpcRouter) dialer(from raft.ServerAddress) func(context.Context, raft.S
 			return nil, fmt.Errorf("rpc router: %s unreachable from %s", to, from)
 		}
 		client, server := net.Pipe()
-		go h(server)
+		go h(&routedConn{Conn: server, from: from})
 		return client, nil
 	}
 }
@@ -163,11 +186,15 @@ func (c *haCluster) addE(name string, o haOpts) (*haNode, error) {
 	}
 	c.trans[addr] = tr
 	c.mu.Unlock()
+	c.router.mu.Lock()
+	c.router.names[addr] = name
+	c.router.mu.Unlock()
 	logs := &logBuffer{}
 	cfg := DefaultConfig()
 	cfg.NodeName = name
 	cfg.DataDir = t.TempDir()
 	cfg.Logger = logs.logger()
+	cfg.PeerName = c.router.peerName
 	cfg.BootstrapExpect = o.expect
 	cfg.APIAddr = "api-" + name + ":6443"
 	cfg.ClusterID = c.clusterID

@@ -131,9 +131,10 @@ func TestFailedNodeStaysUntilRemoved(t *testing.T) {
 		arg  string
 		want error
 	}{
-		{"unknown name is refused", alive, "no-such-node", ErrUnknownMember},
+		{"unknown name is refused", l, "no-such-node", ErrUnknownMember},
 		{"removing an alive voter while another is dead would lose the quorum", l, alive.name, ErrWouldLoseQuorum},
 		{"removing an alive voter is refused from a follower too", alive, alive.name, ErrWouldLoseQuorum},
+		{"a follower does not remove another member: only the leader does", alive, dead.name, ErrNotLeader},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,8 +143,8 @@ func TestFailedNodeStaysUntilRemoved(t *testing.T) {
 			}
 		})
 	}
-	// Removing the dead one through a follower works.
-	if err := alive.node.RemoveMember(ctx, dead.name); err != nil {
+	// The leader removes the dead one.
+	if err := l.node.RemoveMember(ctx, dead.name); err != nil {
 		t.Fatalf("RemoveMember(%s): %v", dead.name, err)
 	}
 	waitVoters(t, []string{l.name, alive.name}, l, alive)

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -102,6 +103,20 @@ func (ca *testCA) nodeCert(t *testing.T, name string) tls.Certificate {
 // tlsConfig is a node TLS config: cert from issuer, trusting trust.
 func tlsConfig(cert tls.Certificate, trust *testCA) *tls.Config {
 	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: trust.pool, ClientCAs: trust.pool}
+}
+
+// certPeerName is Config.PeerName for test certificates, whose common
+// name is the node name.
+func certPeerName(c net.Conn) (string, error) {
+	tc, ok := c.(*tls.Conn)
+	if !ok {
+		return "", fmt.Errorf("%T is not a TLS connection", c)
+	}
+	chains := tc.ConnectionState().VerifiedChains
+	if len(chains) == 0 {
+		return "", errors.New("no verified client certificate")
+	}
+	return chains[0][0].Subject.CommonName, nil
 }
 
 // freeAddr returns a loopback address with a port that was free a moment

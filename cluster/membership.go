@@ -426,19 +426,33 @@ func (n *Node) removeServerAsLeader(ctx context.Context, name string, force bool
 	return nil
 }
 
-// RemoveMember removes the voter name through the leader (forwarding to
-// it from a follower). It refuses with ErrWouldLoseQuorum when the alive
-// voters left would not be a majority of the remaining configuration, and
-// with ErrUnknownMember for a name neither raft nor gossip knows. A member
-// that is still alive is marked left on the leader so it is not re-added
-// until it rejoins gossip (a restart).
+// RemoveMember removes the voter name. It refuses with ErrWouldLoseQuorum
+// when the alive voters left would not be a majority of the remaining
+// configuration, and with ErrUnknownMember for a name neither raft nor
+// gossip knows. A member that is still alive is marked left on the leader
+// so it is not re-added until it rejoins gossip (a restart).
+//
+// Only the leader removes another member: on a follower RemoveMember
+// returns ErrNotLeader (the API forwards the operator's request to the
+// leader instead), because the internal RPC lets a node remove only
+// itself. A node removing itself goes through the leader from anywhere.
 func (n *Node) RemoveMember(ctx context.Context, name string) error {
 	if name == "" {
 		return fmt.Errorf("%w: empty name", ErrUnknownMember)
 	}
-	return n.viaLeader(ctx, func(ctx context.Context) error {
-		return n.removeServerAsLeader(ctx, name, false)
-	}, rpcRequest{Op: opRemoveServer, Name: name})
+	local := func(ctx context.Context) error { return n.removeServerAsLeader(ctx, name, false) }
+	if name == n.cfg.NodeName {
+		return n.viaLeader(ctx, local, rpcRequest{Op: opRemoveServer, Name: name})
+	}
+	if n.ctx.Err() != nil {
+		return ErrShutdown
+	}
+	ctx, cancel := n.bind(ctx)
+	defer cancel()
+	if err := n.awaitLeader(ctx, time.Now().Add(n.cfg.ApplyTimeout)); err != nil {
+		return err
+	}
+	return local(ctx)
 }
 
 // viaLeader runs local on the leader, or sends req to the leader, waiting

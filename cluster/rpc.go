@@ -101,6 +101,7 @@ var errCodes = []struct {
 	{"unknown_member", ErrUnknownMember},
 	{"no_quorum", ErrWouldLoseQuorum},
 	{"invalid", ErrInvalidConfig},
+	{"not_permitted", ErrNotPermitted},
 }
 
 func errCode(err error) string {
@@ -164,6 +165,7 @@ func readFrame(r io.Reader, v any) error {
 // an unknown operation gets an error response.
 func (n *Node) serveRPC(conn net.Conn) {
 	defer conn.Close()
+	caller, callerErr := n.rpcCaller(conn)
 	for {
 		_ = conn.SetReadDeadline(time.Now().Add(rpcIdleTimeout))
 		var req rpcRequest
@@ -182,7 +184,7 @@ func (n *Node) serveRPC(conn net.Conn) {
 			timeout = time.Duration(req.TimeoutMS) * time.Millisecond
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		resp := n.handleRPC(ctx, &req)
+		resp := n.handleRPC(ctx, &req, caller, callerErr)
 		cancel()
 		_ = conn.SetWriteDeadline(time.Now().Add(rpcIOTimeout))
 		if err := writeFrame(conn, resp); err != nil {
@@ -192,7 +194,18 @@ func (n *Node) serveRPC(conn net.Conn) {
 	}
 }
 
-func (n *Node) handleRPC(ctx context.Context, req *rpcRequest) rpcResponse {
+// rpcCaller names the node that opened conn, from its certificate.
+func (n *Node) rpcCaller(conn net.Conn) (string, error) {
+	if n.cfg.PeerName == nil {
+		return "", errors.New("this node cannot identify RPC callers")
+	}
+	return n.cfg.PeerName(conn)
+}
+
+// handleRPC answers one request. caller is the calling node's name as its
+// certificate proves it (callerErr when it proves none): a removal is
+// honoured only for the caller itself.
+func (n *Node) handleRPC(ctx context.Context, req *rpcRequest, caller string, callerErr error) rpcResponse {
 	var (
 		resp rpcResponse
 		err  error
@@ -211,7 +224,15 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest) rpcResponse {
 		s := n.localStats()
 		resp.Stats = &s
 	case opRemoveServer:
-		err = n.removeServerAsLeader(ctx, req.Name, req.Force)
+		switch {
+		case callerErr != nil:
+			err = fmt.Errorf("%w: %v", ErrNotPermitted, callerErr)
+		case req.Name != caller:
+			err = fmt.Errorf("%w: node %q asked to remove %q", ErrNotPermitted, caller, req.Name)
+			n.logger.Warn("internal RPC: refused a removal of another node", "caller", caller, "target", req.Name)
+		default:
+			err = n.removeServerAsLeader(ctx, req.Name, req.Force)
+		}
 	default:
 		return rpcResponse{Code: "bad_request", Err: fmt.Sprintf("unknown operation %q", req.Op)}
 	}

@@ -34,6 +34,7 @@ func TestRPCBadFrames(t *testing.T) {
 	ca := newTestCA(t, "cluster-ca")
 	n := startTLSNode(t, t.TempDir(), "127.0.0.1:0", fsm.New(), func(c *Config) {
 		c.TLS = tlsConfig(ca.nodeCert(t, "node-a"), ca)
+		c.PeerName = certPeerName
 	})
 	if _, err := n.ReadIndex(ctx); err != nil {
 		t.Fatal(err)
@@ -58,7 +59,9 @@ func TestRPCBadFrames(t *testing.T) {
 		{"body is not JSON", cat([]byte{rpcMarker}, frame("hello")), "bad_request"},
 		{"wrong field types", cat([]byte{rpcMarker}, frame(`{"op":5,"name":[1,2]}`)), "bad_request"},
 		{"unknown operation", cat([]byte{rpcMarker}, frame(`{"op":"explode"}`)), "bad_request"},
-		{"remove_server with an unknown name", cat([]byte{rpcMarker}, frame(`{"op":"remove_server","name":"ghost"}`)), "unknown_member"},
+		{"remove_server of another node", cat([]byte{rpcMarker}, frame(`{"op":"remove_server","name":"node-a","force":true}`)), "not_permitted"},
+		{"remove_server of an unknown other name", cat([]byte{rpcMarker}, frame(`{"op":"remove_server","name":"ghost"}`)), "not_permitted"},
+		{"remove_server of the caller, not a member", cat([]byte{rpcMarker}, frame(`{"op":"remove_server","name":"client"}`)), "unknown_member"},
 		{"binary noise after the marker", cat([]byte{rpcMarker}, []byte{0, 0, 0, 3, 0xff, 0xfe, 0x00}), "bad_request"},
 		{"noise without the marker goes to raft", []byte{0x55, 0x01, 0x02, 0x03}, ""},
 	}
@@ -175,6 +178,7 @@ func TestTLSClusterWithGossip(t *testing.T) {
 		cfg.DataDir = t.TempDir()
 		cfg.RaftAddr = raftAddrs[i]
 		cfg.TLS = tlsConfig(ca.nodeCert(t, name), ca)
+		cfg.PeerName = certPeerName
 		cfg.Logger = testLogger()
 		cfg.BootstrapExpect = size
 		cfg.GossipAddr = gossipAddrs[i]
@@ -246,11 +250,43 @@ func TestTLSClusterWithGossip(t *testing.T) {
 	if addr, err := follower.LeaderAPIAddr(); err != nil || addr != leader.cfg.APIAddr {
 		t.Errorf("LeaderAPIAddr = %q, %v; want %q", addr, err, leader.cfg.APIAddr)
 	}
-	// A follower's RemoveMember of an unknown name is answered by the
-	// leader over TLS.
-	if err := follower.RemoveMember(ctx, "ghost"); !errors.Is(err, ErrUnknownMember) {
-		t.Errorf("RemoveMember(ghost) = %v, want ErrUnknownMember", err)
+	// Over the RPC a node may remove only itself, as its certificate names
+	// it: asking the leader to remove another node, forced or not, is
+	// refused and changes nothing.
+	leaderAddr, _ := follower.raft.LeaderWithID()
+	for _, target := range []string{leader.cfg.NodeName, "ghost", otherFollower(nodes, leader, follower).cfg.NodeName} {
+		for _, force := range []bool{false, true} {
+			_, err := follower.call(ctx, leaderAddr, rpcRequest{Op: opRemoveServer, Name: target, Force: force})
+			if !errors.Is(err, ErrNotPermitted) {
+				t.Errorf("RPC remove %q (force=%v) from %s = %v, want ErrNotPermitted", target, force, follower.cfg.NodeName, err)
+			}
+		}
 	}
+	if got := len(voters(leader)); got != size {
+		t.Fatalf("voters after refused removals: %d, want %d", got, size)
+	}
+	// RemoveMember of another node is the leader's alone.
+	if err := follower.RemoveMember(ctx, "ghost"); !errors.Is(err, ErrNotLeader) {
+		t.Errorf("follower RemoveMember(ghost) = %v, want ErrNotLeader", err)
+	}
+	if err := leader.RemoveMember(ctx, "ghost"); !errors.Is(err, ErrUnknownMember) {
+		t.Errorf("leader RemoveMember(ghost) = %v, want ErrUnknownMember", err)
+	}
+	// Removing itself (what Leave asks) over the RPC is honoured.
+	if _, err := follower.call(ctx, leaderAddr, rpcRequest{Op: opRemoveServer, Name: follower.cfg.NodeName, Force: true}); err != nil {
+		t.Fatalf("RPC remove of the caller itself: %v", err)
+	}
+	waitFor(t, "the follower to leave the configuration", func() bool { return len(voters(leader)) == size-1 })
+}
+
+// otherFollower is the node of nodes that is neither leader nor follower.
+func otherFollower(nodes []*Node, leader, follower *Node) *Node {
+	for _, n := range nodes {
+		if n != leader && n != follower {
+			return n
+		}
+	}
+	return nil
 }
 
 // TestRPCReusesConnections: sequential calls to one peer share a pooled

@@ -12,6 +12,9 @@
 //     fails both sees.
 //   - A plugin that does not handle the operation (admission.Handler) is
 //     skipped, as kube's admission chain skips it.
+//   - NodeSubjectRestriction is the one plugin of our own: no CSR, for any
+//     signer, may ask for a trustplane node subject (certs.IsNodeSubject).
+//     It is installed on CertificateSigningRequests whatever else is.
 //   - Plugins run on the leader inside the store's optimistic update loop, so
 //     they must not have side effects that a retry would repeat.
 package admission

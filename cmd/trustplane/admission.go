@@ -71,10 +71,8 @@ func setupAdmission(ctx context.Context, w *wiring, url string, authz authorizer
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	w.reg.Store(pods).Admit = admissionhook.Hook(registry.Scheme, pods, pods.GroupVersion().WithKind("Pod"), sa)
 
-	if authz != nil {
-		if err := certificateAdmission(w.reg, authz); err != nil {
-			return err
-		}
+	if err := certificateAdmission(w.reg, authz); err != nil {
+		return err
 	}
 
 	go factory.Start(ctx.Done())
@@ -84,8 +82,19 @@ func setupAdmission(ctx context.Context, w *wiring, url string, authz authorizer
 // certificateAdmission installs kube's certificate admission plugins: who
 // may approve (approve on signers) and sign (sign on signers) a CSR, no
 // system:masters client certificates through kube-apiserver-client, and who
-// may publish a ClusterTrustBundle for a signer (attest on signers).
+// may publish a ClusterTrustBundle for a signer (attest on signers). With
+// no authorizer only the node subject restriction is installed; it always
+// is, so that no CSR can ask for a node identity.
 func certificateAdmission(reg *registry.Registry, authz authorizer.Authorizer) error {
+	nodeSubject := admissionhook.NewNodeSubjectRestriction()
+	if authz == nil {
+		for _, st := range reg.Stores() {
+			if st.GVR.Group == registry.CertificatesGroup && st.GVR.Resource == "certificatesigningrequests" {
+				st.Admit = admissionhook.Hook(registry.Scheme, st.GVR, st.GVK(), nodeSubject)
+			}
+		}
+		return nil
+	}
 	approve, sign, restrict := approval.NewPlugin(), signing.NewPlugin(), subjectrestriction.NewPlugin()
 	approve.SetAuthorizer(authz)
 	sign.SetAuthorizer(authz)
@@ -105,7 +114,7 @@ func certificateAdmission(reg *registry.Registry, authz authorizer.Authorizer) e
 		switch {
 		case st.GVR.Group != registry.CertificatesGroup:
 		case st.GVR.Resource == "certificatesigningrequests":
-			st.Admit = admissionhook.Hook(registry.Scheme, st.GVR, st.GVK(), approve, sign, restrict)
+			st.Admit = admissionhook.Hook(registry.Scheme, st.GVR, st.GVK(), nodeSubject, approve, sign, restrict)
 		case st.GVR.Resource == "clustertrustbundles":
 			st.Admit = admissionhook.Hook(registry.Scheme, st.GVR, st.GVK(), attest)
 		}

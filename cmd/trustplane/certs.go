@@ -12,14 +12,15 @@ import (
 	"github.com/trustplane/trustplane/certs"
 )
 
-// certsCmd implements "trustplane certs init --dir D": the shared CA and the
-// gossip key that every node of a multi-node cluster is started with.
+// certsCmd implements "trustplane certs init --dir D": the shared cluster
+// CA, the node CA and the gossip key that every node of a multi-node
+// cluster is started with. Existing files are kept.
 func certsCmd(args []string) error {
 	if len(args) == 0 || args[0] != "init" {
 		return errors.New(`usage: trustplane certs init --dir DIR`)
 	}
 	fs := flag.NewFlagSet("certs init", flag.ContinueOnError)
-	dir := fs.String("dir", "", "directory for ca.crt, ca.key and gossip.key")
+	dir := fs.String("dir", "", "directory for ca.crt, ca.key, node-ca.crt, node-ca.key and gossip.key")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -27,6 +28,11 @@ func certsCmd(args []string) error {
 		return errors.New("--dir is required")
 	}
 	if _, err := certs.LoadOrCreateCA(*dir); err != nil {
+		return err
+	}
+	// The node CA is separate: no signer uses it. Running init again on a
+	// directory made before the node CA existed adds it.
+	if _, err := certs.LoadOrCreateNodeCA(*dir); err != nil {
 		return err
 	}
 	keyPath := filepath.Join(*dir, "gossip.key")
@@ -39,6 +45,6 @@ func certsCmd(args []string) error {
 			return err
 		}
 	}
-	fmt.Printf("cluster CA and gossip key are in %s\n", *dir)
+	fmt.Printf("cluster CA, node CA and gossip key are in %s\n", *dir)
 	return nil
 }

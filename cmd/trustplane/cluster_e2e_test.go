@@ -385,7 +385,7 @@ func joiner(t *testing.T, nodes []*node, name, caDir string) *node {
 
 // TestMembership: a later joiner becomes a voter; SIGTERM makes a node leave
 // and be removed; a killed node stays a voter until "trustplane members
-// remove"; nodes with another CA or another gossip key are refused and the
+// remove" (sent through a follower); nodes with another CA or another gossip key are refused and the
 // cluster is unharmed.
 func TestMembership(t *testing.T) {
 	nodes := startCluster(t, 3)
@@ -410,7 +410,10 @@ func TestMembership(t *testing.T) {
 		m, ok := member(ms, dead.name)
 		return ok && m.Voter && m.Status == "failed"
 	})
-	out, err := exec.Command(binPath, "members", "--kubeconfig", leader.kubeconfigPath(), "remove", dead.name).CombinedOutput()
+	// Sent to the live follower: only the leader removes another member,
+	// so the follower forwards the request to it.
+	live := followersOf(nodes, leader)[0]
+	out, err := exec.Command(binPath, "members", "--kubeconfig", live.kubeconfigPath(), "remove", dead.name).CombinedOutput()
 	if err != nil {
 		t.Fatalf("trustplane members remove %s: %v\n%s", dead.name, err, out)
 	}
@@ -429,7 +432,7 @@ func TestMembership(t *testing.T) {
 		t.Fatalf("certs init: %v\n%s", err, out)
 	}
 	wrongKey := t.TempDir()
-	for _, f := range []string{"ca.crt", "ca.key"} {
+	for _, f := range []string{"ca.crt", "ca.key", "node-ca.crt", "node-ca.key"} {
 		b, err := os.ReadFile(filepath.Join(nodes[0].caDir, f))
 		if err != nil {
 			t.Fatal(err)

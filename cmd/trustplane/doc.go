@@ -1,7 +1,7 @@
 // Command trustplane runs a node of the trustplane control plane.
 //
 //	trustplane [serve] [flags]   run a node (the default command)
-//	trustplane certs init --dir D  create a shared cluster CA and gossip key
+//	trustplane certs init --dir D  create a shared cluster CA, node CA and gossip key
 //	trustplane members [remove N]  list nodes, or remove a dead voter
 //
 // Flags fill config structs here and nowhere else; every flag has an

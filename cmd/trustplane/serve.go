@@ -25,6 +25,7 @@ import (
 	"github.com/trustplane/trustplane/api"
 	"github.com/trustplane/trustplane/api/authn"
 	apiauthz "github.com/trustplane/trustplane/api/authz"
+	"github.com/trustplane/trustplane/api/controllers"
 	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/certs"
 	"github.com/trustplane/trustplane/cluster"
@@ -179,7 +180,12 @@ func serve(args []string) error {
 	if err != nil {
 		return fmt.Errorf("--raft-addr: %w", err)
 	}
-	nodeCert, err := ca.EnsurePair(filepath.Join(pki, "node.crt"), filepath.Join(pki, "node.key"), nodeRequest(o.nodeName, raftHost))
+	nodeCA, err := loadNodeCA(caDir, o.multiNode())
+	if err != nil {
+		return err
+	}
+	nodes := certs.NewNodeVerifier(nodeCA)
+	nodeCert, err := nodeCA.EnsurePair(filepath.Join(pki, "node.crt"), filepath.Join(pki, "node.key"), certs.NodeRequest(o.nodeName, raftHost))
 	if err != nil {
 		return fmt.Errorf("node certificate: %w", err)
 	}
@@ -190,10 +196,8 @@ func serve(args []string) error {
 	ccfg.DataDir = o.dataDir
 	ccfg.RaftAddr = o.raftAddr
 	ccfg.BootstrapExpect = o.bootstrapExpect
-	ccfg.TLS = &tls.Config{
-		Certificates: []tls.Certificate{nodeCert}, RootCAs: ca.Pool(), ClientCAs: ca.Pool(), MinVersion: tls.VersionTLS13,
-		VerifyConnection: onlyNodes,
-	}
+	ccfg.TLS = nodes.PeerTLS(nodeCert)
+	ccfg.PeerName = nodes.ConnNodeName
 	ccfg.Logger = log.With("component", "cluster")
 	ccfg.SnapshotThreshold = o.snapshotThreshold
 	ccfg.SnapshotInterval = o.snapshotInterval
@@ -245,19 +249,35 @@ func serve(args []string) error {
 	var bootstrapped, shuttingDown atomic.Bool
 	port, _ := strconv.Atoi(listenPort)
 
-	clientCAs, err := clientCAPool(ca, o.signing.signers(caDir))
+	signers := o.signing.signers(caDir)
+	if err := refuseNodeCASigners(nodeCA, signers); err != nil {
+		return err
+	}
+	clientCAs, err := clientCAPool(ca, signers)
 	if err != nil {
 		return err
 	}
+	// Node certificates authenticate to the API too (a follower forwarding
+	// a write); what they may then assert is decided by acfg.Nodes.
+	clientCAs.AddCert(nodeCA.Cert)
 	acfg := api.DefaultConfig()
 	acfg.Listen = o.listen
 	acfg.Logger = log.With("component", "api")
 	acfg.TLS = &tls.Config{
 		Certificates: []tls.Certificate{serving},
-		ClientAuth:   tls.VerifyClientCertIfGiven,
-		ClientCAs:    clientCAs,
-		MinVersion:   tls.VersionTLS12,
+		// A node calling this API asks for NodeServerName and gets the
+		// node certificate, so it can check that it reached a node.
+		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if hello.ServerName == certs.NodeServerName {
+				return &nodeCert, nil
+			}
+			return nil, nil
+		},
+		ClientAuth: tls.VerifyClientCertIfGiven,
+		ClientCAs:  clientCAs,
+		MinVersion: tls.VersionTLS12,
 	}
+	acfg.Nodes = nodes
 	acfg.LivezChecks = []healthz.HealthChecker{
 		healthz.PingHealthz,
 		healthz.NamedCheck("raft", func(*http.Request) error { return node.CheckRunning() }),
@@ -288,10 +308,8 @@ func serve(args []string) error {
 	acfg.Watch = wc
 	if o.multiNode() {
 		acfg.Forward = &api.ForwardConfig{
-			Leadership: node,
-			TLS: &tls.Config{
-				Certificates: []tls.Certificate{nodeCert}, RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12,
-			},
+			Leadership:    node,
+			TLS:           nodes.ClientTLS(nodeCert),
 			WaitForLeader: o.writeLeaderWait,
 		}
 	}
@@ -517,22 +535,43 @@ func (b backend) List(p fsm.Prefix, opts fsm.ListOptions) (fsm.ListResult, error
 	return b.fsm.List(p, opts)
 }
 
-// nodeOrganization marks node certificates. Raft peers must carry it, so
-// that a client certificate from the same CA (an admin's, say) cannot speak
-// Raft.
-const nodeOrganization = "system:trustplane-nodes"
-
-// onlyNodes refuses a Raft peer whose verified certificate is not a node's.
-func onlyNodes(cs tls.ConnectionState) error {
-	if len(cs.PeerCertificates) == 0 {
-		return errors.New("raft peer presented no certificate")
+// loadNodeCA loads the node CA from caDir. A node of a multi-node cluster
+// must share it with its peers, so it never creates one: the operator runs
+// `trustplane certs init` (which adds a missing node CA to an existing CA
+// directory). A one-node cluster creates its own.
+func loadNodeCA(caDir string, multiNode bool) (*certs.CA, error) {
+	if !multiNode {
+		ca, err := certs.LoadOrCreateNodeCA(caDir)
+		if err != nil {
+			return nil, fmt.Errorf("node CA: %w", err)
+		}
+		return ca, nil
 	}
-	for _, o := range cs.PeerCertificates[0].Subject.Organization {
-		if o == nodeOrganization {
-			return nil
+	ca, err := certs.LoadNodeCA(caDir)
+	if errors.Is(err, certs.ErrCANotFound) {
+		return nil, fmt.Errorf("node CA: %w; every node of a cluster needs the same node CA: run `trustplane certs init --dir %s` once and copy the directory to every node", err, caDir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("node CA: %w", err)
+	}
+	return ca, nil
+}
+
+// refuseNodeCASigners refuses to start when a CSR signer is configured
+// with the node CA: whoever could get a CSR signed would become a node.
+func refuseNodeCASigners(nodeCA *certs.CA, s controllers.Signers) error {
+	for name, f := range map[string]controllers.SignerFiles{
+		"kube-apiserver-client": s.KubeAPIServerClient, "kube-apiserver-client-kubelet": s.KubeAPIServerClientKubelet, "kubelet-serving": s.KubeletServing,
+	} {
+		pemBytes, err := os.ReadFile(f.CertFile)
+		if err != nil {
+			return fmt.Errorf("%s signer CA: %w", name, err)
+		}
+		if certs.HoldsCert(pemBytes, nodeCA.Cert) {
+			return fmt.Errorf("the %s signer is configured with the node CA (%s); no signer may use it, because its certificates would be node identities", name, f.CertFile)
 		}
 	}
-	return fmt.Errorf("raft peer %q is not a trustplane node", cs.PeerCertificates[0].Subject.CommonName)
+	return nil
 }
 
 func servingRequest(nodeName, listenHost string, clusterIP net.IP) certs.Request {
@@ -542,45 +581,9 @@ func servingRequest(nodeName, listenHost string, clusterIP net.IP) certs.Request
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1"), clusterIP},
 		Server:      true,
 	}
-	addHost(&r, nodeName)
-	addHost(&r, listenHost)
+	r.AddHost(nodeName)
+	r.AddHost(listenHost)
 	return r
-}
-
-func nodeRequest(nodeName, raftHost string) certs.Request {
-	r := certs.Request{
-		CommonName: "system:trustplane-node:" + nodeName, Organization: []string{nodeOrganization},
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		Client: true, Server: true,
-	}
-	addHost(&r, nodeName)
-	addHost(&r, raftHost)
-	return r
-}
-
-// addHost adds h as an IP or DNS SAN unless it is empty, unspecified or present.
-func addHost(r *certs.Request, h string) {
-	if h == "" {
-		return
-	}
-	if ip := net.ParseIP(h); ip != nil {
-		if ip.IsUnspecified() {
-			return
-		}
-		for _, have := range r.IPAddresses {
-			if have.Equal(ip) {
-				return
-			}
-		}
-		r.IPAddresses = append(r.IPAddresses, ip)
-		return
-	}
-	for _, have := range r.DNSNames {
-		if have == h {
-			return
-		}
-	}
-	r.DNSNames = append(r.DNSNames, h)
 }
 
 // firstServiceIP is the first host address of the service range, the

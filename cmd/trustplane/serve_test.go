@@ -1,36 +1,10 @@
 package main
 
 import (
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"flag"
 	"net"
 	"testing"
 )
-
-func TestOnlyNodesAcceptsOnlyNodeCertificates(t *testing.T) {
-	cert := func(o ...string) tls.ConnectionState {
-		return tls.ConnectionState{PeerCertificates: []*x509.Certificate{{Subject: pkix.Name{CommonName: "peer", Organization: o}}}}
-	}
-	tests := []struct {
-		name string
-		cs   tls.ConnectionState
-		ok   bool
-	}{
-		{"a node certificate is a peer", cert("x", nodeOrganization), true},
-		{"an admin certificate is not a peer", cert("system:masters"), false},
-		{"a certificate without organization is not a peer", cert(), false},
-		{"no certificate is not a peer", tls.ConnectionState{}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if err := onlyNodes(tt.cs); (err == nil) != tt.ok {
-				t.Fatalf("onlyNodes() = %v, want ok=%v", err, tt.ok)
-			}
-		})
-	}
-}
 
 func TestFirstServiceIP(t *testing.T) {
 	tests := []struct{ cidr, want string }{
