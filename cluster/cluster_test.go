@@ -439,6 +439,10 @@ func TestConfigValidate(t *testing.T) {
 		{"RaftAddr needs a port", func(c *Config) { c.RaftAddr = "127.0.0.1" }, false},
 		{"RaftAddr needs a host", func(c *Config) { c.RaftAddr = ":6444" }, false},
 		{"unspecified address cannot be advertised", func(c *Config) { c.RaftAddr = "0.0.0.0:6444" }, false},
+		{"unspecified address with RaftAdvertise is valid", func(c *Config) { c.RaftAddr, c.RaftAdvertise = "0.0.0.0:6444", "10.0.0.5:6444" }, true},
+		{"RaftAdvertise may be a host name", func(c *Config) { c.RaftAddr, c.RaftAdvertise = "0.0.0.0:6444", "node-0.trustplane:6444" }, true},
+		{"RaftAdvertise must not be unspecified", func(c *Config) { c.RaftAddr, c.RaftAdvertise = "0.0.0.0:6444", "0.0.0.0:6444" }, false},
+		{"RaftAdvertise needs a real port", func(c *Config) { c.RaftAddr, c.RaftAdvertise = "0.0.0.0:6444", "10.0.0.5:0" }, false},
 		{"port 0 only for a single node", func(c *Config) { c.RaftAddr = "127.0.0.1:0"; c.BootstrapExpect = 3 }, false},
 		{"TLS is required", func(c *Config) { c.TLS = nil }, false},
 		{"TLS needs a certificate", func(c *Config) { c.TLS.Certificates = nil }, false},
@@ -454,6 +458,14 @@ func TestConfigValidate(t *testing.T) {
 		{"GossipAddr needs a port", func(c *Config) { gossipOn(c); c.GossipAddr = "127.0.0.1" }, false},
 		{"GossipAddr must be an IP", func(c *Config) { gossipOn(c); c.GossipAddr = "node-0:6445" }, false},
 		{"unspecified GossipAddr cannot be advertised", func(c *Config) { gossipOn(c); c.GossipAddr = "0.0.0.0:6445" }, false},
+		{"unspecified GossipAddr with GossipAdvertise is valid", func(c *Config) {
+			gossipOn(c)
+			c.GossipAddr, c.GossipAdvertise = "0.0.0.0:6445", "10.0.0.5:6445"
+		}, true},
+		{"GossipAdvertise must be an IP", func(c *Config) {
+			gossipOn(c)
+			c.GossipAddr, c.GossipAdvertise = "0.0.0.0:6445", "node-0:6445"
+		}, false},
 		{"Join entries need a port", func(c *Config) { gossipOn(c); c.Join = []string{"127.0.0.1"} }, false},
 		{"metadata must fit 512 bytes", func(c *Config) { gossipOn(c); c.APIAddr = strings.Repeat("a", 600) + ":6443" }, false},
 	}

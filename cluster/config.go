@@ -48,11 +48,17 @@ type Config struct {
 	NodeName string
 	// DataDir holds the raft log and snapshots (in DataDir/raft).
 	DataDir string
-	// RaftAddr is the host:port raft listens on and the address it gives
-	// peers. It must be reachable by them, so an unspecified host (0.0.0.0,
-	// ::) is refused. Port 0 picks a free port (tests only: peers cannot know
-	// it in advance).
+	// RaftAddr is the host:port raft listens on, and the address it gives
+	// peers unless RaftAdvertise is set. An unspecified host (0.0.0.0, ::)
+	// binds every interface and then needs RaftAdvertise, because peers
+	// cannot dial it. Port 0 picks a free port (tests only: peers cannot
+	// know it in advance).
 	RaftAddr string
+	// RaftAdvertise is the host:port peers dial for this node's raft and
+	// internal RPC, when it differs from RaftAddr (a node bound to 0.0.0.0,
+	// or behind an address translation). It is the node's raft address in
+	// the configuration and in gossip.
+	RaftAdvertise string
 	// BootstrapExpect is the number of servers to see before the first
 	// election. 1 bootstraps a single-node cluster on the first start; 0
 	// never bootstraps (the node waits to be added). Larger values need
@@ -64,11 +70,15 @@ type Config struct {
 	// added by its leader instead.
 	BootstrapExpect int
 
-	// GossipAddr is the host:port memberlist binds to and advertises (UDP
-	// and TCP). Empty disables gossip: no discovery, no automatic voter
-	// management, and Leave only stops the node (single-node tests and
-	// single-node servers). Port 0 picks a free port (tests only).
+	// GossipAddr is the host:port memberlist binds to (UDP and TCP), and
+	// advertises unless GossipAdvertise is set; an unspecified host needs
+	// GossipAdvertise. Empty disables gossip: no discovery, no automatic
+	// voter management, and Leave only stops the node (single-node tests
+	// and single-node servers). Port 0 picks a free port (tests only).
 	GossipAddr string
+	// GossipAdvertise is the IP:port other nodes reach this node's gossip
+	// at, when it differs from GossipAddr.
+	GossipAdvertise string
 	// GossipKey is the 32-byte AES-256 key every gossip message is
 	// encrypted and authenticated with (memberlist SecretKey, with
 	// GossipVerifyIncoming and GossipVerifyOutgoing). Required when
@@ -249,16 +259,25 @@ func (c *Config) validateGossip() error {
 	if err != nil {
 		return bad("GossipAddr %q: %v", c.GossipAddr, err)
 	}
-	if host == "" {
-		return bad("GossipAddr %q has no host; peers need an address they can reach", c.GossipAddr)
-	}
 	if ip := net.ParseIP(host); ip == nil {
 		return bad("GossipAddr %q: host must be an IP address", c.GossipAddr)
-	} else if ip.IsUnspecified() {
-		return bad("GossipAddr %q is not an address peers can reach", c.GossipAddr)
+	} else if ip.IsUnspecified() && c.GossipAdvertise == "" {
+		return bad("GossipAddr %q binds every interface; set GossipAdvertise (--gossip-advertise-addr or --advertise-address) to the address peers reach", c.GossipAddr)
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return bad("GossipAddr %q: bad port", c.GossipAddr)
+	}
+	if c.GossipAdvertise != "" {
+		ahost, aport, err := net.SplitHostPort(c.GossipAdvertise)
+		if err != nil {
+			return bad("GossipAdvertise %q: %v", c.GossipAdvertise, err)
+		}
+		if ip := net.ParseIP(ahost); ip == nil || ip.IsUnspecified() {
+			return bad("GossipAdvertise %q: host must be an IP address peers can reach", c.GossipAdvertise)
+		}
+		if p, err := strconv.ParseUint(aport, 10, 16); err != nil || p == 0 {
+			return bad("GossipAdvertise %q: bad port", c.GossipAdvertise)
+		}
 	}
 	if len(c.GossipKey) != 32 {
 		return bad("GossipKey must be 32 bytes (AES-256), got %d", len(c.GossipKey))
@@ -268,7 +287,7 @@ func (c *Config) validateGossip() error {
 			return bad("Join address %q: %v", j, err)
 		}
 	}
-	if m := (nodeMeta{V: metaVersion, Name: c.NodeName, Raft: c.RaftAddr, API: c.APIAddr, Cluster: c.ClusterID, Expect: c.BootstrapExpect}).encode(); len(m) > memberlist.MetaMaxSize {
+	if m := (nodeMeta{V: metaVersion, Name: c.NodeName, Raft: c.raftAdvertise(), API: c.APIAddr, Cluster: c.ClusterID, Expect: c.BootstrapExpect}).encode(); len(m) > memberlist.MetaMaxSize {
 		return bad("NodeName, RaftAddr, APIAddr and ClusterID are too long for gossip metadata (%d bytes, at most %d)", len(m), memberlist.MetaMaxSize)
 	}
 	return nil
@@ -284,11 +303,24 @@ func (c *Config) validateNetwork() error {
 	if err != nil {
 		return bad("RaftAddr %q: %v", c.RaftAddr, err)
 	}
-	if host == "" {
-		return bad("RaftAddr %q has no host; peers need an address they can dial", c.RaftAddr)
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		return bad("RaftAddr %q is not an address peers can dial", c.RaftAddr)
+	if c.RaftAdvertise == "" {
+		if host == "" {
+			return bad("RaftAddr %q has no host; peers need an address they can dial (or set RaftAdvertise)", c.RaftAddr)
+		}
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			return bad("RaftAddr %q binds every interface; set RaftAdvertise (--raft-advertise-addr or --advertise-address) to the address peers dial", c.RaftAddr)
+		}
+	} else {
+		ahost, aport, err := net.SplitHostPort(c.RaftAdvertise)
+		if err != nil {
+			return bad("RaftAdvertise %q: %v", c.RaftAdvertise, err)
+		}
+		if ip := net.ParseIP(ahost); ahost == "" || ip != nil && ip.IsUnspecified() {
+			return bad("RaftAdvertise %q is not an address peers can dial", c.RaftAdvertise)
+		}
+		if p, err := strconv.ParseUint(aport, 10, 16); err != nil || p == 0 {
+			return bad("RaftAdvertise %q: bad port", c.RaftAdvertise)
+		}
 	}
 	if p, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return bad("RaftAddr %q: bad port", c.RaftAddr)
@@ -305,4 +337,12 @@ func (c *Config) validateNetwork() error {
 		return bad("TLS has no CA pool (RootCAs or ClientCAs)")
 	}
 	return nil
+}
+
+// raftAdvertise is the raft address peers dial.
+func (c *Config) raftAdvertise() string {
+	if c.RaftAdvertise != "" {
+		return c.RaftAdvertise
+	}
+	return c.RaftAddr
 }

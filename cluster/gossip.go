@@ -180,6 +180,11 @@ func (n *Node) startGossip(tune func(*memberlist.Config)) error {
 	mc.Name = n.cfg.NodeName
 	mc.BindAddr, mc.BindPort = host, port
 	mc.AdvertiseAddr, mc.AdvertisePort = host, port
+	if a := n.cfg.GossipAdvertise; a != "" {
+		ahost, aport, _ := net.SplitHostPort(a) // checked by Validate
+		mc.AdvertiseAddr = ahost
+		mc.AdvertisePort, _ = strconv.Atoi(aport)
+	}
 	mc.SecretKey = append([]byte(nil), n.cfg.GossipKey...)
 	mc.GossipVerifyIncoming = true
 	mc.GossipVerifyOutgoing = true
@@ -199,7 +204,7 @@ func (n *Node) startGossip(tune func(*memberlist.Config)) error {
 	}
 	g.ml = ml
 	// memberlist wrote the port it bound back into mc when asked for 0.
-	g.addr = net.JoinHostPort(host, strconv.Itoa(mc.AdvertisePort))
+	g.addr = net.JoinHostPort(mc.AdvertiseAddr, strconv.Itoa(mc.AdvertisePort))
 	n.logger.Info("gossip started", "address", n.gossipAddr(), "seeds", n.cfg.Join)
 	n.wg.Add(1)
 	go n.joinLoop()
@@ -224,7 +229,7 @@ func (n *Node) joinLoop() {
 	self := n.gossipAddr()
 	var seeds []string
 	for _, s := range n.cfg.Join {
-		if s != self && s != n.cfg.GossipAddr {
+		if s != self && s != n.cfg.GossipAddr && s != n.cfg.GossipAdvertise {
 			seeds = append(seeds, s)
 		}
 	}

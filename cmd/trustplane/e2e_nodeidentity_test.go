@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trustplane/trustplane/api"
 	"github.com/trustplane/trustplane/certs"
 )
 
@@ -83,7 +82,10 @@ func TestNodeIdentityCannotBeMinted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := membersOf(t, nodes[0])
+	before, err := nodes[0].members()
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// Surface 1: X-Remote-* headers, on every node. The caller stays the
 	// forged certificate's own user, which may do nothing.
@@ -133,7 +135,10 @@ func TestNodeIdentityCannotBeMinted(t *testing.T) {
 	})
 
 	// Nothing changed: same voters, same leader, and writes still work.
-	after := membersOf(t, nodes[0])
+	after, err := nodes[0].members()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(after) != len(before) {
 		t.Fatalf("members changed: %+v -> %+v", before, after)
 	}
@@ -145,18 +150,4 @@ func TestNodeIdentityCannotBeMinted(t *testing.T) {
 	if _, err := nodes[2].clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "still-fine"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("a write after the attack: %v", err)
 	}
-}
-
-// membersOf lists the cluster's members as node n reports them.
-func membersOf(t *testing.T, n *node) []api.Member {
-	t.Helper()
-	r := do(t, n.httpClient(), http.MethodGet, n.url()+"/debug/trustplane/members", nil, nil)
-	if r.code != http.StatusOK {
-		t.Fatalf("members: %d %s", r.code, r.body)
-	}
-	var ms []api.Member
-	if err := json.Unmarshal(r.body, &ms); err != nil {
-		t.Fatal(err)
-	}
-	return ms
 }

@@ -40,7 +40,7 @@ func setupIdentity(w *wiring) (*identity, error) {
 	cfg.TokenFile = w.opts.tokenAuthFile
 	cfg.MaxTokenExpiration = w.opts.saMaxTokenExpiration
 	cfg.ExtendExpiration = w.opts.saExtendTokenExpiration
-	cfg.ExternalAddress = advertised(w.opts.listen)
+	cfg.ExternalAddress = w.opts.addrs.api
 	keys := authn.NewKeyStore(w.back, w.fsm)
 	id, err := authn.New(cfg, keys, w.reg)
 	if err != nil {

@@ -51,6 +51,8 @@ type options struct {
 	controllersQPS   float64
 	controllersBurst int
 	signing          signingFlags
+	advertise        advertiseFlags
+	addrs            addresses // resolved from advertise
 
 	// Token authentication (api/authn).
 	tokenAuthFile           string
@@ -88,6 +90,7 @@ func parseServe(args []string) (*options, error) {
 	fs.StringVar(&o.serviceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "range whose first address is the ClusterIP of default/kubernetes")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	o.signing.register(fs)
+	o.advertise.register(fs)
 	fs.Float64Var(&o.controllersQPS, "controllers-api-qps", 1000, "requests per second each controller identity may send to the API (kube-controller-manager's --kube-api-qps, which defaults to 20)")
 	fs.IntVar(&o.controllersBurst, "controllers-api-burst", 2000, "burst above --controllers-api-qps (kube-controller-manager's --kube-api-burst)")
 	fs.BoolVar(&o.controllers, "controllers", true, "run the leader-only controllers (default ServiceAccounts, kube-root-ca.crt, token Secrets, cluster-role aggregation)")
@@ -131,6 +134,10 @@ func parseServe(args []string) (*options, error) {
 	if err := o.signing.validate(); err != nil {
 		return nil, err
 	}
+	var err error
+	if o.addrs, err = o.advertise.resolve(o.listen, o.raftAddr, o.gossipAddr, o.multiNode()); err != nil {
+		return nil, err
+	}
 	if o.controllersQPS <= 0 || o.controllersBurst < 1 {
 		return nil, fmt.Errorf("--controllers-api-qps %v and --controllers-api-burst %d: both must be positive", o.controllersQPS, o.controllersBurst)
 	}
@@ -172,7 +179,7 @@ func serve(args []string) error {
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
-	serving, err := ca.EnsurePair(filepath.Join(pki, "apiserver.crt"), filepath.Join(pki, "apiserver.key"), servingRequest(o.nodeName, listenHost, clusterIP))
+	serving, err := ca.EnsurePair(filepath.Join(pki, "apiserver.crt"), filepath.Join(pki, "apiserver.key"), servingRequest(o.nodeName, clusterIP, listenHost, o.advertise.address))
 	if err != nil {
 		return fmt.Errorf("serving certificate: %w", err)
 	}
@@ -185,7 +192,7 @@ func serve(args []string) error {
 		return err
 	}
 	nodes := certs.NewNodeVerifier(nodeCA)
-	nodeCert, err := nodeCA.EnsurePair(filepath.Join(pki, "node.crt"), filepath.Join(pki, "node.key"), certs.NodeRequest(o.nodeName, raftHost))
+	nodeCert, err := nodeCA.EnsurePair(filepath.Join(pki, "node.crt"), filepath.Join(pki, "node.key"), certs.NodeRequest(o.nodeName, raftHost, hostOf(o.addrs.raft)))
 	if err != nil {
 		return fmt.Errorf("node certificate: %w", err)
 	}
@@ -195,6 +202,7 @@ func serve(args []string) error {
 	ccfg.NodeName = o.nodeName
 	ccfg.DataDir = o.dataDir
 	ccfg.RaftAddr = o.raftAddr
+	ccfg.RaftAdvertise = o.addrs.raft
 	ccfg.BootstrapExpect = o.bootstrapExpect
 	ccfg.TLS = nodes.PeerTLS(nodeCert)
 	ccfg.PeerName = nodes.ConnNodeName
@@ -211,9 +219,10 @@ func serve(args []string) error {
 			return err
 		}
 		ccfg.GossipAddr = o.gossipAddr
+		ccfg.GossipAdvertise = o.addrs.gossip
 		ccfg.GossipKey = key
 		ccfg.Join = splitList(o.join)
-		ccfg.APIAddr = advertised(o.listen)
+		ccfg.APIAddr = o.addrs.api
 		ccfg.ClusterID = ca.ID()
 	}
 	node, err := cluster.New(ccfg, f)
@@ -574,7 +583,7 @@ func refuseNodeCASigners(nodeCA *certs.CA, s controllers.Signers) error {
 	return nil
 }
 
-func servingRequest(nodeName, listenHost string, clusterIP net.IP) certs.Request {
+func servingRequest(nodeName string, clusterIP net.IP, hosts ...string) certs.Request {
 	r := certs.Request{
 		CommonName:  "trustplane-apiserver",
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
@@ -582,7 +591,9 @@ func servingRequest(nodeName, listenHost string, clusterIP net.IP) certs.Request
 		Server:      true,
 	}
 	r.AddHost(nodeName)
-	r.AddHost(listenHost)
+	for _, h := range hosts {
+		r.AddHost(h)
+	}
 	return r
 }
 

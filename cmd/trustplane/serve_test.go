@@ -39,7 +39,7 @@ func TestAPIURLReplacesUnspecifiedHostWithLoopback(t *testing.T) {
 }
 
 func TestServingCertificateCoversEveryName(t *testing.T) {
-	r := servingRequest("node-a", "0.0.0.0", net.ParseIP("10.96.0.1"))
+	r := servingRequest("node-a", net.ParseIP("10.96.0.1"), "0.0.0.0", "203.0.113.7")
 	dns := map[string]bool{}
 	for _, d := range r.DNSNames {
 		dns[d] = true
@@ -49,10 +49,15 @@ func TestServingCertificateCoversEveryName(t *testing.T) {
 			t.Errorf("serving certificate lacks DNS name %s: %v", want, r.DNSNames)
 		}
 	}
+	advertisedIP := false
 	for _, ip := range r.IPAddresses {
 		if ip.IsUnspecified() {
 			t.Errorf("serving certificate carries the unspecified address %v", ip)
 		}
+		advertisedIP = advertisedIP || ip.String() == "203.0.113.7"
+	}
+	if !advertisedIP {
+		t.Errorf("serving certificate lacks the advertised address: %v", r.IPAddresses)
 	}
 	if !r.Server || r.Client {
 		t.Errorf("serving certificate usages: server=%v client=%v", r.Server, r.Client)
@@ -100,6 +105,55 @@ func TestParseServe(t *testing.T) {
 			}
 			if err == nil && o.bootstrapExpect != tt.wantExpect {
 				t.Fatalf("bootstrap-expect = %d, want %d", o.bootstrapExpect, tt.wantExpect)
+			}
+		})
+	}
+}
+
+func TestAdvertisedAddresses(t *testing.T) {
+	tests := []struct {
+		name                 string
+		flags                advertiseFlags
+		listen, raft, gossip string
+		multi                bool
+		want                 addresses
+		wantErr              bool
+	}{
+		{name: "loopback binds are advertised as they are", listen: "127.0.0.1:6443", raft: "127.0.0.1:6444", gossip: "127.0.0.1:6445", multi: true,
+			want: addresses{api: "127.0.0.1:6443"}},
+		{name: "--advertise-address covers every address bound to all interfaces", flags: advertiseFlags{address: "10.0.0.5"},
+			listen: "0.0.0.0:6443", raft: "0.0.0.0:6444", gossip: "0.0.0.0:6445", multi: true,
+			want: addresses{api: "10.0.0.5:6443", raft: "10.0.0.5:6444", gossip: "10.0.0.5:6445"}},
+		{name: "explicit Raft and gossip addresses win", flags: advertiseFlags{address: "10.0.0.5", raft: "raft.example:7000", gossip: "10.0.0.6:7001"},
+			listen: "0.0.0.0:6443", raft: "0.0.0.0:6444", gossip: "0.0.0.0:6445", multi: true,
+			want: addresses{api: "10.0.0.5:6443", raft: "raft.example:7000", gossip: "10.0.0.6:7001"}},
+		{name: "a specific bind keeps its own address", flags: advertiseFlags{address: "10.0.0.5"},
+			listen: "0.0.0.0:6443", raft: "10.0.0.9:6444", gossip: "10.0.0.9:6445", multi: true,
+			want: addresses{api: "10.0.0.5:6443"}},
+		{name: "a cluster node bound to all interfaces needs an advertised API address",
+			listen: "0.0.0.0:6443", raft: "127.0.0.1:6444", gossip: "127.0.0.1:6445", multi: true, wantErr: true},
+		{name: "a cluster node with Raft on all interfaces needs an advertised Raft address",
+			listen: "127.0.0.1:6443", raft: "0.0.0.0:6444", gossip: "127.0.0.1:6445", multi: true, wantErr: true},
+		{name: "a one-node cluster may bind all interfaces", listen: "0.0.0.0:6443", raft: "127.0.0.1:6444", gossip: "0.0.0.0:6445",
+			want: addresses{api: "127.0.0.1:6443"}},
+		{name: "gossip must be advertised at an IP", flags: advertiseFlags{address: "node-a.example"},
+			listen: "0.0.0.0:6443", raft: "0.0.0.0:6444", gossip: "0.0.0.0:6445", multi: true, wantErr: true},
+		{name: "the advertised address cannot be unspecified", flags: advertiseFlags{address: "0.0.0.0"},
+			listen: "127.0.0.1:6443", raft: "127.0.0.1:6444", gossip: "127.0.0.1:6445", multi: true, wantErr: true},
+		{name: "an advertised Raft address needs a port", flags: advertiseFlags{raft: "10.0.0.5"},
+			listen: "127.0.0.1:6443", raft: "0.0.0.0:6444", gossip: "127.0.0.1:6445", multi: true, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.flags.resolve(tt.listen, tt.raft, tt.gossip, tt.multi)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("resolve = %+v, want an error", got)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("resolve = %+v, %v; want %+v", got, err, tt.want)
 			}
 		})
 	}
