@@ -14,7 +14,14 @@
 //     Raft, with MustNotExist, so two leaders cannot both create a key; every
 //     node reads them from its own applied state, so every node verifies.
 //   - Old keys stay valid for verification after a rotation; only the
-//     newest signs.
+//     newest signs. Retire replaces every older key with a tombstone
+//     (through Raft, so on every node): tokens it signed stop verifying.
+//     Keys are never deleted, so generations are never reused and
+//     FirstKey always exists.
+//   - Stored keys are encrypted at rest with the registry's transformer
+//     for secrets (registry.AtRest), on the leader before proposing; every
+//     new leader re-encrypts keys stored with a key that is no longer
+//     first (Reencrypt).
 //   - Private keys never leave the key store: no error, log line or API
 //     answer carries one, and the JWKS holds public keys only.
 //   - Objects a token is bound to (ServiceAccount, Pod, Secret) are read

@@ -74,7 +74,7 @@ func newWorldKeyed(t *testing.T, withKey bool, mutate func(*authn.Config)) *worl
 	if err := reg.Bootstrap(context.Background(), net.ParseIP("10.96.0.1"), 6443); err != nil {
 		t.Fatal(err)
 	}
-	keys := authn.NewKeyStore(l, l.f)
+	keys := authn.NewKeyStore(l, l.f, registry.AtRest{})
 	if withKey {
 		if err := keys.EnsureKey(context.Background()); err != nil {
 			t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kubernetes/pkg/serviceaccount"
 
+	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/fsm"
 )
 
@@ -27,8 +28,9 @@ var (
 	// ErrNoSigningKey: no signing key has been applied on this node yet (a
 	// follower that has not caught up, or a cluster still bootstrapping).
 	ErrNoSigningKey = errors.New("authn: no service account signing key yet")
-	// ErrKeyConflict: another leader wrote the same key generation first;
-	// the caller may retry against the new state.
+	// ErrKeyConflict: another leader wrote the same key generation first,
+	// or changed a key being retired or re-encrypted; the caller may retry
+	// against the new state.
 	ErrKeyConflict = errors.New("authn: signing key generation already written")
 	// ErrBadKey: a stored signing key could not be decoded. The message
 	// names the key's generation, never its bytes.
@@ -66,12 +68,17 @@ type KeySubscriber interface {
 	Subscribe(l fsm.Listener) (cancel func())
 }
 
-// storedKey is the fsm value of one signing key.
+// storedKey is the fsm value of one signing key, before it is encrypted
+// at rest.
 type storedKey struct {
 	// Algorithm is the JWS algorithm the key signs with (ES256).
-	Algorithm string `json:"alg"`
+	Algorithm string `json:"alg,omitempty"`
 	// PKCS8 is the private key, PKCS #8 DER.
-	PKCS8 []byte `json:"pkcs8"`
+	PKCS8 []byte `json:"pkcs8,omitempty"`
+	// Retired marks a tombstone: the key was retired, its bytes are gone
+	// and tokens it signed no longer verify. The entry stays so that
+	// generations are never reused and FirstKey keeps existing.
+	Retired bool `json:"retired,omitempty"`
 }
 
 // keySet is one parsed version of the stored keys; immutable once built.
@@ -90,6 +97,8 @@ type keySet struct {
 // safe for concurrent use.
 type KeyStore struct {
 	backend KeyBackend
+	// atRest encrypts the stored keys (registry.AtRest of secrets).
+	atRest registry.AtRest
 	// subscribed: version tracks every write to the keys, so a cached set
 	// at the current version is fresh. Without it every use lists the keys.
 	subscribed bool
@@ -109,9 +118,11 @@ type versionedSet struct {
 }
 
 // NewKeyStore reads keys through b. When sub is non-nil the store re-reads
-// keys only after they change; otherwise it lists them on every use.
-func NewKeyStore(b KeyBackend, sub KeySubscriber) *KeyStore {
-	k := &KeyStore{backend: b, subscribed: sub != nil}
+// keys only after they change; otherwise it lists them on every use. The
+// keys are stored through atRest, the registry's transformation of
+// secrets, so that an encryption configuration for secrets covers them.
+func NewKeyStore(b KeyBackend, sub KeySubscriber, atRest registry.AtRest) *KeyStore {
+	k := &KeyStore{backend: b, subscribed: sub != nil, atRest: atRest}
 	k.version.Store(1)
 	if sub != nil {
 		sub.Subscribe(keyListener{k})
@@ -187,9 +198,12 @@ func (k *KeyStore) keys() (*keySet, error) {
 	s := &keySet{revs: revs}
 	var pubs []interface{}
 	for i := len(res.KVs) - 1; i >= 0; i-- {
-		priv, err := parseKey(res.KVs[i])
+		priv, err := k.parseKey(res.KVs[i])
 		if err != nil {
 			return nil, err
+		}
+		if priv == nil {
+			continue // retired
 		}
 		if s.current == nil {
 			s.current = priv
@@ -204,10 +218,19 @@ func (k *KeyStore) keys() (*keySet, error) {
 	return s, nil
 }
 
-func parseKey(kv *fsm.KV) (*ecdsa.PrivateKey, error) {
+// parseKey decrypts and parses one stored key; a retired key is nil.
+func (k *KeyStore) parseKey(kv *fsm.KV) (*ecdsa.PrivateKey, error) {
+	plain, _, err := k.atRest.Open(kv)
+	if err != nil {
+		// Open's error names the key, never its bytes.
+		return nil, fmt.Errorf("%w: generation %s: %w", ErrBadKey, kv.Key.Name, err)
+	}
 	var sk storedKey
-	if err := json.Unmarshal(kv.Value, &sk); err != nil {
+	if err := json.Unmarshal(plain, &sk); err != nil {
 		return nil, fmt.Errorf("%w: generation %s", ErrBadKey, kv.Key.Name)
+	}
+	if sk.Retired {
+		return nil, nil
 	}
 	if sk.Algorithm != "ES256" {
 		return nil, fmt.Errorf("%w: generation %s has algorithm %q", ErrBadKey, kv.Key.Name, sk.Algorithm)
@@ -275,6 +298,9 @@ func (k *KeyStore) put(ctx context.Context, gen uint64) (string, error) {
 		return "", fmt.Errorf("authn: encoding a signing key: %w", err)
 	}
 	key := keyName(gen)
+	if val, err = k.atRest.Seal(key, val); err != nil {
+		return "", fmt.Errorf("authn: encrypting signing key generation %d: %w", gen, err)
+	}
 	res, err := k.backend.Propose(ctx, &fsm.Command{Op: fsm.OpPut, Key: key, Value: val, MustNotExist: true})
 	if err != nil {
 		return "", fmt.Errorf("authn: writing signing key generation %d: %w", gen, err)
@@ -285,11 +311,103 @@ func (k *KeyStore) put(ctx context.Context, gen uint64) (string, error) {
 	if res.Err != nil {
 		return "", fmt.Errorf("authn: writing signing key generation %d: %w", gen, res.Err)
 	}
+	return keyID(ctx, priv)
+}
+
+// keyID is the JWT "kid" of tokens priv signs.
+func keyID(ctx context.Context, priv *ecdsa.PrivateKey) (string, error) {
 	pub, err := serviceaccount.StaticPublicKeysGetter([]interface{}{priv.Public()})
 	if err != nil {
 		return "", err
 	}
 	return pub.GetPublicKeys(ctx, "")[0].KeyID, nil
+}
+
+// Retire replaces every key but the current one with a tombstone, through
+// Raft: tokens the retired keys signed stop verifying on every node once it
+// has applied the change (and its token cache, CacheTTL, has expired), and
+// their private bytes leave the replicated state. It must run on the
+// leader. It returns the current key's id and the retired keys' ids.
+func (k *KeyStore) Retire(ctx context.Context) (current string, retired []string, err error) {
+	res, err := k.backend.List(keyPrefix, fsm.ListOptions{})
+	if err != nil {
+		return "", nil, fmt.Errorf("authn: reading signing keys: %w", err)
+	}
+	tomb, err := json.Marshal(storedKey{Retired: true})
+	if err != nil {
+		return "", nil, err
+	}
+	for i := len(res.KVs) - 1; i >= 0; i-- {
+		kv := res.KVs[i]
+		priv, err := k.parseKey(kv)
+		if err != nil {
+			return "", nil, err
+		}
+		if priv == nil {
+			continue
+		}
+		kid, err := keyID(ctx, priv)
+		if err != nil {
+			return "", nil, err
+		}
+		if current == "" {
+			current = kid // the newest live key signs and stays
+			continue
+		}
+		if err := k.rewrite(ctx, kv, tomb); err != nil {
+			return "", nil, err
+		}
+		retired = append(retired, kid)
+	}
+	if current == "" {
+		return "", nil, ErrNoSigningKey
+	}
+	return current, retired, nil
+}
+
+// Reencrypt stores again, with the first provider and key of the
+// encryption configuration, every key stored with an older one, and writes
+// nothing when none is. It runs on every new leader (a bootstrap task), so
+// restarting the nodes after putting a new encryption key first rotates
+// the signing keys' encryption, as rewriting all Secrets does for them.
+func (k *KeyStore) Reencrypt(ctx context.Context) error {
+	res, err := k.backend.List(keyPrefix, fsm.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("authn: reading signing keys: %w", err)
+	}
+	for _, kv := range res.KVs {
+		plain, stale, err := k.atRest.Open(kv)
+		if err != nil {
+			return fmt.Errorf("%w: generation %s: %w", ErrBadKey, kv.Key.Name, err)
+		}
+		if !stale {
+			continue
+		}
+		if err := k.rewrite(ctx, kv, plain); err != nil && !errors.Is(err, ErrKeyConflict) {
+			return err
+		}
+	}
+	return nil
+}
+
+// rewrite replaces the stored key kv with plain, encrypted, if kv is still
+// its current version.
+func (k *KeyStore) rewrite(ctx context.Context, kv *fsm.KV, plain []byte) error {
+	val, err := k.atRest.Seal(kv.Key, plain)
+	if err != nil {
+		return fmt.Errorf("authn: encrypting signing key generation %s: %w", kv.Key.Name, err)
+	}
+	res, err := k.backend.Propose(ctx, &fsm.Command{Op: fsm.OpPut, Key: kv.Key, Value: val, ModRevision: kv.ModRevision})
+	if err != nil {
+		return fmt.Errorf("authn: writing signing key generation %s: %w", kv.Key.Name, err)
+	}
+	if errors.Is(res.Err, fsm.ErrModRevisionMismatch) || errors.Is(res.Err, fsm.ErrNotFound) {
+		return fmt.Errorf("%w: generation %s", ErrKeyConflict, kv.Key.Name)
+	}
+	if res.Err != nil {
+		return fmt.Errorf("authn: writing signing key generation %s: %w", kv.Key.Name, res.Err)
+	}
+	return nil
 }
 
 // awaitKey returns once this node has a signing key, or after wait with

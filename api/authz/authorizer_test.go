@@ -165,7 +165,7 @@ func TestCacheFollowsAppliedStream(t *testing.T) {
 	}
 
 	// A cache started on a populated FSM loads what is there.
-	late, err := NewCache(w.back.f, nil)
+	late, err := NewCache(w.back.f, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

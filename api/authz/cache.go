@@ -60,6 +60,9 @@ type snapshot struct {
 type Cache struct {
 	src    Source
 	decode runtime.Decoder
+	// open returns the encoded value a KV stores, decrypted at rest
+	// (registry.Registry.Open); nil: the value itself.
+	open func(*fsm.KV) ([]byte, error)
 	// OnError reports objects the cache had to leave out; nil ignores them.
 	onError func(error)
 
@@ -80,10 +83,12 @@ var (
 	_ rbacvalidation.ClusterRoleBindingLister = (*Cache)(nil)
 )
 
-// NewCache subscribes to src and loads its RBAC objects. onError, if not
-// nil, is told about stored objects that could not be decoded.
-func NewCache(src Source, onError func(error)) (*Cache, error) {
-	c := &Cache{src: src, decode: registry.Codecs.UniversalDeserializer(), onError: onError}
+// NewCache subscribes to src and loads its RBAC objects. open decrypts a
+// stored value (registry.Registry.Open; nil when values are not encrypted
+// at rest). onError, if not nil, is told about stored objects that could
+// not be decoded.
+func NewCache(src Source, open func(*fsm.KV) ([]byte, error), onError func(error)) (*Cache, error) {
+	c := &Cache{src: src, decode: registry.Codecs.UniversalDeserializer(), open: open, onError: onError}
 	c.cur.Store(&snapshot{})
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -195,7 +200,14 @@ func (c *Cache) put(next *snapshot, kv *fsm.KV) {
 	default:
 		return
 	}
-	obj, _, err := c.decode.Decode(kv.Value, nil, into)
+	data, err := kv.Value, error(nil)
+	if c.open != nil {
+		data, err = c.open(kv)
+	}
+	var obj runtime.Object
+	if err == nil {
+		obj, _, err = c.decode.Decode(data, nil, into)
+	}
 	if err != nil {
 		next.remove(k)
 		c.report(fmt.Errorf("%w %s %s/%s: %w", ErrDecode, k.Resource, k.Namespace, k.Name, err))

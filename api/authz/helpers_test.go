@@ -60,7 +60,7 @@ func newWorld(t testing.TB, bootstrap bool) *world {
 	back := &directBackend{f: fsm.New()}
 	reg := registry.New(registry.DefaultConfig(), back, append(registry.CoreResources(), registry.RBACResources()...))
 	var decodeErrs []error
-	cache, err := NewCache(back.f, func(err error) { decodeErrs = append(decodeErrs, err) })
+	cache, err := NewCache(back.f, reg.Open, func(err error) { decodeErrs = append(decodeErrs, err) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,4 +18,16 @@
 //     leader, inside the update loop; subresources (status, approval) update
 //     through their own strategy. Virtual resources (reviews, TokenRequest)
 //     are registered here for discovery but never stored.
+//   - Encryption happens in exactly one place: AtRest (atrest.go), kube's
+//     value transformers from an EncryptionConfiguration, per resource,
+//     with the fsm key as authenticated data. Values are encrypted on the
+//     leader before they are proposed, so the fsm stores, replicates and
+//     snapshots only ciphertext and stays deterministic; they are
+//     decrypted wherever a stored value is decoded (get, list, the watch
+//     cache's Decode, the RBAC cache and the signing keys through Open and
+//     AtRest). Nothing else reads or writes KV.Value of a stored resource.
+//   - An update that changes nothing writes nothing, unless the stored
+//     value is stale (not written with the first configured key): then it
+//     is written again, as kube's GuaranteedUpdate does, which is how a
+//     rewrite of every Secret rotates encryption keys.
 package registry

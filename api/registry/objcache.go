@@ -101,10 +101,14 @@ func (s *Store) decodeShared(kv *fsm.KV) (runtime.Object, error) {
 	return obj, nil
 }
 
-// decodeValue decodes kv's stored bytes into a new internal object carrying
+// decodeValue decrypts and decodes kv's stored bytes into a new internal object carrying
 // its resourceVersion.
 func (s *Store) decodeValue(kv *fsm.KV) (runtime.Object, error) {
-	obj, _, err := s.codec.Decode(kv.Value, nil, s.NewFunc())
+	plain, _, err := s.atRest.Open(kv)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	obj, _, err := s.codec.Decode(plain, nil, s.NewFunc())
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("decoding stored %s %q: %w", s.GVR.Resource, kv.Key.Name, err))
 	}

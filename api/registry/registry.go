@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/storage/value"
 	api "k8s.io/kubernetes/pkg/apis/core"
 
 	"github.com/trustplane/trustplane/fsm"
@@ -23,6 +24,10 @@ type Config struct {
 	// FreshWait bounds how long a read waits for a resourceVersion this node
 	// has not applied yet (kube-apiserver waits 3 s).
 	FreshWait time.Duration
+	// Transformers encrypt stored values at rest, per resource: kube's
+	// encryptionconfig.StaticTransformers from an EncryptionConfiguration.
+	// nil stores values as encoded (kube's identity provider).
+	Transformers value.ResourceTransformers
 }
 
 // DefaultConfig returns kube-apiserver's defaults.
@@ -33,6 +38,10 @@ type Registry struct {
 	backend Backend
 	stores  map[schema.GroupVersionResource]*Store
 	ordered []*Store
+	// transformers and atRest: the at-rest transformation of each
+	// resource (atrest.go); atRest holds the served ones.
+	transformers value.ResourceTransformers
+	atRest       map[schema.GroupResource]AtRest
 
 	virtuals     map[virtualKey]*Virtual
 	virtualOrder []*Virtual
@@ -40,9 +49,12 @@ type Registry struct {
 
 // New builds stores for resources over backend.
 func New(cfg *Config, backend Backend, resources []*Resource) *Registry {
-	r := &Registry{backend: backend, stores: map[schema.GroupVersionResource]*Store{}}
+	r := &Registry{backend: backend, stores: map[schema.GroupVersionResource]*Store{},
+		transformers: cfg.Transformers, atRest: map[schema.GroupResource]AtRest{}}
 	for _, res := range resources {
-		s := &Store{Resource: res, backend: backend, codec: StorageCodec(res.GVR.GroupVersion()), freshWait: cfg.FreshWait}
+		s := &Store{Resource: res, backend: backend, codec: StorageCodec(res.GVR.GroupVersion()), freshWait: cfg.FreshWait,
+			atRest: r.AtRest(res.GroupResource())}
+		r.atRest[res.GroupResource()] = s.atRest
 		if res.Namespaced {
 			s.admit = r.admitNamespace
 		}

@@ -63,6 +63,9 @@ type Store struct {
 	freshWait time.Duration
 	// objs caches decoded objects by stored version (objcache.go).
 	objs objCache
+	// atRest encrypts what encode returns before it is proposed and
+	// decrypts stored values before they are decoded (atrest.go).
+	atRest AtRest
 }
 
 func (s *Store) key(ctx context.Context, name string) fsm.Key {
@@ -92,8 +95,9 @@ func (s *Store) decode(kv *fsm.KV) (runtime.Object, error) {
 	return obj.DeepCopyObject(), nil
 }
 
-// encode serialises obj for storage without its resourceVersion, which is
-// always derived from the log index.
+// encode serialises obj without its resourceVersion, which is always
+// derived from the log index. The result is plain: seal transforms it for
+// storage.
 func (s *Store) encode(obj runtime.Object) ([]byte, error) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
@@ -107,6 +111,28 @@ func (s *Store) encode(obj runtime.Object) ([]byte, error) {
 		return nil, apierrors.NewInternalError(err)
 	}
 	return buf.Bytes(), nil
+}
+
+// seal transforms plain, the encoded object at key, into the value to propose.
+func (s *Store) seal(key fsm.Key, plain []byte) ([]byte, error) {
+	out, err := s.atRest.Seal(key, plain)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return out, nil
+}
+
+// unchanged reports whether plain, an object re-encoded for an update, is
+// what kv already stores, so that the update can write nothing. A value
+// stored with a provider or key that is no longer first in the encryption
+// configuration is stale and always written again, as kube's
+// GuaranteedUpdate does: rewriting unchanged objects rotates keys.
+func (s *Store) unchanged(plain []byte, kv *fsm.KV) (bool, error) {
+	stored, stale, err := s.atRest.Open(kv)
+	if err != nil {
+		return false, apierrors.NewInternalError(err)
+	}
+	return !stale && bytes.Equal(plain, stored), nil
 }
 
 func setRV(obj runtime.Object, rv uint64) {
@@ -236,12 +262,16 @@ func (s *Store) Create(ctx context.Context, obj runtime.Object, dryRun bool) (ru
 		return nil, storage.ErrResourceVersionSetOnCreate
 	}
 	for attempt := 1; ; attempt++ {
+		key := s.key(ctx, m.GetName())
 		data, err := s.encode(obj)
+		if err == nil {
+			data, err = s.seal(key, data)
+		}
 		if err != nil {
 			return nil, err
 		}
 		res, err := s.backend.Propose(ctx, &fsm.Command{
-			Op: fsm.OpPut, Key: s.key(ctx, m.GetName()), Value: data, UID: string(m.GetUID()), MustNotExist: true,
+			Op: fsm.OpPut, Key: key, Value: data, UID: string(m.GetUID()), MustNotExist: true,
 		})
 		if err != nil {
 			return nil, proposeErr(err)
@@ -356,13 +386,16 @@ func (s *Store) update(ctx context.Context, strategy rest.RESTUpdateStrategy, na
 		if err != nil {
 			return nil, err
 		}
-		if bytes.Equal(data, kv.Value) {
+		if same, err := s.unchanged(data, kv); err != nil || same {
 			// A no-op update keeps the resourceVersion and writes nothing.
-			return old, nil
+			return old, err
 		}
 		if dryRun {
 			setRV(obj, kv.ModRevision)
 			return obj, nil
+		}
+		if data, err = s.seal(key, data); err != nil {
+			return nil, err
 		}
 		res, err := s.backend.Propose(ctx, &fsm.Command{
 			Op: fsm.OpPut, Key: key, Value: data, UID: string(m.GetUID()), ModRevision: kv.ModRevision, MatchUID: kv.UID,
@@ -660,8 +693,11 @@ func (s *Store) writeDeleting(ctx context.Context, key fsm.Key, kv *fsm.KV, obj 
 	if err != nil {
 		return 0, false, err
 	}
-	if bytes.Equal(data, kv.Value) || dryRun {
-		return kv.ModRevision, false, nil
+	if same, err := s.unchanged(data, kv); err != nil || same || dryRun {
+		return kv.ModRevision, false, err
+	}
+	if data, err = s.seal(key, data); err != nil {
+		return 0, false, err
 	}
 	res, err := s.backend.Propose(ctx, &fsm.Command{Op: fsm.OpPut, Key: key, Value: data, UID: kv.UID, ModRevision: kv.ModRevision})
 	if err != nil {

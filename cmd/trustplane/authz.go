@@ -27,7 +27,7 @@ func authzResources() []*registry.Resource { return registry.RBACResources() }
 // attaches the escalation checks to the RBAC stores, registers the access
 // reviews and schedules the bootstrap policy.
 func setupAuthz(w *wiring) (*authz, error) {
-	cache, err := apiauthz.NewCache(w.fsm, func(err error) { w.log.Error("rbac cache", "error", err) })
+	cache, err := apiauthz.NewCache(w.fsm, w.reg.Open, func(err error) { w.log.Error("rbac cache", "error", err) })
 	if err != nil {
 		return nil, err
 	}

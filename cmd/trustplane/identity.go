@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/kubernetes/pkg/serviceaccount"
 
@@ -22,7 +23,8 @@ type identity struct {
 	legacyTokens serviceaccount.TokenGenerator
 	// paths are extra GET handlers (OIDC discovery).
 	paths map[string]http.Handler
-	// actions are operator POST handlers (signing-key rotation).
+	// actions are operator POST handlers (signing-key rotation and
+	// retirement).
 	actions map[string]http.Handler
 	// bootstrap runs on the leader before the node reports ready.
 	bootstrap []leaderTask
@@ -41,7 +43,9 @@ func setupIdentity(w *wiring) (*identity, error) {
 	cfg.MaxTokenExpiration = w.opts.saMaxTokenExpiration
 	cfg.ExtendExpiration = w.opts.saExtendTokenExpiration
 	cfg.ExternalAddress = w.opts.addrs.api
-	keys := authn.NewKeyStore(w.back, w.fsm)
+	// The signing keys are secret material: the encryption configuration
+	// for secrets encrypts them too (docs/COMPATIBILITY.md).
+	keys := authn.NewKeyStore(w.back, w.fsm, w.reg.AtRest(schema.GroupResource{Resource: "secrets"}))
 	id, err := authn.New(cfg, keys, w.reg)
 	if err != nil {
 		return nil, err
@@ -56,8 +60,8 @@ func setupIdentity(w *wiring) (*identity, error) {
 		authenticator: id.Authenticator,
 		legacyTokens:  id.LegacyTokens,
 		paths:         id.Paths,
-		actions:       map[string]http.Handler{rotatePath: rotateHandler(keys)},
-		bootstrap:     []leaderTask{keys.EnsureKey},
+		actions:       map[string]http.Handler{rotatePath: rotateHandler(keys), retirePath: retireHandler(keys)},
+		bootstrap:     []leaderTask{keys.EnsureKey, keys.Reencrypt},
 		keys:          keys,
 	}, nil
 }
@@ -77,5 +81,24 @@ func rotateHandler(keys *authn.KeyStore) http.Handler {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]string{"kid": kid})
+	})
+}
+
+// retirePath retires every signing key but the current one: POST,
+// system:masters only, served by the leader. Tokens the retired keys
+// signed stop verifying on every node.
+const retirePath = "/debug/trustplane/signing-keys/retire"
+
+// retireHandler replaces the older keys with tombstones through Raft and
+// answers with the current key id and the retired ones.
+func retireHandler(keys *authn.KeyStore) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		kid, retired, err := keys.Retire(req.Context())
+		if err != nil {
+			http.Error(w, "retiring the old signing keys failed: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"kid": kid, "retired": append([]string{}, retired...)})
 	})
 }

@@ -53,6 +53,7 @@ type options struct {
 	signing          signingFlags
 	advertise        advertiseFlags
 	addrs            addresses // resolved from advertise
+	atRest           atRestFlags // data at rest (atrest.go)
 
 	// Token authentication (api/authn).
 	tokenAuthFile           string
@@ -91,6 +92,7 @@ func parseServe(args []string) (*options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	o.signing.register(fs)
 	o.advertise.register(fs)
+	o.atRest.register(fs)
 	fs.Float64Var(&o.controllersQPS, "controllers-api-qps", 1000, "requests per second each controller identity may send to the API (kube-controller-manager's --kube-api-qps, which defaults to 20)")
 	fs.IntVar(&o.controllersBurst, "controllers-api-burst", 2000, "burst above --controllers-api-qps (kube-controller-manager's --kube-api-burst)")
 	fs.BoolVar(&o.controllers, "controllers", true, "run the leader-only controllers (default ServiceAccounts, kube-root-ca.crt, token Secrets, cluster-role aggregation)")
@@ -159,7 +161,12 @@ func serve(args []string) error {
 	klog.SetSlogLogger(log.With("component", "kube"))
 	slog.SetDefault(log)
 
-	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
+	privateFiles() // data at rest (atrest.go): 0600 files, 0700 directories
+	regCfg, err := o.atRest.registryConfig()
+	if err != nil {
+		return err
+	}
+	if err := privateDir(log, o.dataDir); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	pki := filepath.Join(o.dataDir, "pki")
@@ -237,7 +244,7 @@ func serve(args []string) error {
 		return err
 	}
 	resources := append(append(registry.CoreResources(), authzResources()...), certificateResources(rc)...)
-	reg := registry.New(registry.DefaultConfig(), back, resources)
+	reg := registry.New(regCfg, back, resources)
 	wired := &wiring{opts: o, log: log, ca: ca, pki: pki, caDir: caDir, node: node, fsm: f, reg: reg, back: back, rc: rc}
 	ident, err := setupIdentity(wired)
 	if err != nil {

@@ -1,0 +1,81 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/storage/value"
+
+	"github.com/trustplane/trustplane/fsm"
+)
+
+// AtRest turns one resource's encoded values into the bytes the fsm stores
+// and back: kube's value.Transformer for that resource (from an
+// EncryptionConfiguration), with the fsm key as authenticated data, as kube
+// uses the etcd key. The zero AtRest is identity: values are stored as
+// encoded.
+//
+// It is the one place where stored values are encrypted and decrypted:
+// the generic store, the RBAC cache and the signing-key store all go
+// through it, so the fsm only ever sees, replicates and snapshots the
+// transformed bytes.
+type AtRest struct{ t value.Transformer }
+
+// Seal transforms plain, the encoded value of key, for storage. It runs on
+// the leader before the value is proposed: encryption draws random nonces,
+// which the deterministic fsm must never do.
+func (a AtRest) Seal(key fsm.Key, plain []byte) ([]byte, error) {
+	if a.t == nil {
+		return plain, nil
+	}
+	out, err := a.t.TransformToStorage(context.Background(), plain, authData(key))
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: %w", ErrAtRest, key.Resource, err)
+	}
+	return out, nil
+}
+
+// Open returns the encoded value kv stores. stale means it was not written
+// with the first configured provider and key (or not encrypted while one is
+// configured): a write should store it again even when it is unchanged,
+// which is how keys are rotated.
+func (a AtRest) Open(kv *fsm.KV) (plain []byte, stale bool, err error) {
+	if a.t == nil {
+		return kv.Value, false, nil
+	}
+	out, stale, err := a.t.TransformFromStorage(context.Background(), kv.Value, authData(kv.Key))
+	if err != nil {
+		// The message names the key, never the value.
+		return nil, false, fmt.Errorf("%w %s %q: %w", ErrAtRest, kv.Key.Resource, kv.Key.Name, err)
+	}
+	return out, stale, nil
+}
+
+// ErrAtRest: a value could not be encrypted for storage or decrypted from
+// it (a key missing from the encryption configuration, or a corrupt value).
+var ErrAtRest = errors.New("registry: at-rest transformation of a stored value failed")
+
+func authData(key fsm.Key) value.DefaultContext { return value.DefaultContext(key.String()) }
+
+// AtRest returns the transformation of the stored values of gr, which need
+// not be a served resource (the signing keys use the one of secrets).
+func (r *Registry) AtRest(gr schema.GroupResource) AtRest {
+	if r.transformers == nil {
+		return AtRest{}
+	}
+	return AtRest{t: r.transformers.TransformerForResource(gr)}
+}
+
+// Open returns the encoded value kv stores, whatever resource it belongs to
+// (the RBAC cache decodes stored values itself).
+func (r *Registry) Open(kv *fsm.KV) ([]byte, error) {
+	gr := schema.GroupResource{Group: kv.Key.Group, Resource: kv.Key.Resource}
+	a, ok := r.atRest[gr]
+	if !ok {
+		a = r.AtRest(gr)
+	}
+	plain, _, err := a.Open(kv)
+	return plain, err
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apiserver/pkg/apis/apiserver"
+	apiserverinstall "k8s.io/apiserver/pkg/apis/apiserver/install"
+	"k8s.io/apiserver/pkg/server/options/encryptionconfig"
+
+	"github.com/trustplane/trustplane/api/registry"
+)
+
+// atRestFlags are the data-at-rest flags of serve.
+type atRestFlags struct {
+	// encryptionConfig is kube's EncryptionConfiguration file.
+	encryptionConfig string
+}
+
+func (f *atRestFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.encryptionConfig, "encryption-provider-config", "",
+		"kube-apiserver's EncryptionConfiguration (apiserver.config.k8s.io/v1) for Secrets and the token signing keys: providers aescbc, aesgcm, secretbox, identity (no KMS); every node must be given the same file")
+}
+
+// registryConfig is the registry's configuration: kube's defaults, with
+// the transformers the encryption configuration asks for.
+func (f *atRestFlags) registryConfig() (*registry.Config, error) {
+	cfg := registry.DefaultConfig()
+	if f.encryptionConfig == "" {
+		return cfg, nil
+	}
+	if err := refuseKMS(f.encryptionConfig); err != nil {
+		return nil, err
+	}
+	// No KMS, so nothing is started that ctx would have to stop.
+	loaded, err := encryptionconfig.LoadEncryptionConfig(context.Background(), f.encryptionConfig, false, "")
+	if err != nil {
+		return nil, fmt.Errorf("--encryption-provider-config: %w", err)
+	}
+	cfg.Transformers = encryptionconfig.StaticTransformers(loaded.Transformers)
+	return cfg, nil
+}
+
+// privateDir creates dir 0700, or makes an existing one 0700 when others
+// may read it (etcd warns about the same): it holds the Raft log,
+// snapshots and private keys.
+func privateDir(log *slog.Logger, dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o077 == 0 {
+		return nil
+	}
+	log.Warn("making the data directory private", "dir", dir, "was", fi.Mode().Perm().String(), "now", fs.FileMode(0o700).String())
+	return os.Chmod(dir, 0o700)
+}
+
+// errKMS: the encryption configuration names a KMS provider, which
+// trustplane does not support (docs/COMPATIBILITY.md).
+var errKMS = errors.New("KMS providers are not supported; use aescbc, aesgcm, secretbox or identity")
+
+// refuseKMS reads the configuration as kube does and refuses it if any
+// resource uses a KMS provider, before kube's loader would dial its socket.
+func refuseKMS(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("--encryption-provider-config: %w", err)
+	}
+	scheme := runtime.NewScheme()
+	apiserverinstall.Install(scheme)
+	obj, _, err := serializer.NewCodecFactory(scheme).UniversalDecoder().Decode(data, nil, nil)
+	if err != nil {
+		return fmt.Errorf("--encryption-provider-config %s: %w", path, err)
+	}
+	cfg, ok := obj.(*apiserver.EncryptionConfiguration)
+	if !ok {
+		return fmt.Errorf("--encryption-provider-config %s: got %T, want an EncryptionConfiguration", path, obj)
+	}
+	for _, r := range cfg.Resources {
+		for _, p := range r.Providers {
+			if p.KMS != nil {
+				return fmt.Errorf("--encryption-provider-config %s: %v: %w", path, r.Resources, errKMS)
+			}
+		}
+	}
+	return nil
+}
