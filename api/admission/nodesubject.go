@@ -44,7 +44,9 @@ func (p *NodeSubjectRestriction) Validate(_ context.Context, a admission.Attribu
 	}
 	parsed, err := certificatesapi.ParseCSR(csr.Spec.Request)
 	if err != nil {
-		return admission.NewForbidden(a, fmt.Errorf("failed to parse CSR: %v", err))
+		// Not a CSR at all: validation, which runs next, answers 422 with
+		// kube's message. Nothing unparsable can be signed.
+		return nil
 	}
 	if certs.IsNodeSubject(parsed.Subject.CommonName, parsed.Subject.Organization) {
 		return admission.NewForbidden(a, fmt.Errorf("use of %s signer with a trustplane node identity (organization %q or common name prefix %q) is not allowed",
