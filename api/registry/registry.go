@@ -23,10 +23,20 @@ type Config struct {
 	// FreshWait bounds how long a read waits for a resourceVersion this node
 	// has not applied yet (kube-apiserver waits 3 s).
 	FreshWait time.Duration
+	// MaxObjectBytes bounds the stored (protobuf) encoding of an object; a
+	// create, update, patch or apply that would store more gets 413 before
+	// anything is proposed. 0 is no bound. The default is etcd's request
+	// limit, which bounds kube-apiserver's objects: 1.5 MiB.
+	MaxObjectBytes int64
 }
 
 // DefaultConfig returns kube-apiserver's defaults.
-func DefaultConfig() *Config { return &Config{FreshWait: 3 * time.Second} }
+func DefaultConfig() *Config {
+	return &Config{FreshWait: 3 * time.Second, MaxObjectBytes: DefaultMaxObjectBytes}
+}
+
+// DefaultMaxObjectBytes is etcd's default request limit (--max-request-bytes).
+const DefaultMaxObjectBytes = 3 << 19
 
 // Registry holds one Store per served resource.
 type Registry struct {
@@ -42,7 +52,8 @@ type Registry struct {
 func New(cfg *Config, backend Backend, resources []*Resource) *Registry {
 	r := &Registry{backend: backend, stores: map[schema.GroupVersionResource]*Store{}}
 	for _, res := range resources {
-		s := &Store{Resource: res, backend: backend, codec: StorageCodec(res.GVR.GroupVersion()), freshWait: cfg.FreshWait}
+		s := &Store{Resource: res, backend: backend, codec: StorageCodec(res.GVR.GroupVersion()), freshWait: cfg.FreshWait,
+			maxObjectBytes: cfg.MaxObjectBytes}
 		if res.Namespaced {
 			s.admit = r.admitNamespace
 		}

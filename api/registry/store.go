@@ -63,6 +63,8 @@ type Store struct {
 	freshWait time.Duration
 	// objs caches decoded objects by stored version (objcache.go).
 	objs objCache
+	// maxObjectBytes bounds an object's stored encoding; 0 is no bound.
+	maxObjectBytes int64
 }
 
 func (s *Store) key(ctx context.Context, name string) fsm.Key {
@@ -107,6 +109,19 @@ func (s *Store) encode(obj runtime.Object) ([]byte, error) {
 		return nil, apierrors.NewInternalError(err)
 	}
 	return buf.Bytes(), nil
+}
+
+// checkSize refuses a stored encoding larger than the bound, before it is
+// proposed: etcd refuses such a request ("etcdserver: request is too
+// large", 1.5 MiB by default), and here nothing that large reaches the Raft
+// log, where every node would hold it. The answer is 413 with kube's
+// wording for a body over its limit (kube itself answers etcd's refusal
+// with a 500; docs/COMPATIBILITY.md).
+func (s *Store) checkSize(data []byte) error {
+	if s.maxObjectBytes > 0 && int64(len(data)) > s.maxObjectBytes {
+		return apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", s.maxObjectBytes))
+	}
+	return nil
 }
 
 func setRV(obj runtime.Object, rv uint64) {
@@ -240,6 +255,9 @@ func (s *Store) Create(ctx context.Context, obj runtime.Object, dryRun bool) (ru
 		if err != nil {
 			return nil, err
 		}
+		if err := s.checkSize(data); err != nil {
+			return nil, err
+		}
 		res, err := s.backend.Propose(ctx, &fsm.Command{
 			Op: fsm.OpPut, Key: s.key(ctx, m.GetName()), Value: data, UID: string(m.GetUID()), MustNotExist: true,
 		})
@@ -363,6 +381,9 @@ func (s *Store) update(ctx context.Context, strategy rest.RESTUpdateStrategy, na
 		if dryRun {
 			setRV(obj, kv.ModRevision)
 			return obj, nil
+		}
+		if err := s.checkSize(data); err != nil {
+			return nil, err
 		}
 		res, err := s.backend.Propose(ctx, &fsm.Command{
 			Op: fsm.OpPut, Key: key, Value: data, UID: string(m.GetUID()), ModRevision: kv.ModRevision, MatchUID: kv.UID,
@@ -650,7 +671,9 @@ func markAsDeleting(obj runtime.Object, now time.Time) {
 }
 
 // writeDeleting stores obj, already marked for deletion, plus whatever the
-// resource's OnDeleting hook sets (namespace phase). It returns the revision
+// resource's OnDeleting hook sets (namespace phase). Its size is not
+// checked: the few bytes of the mark must never make an object that is
+// stored impossible to delete. It returns the revision
 // of the stored object; retry means kv was no longer current.
 func (s *Store) writeDeleting(ctx context.Context, key fsm.Key, kv *fsm.KV, obj runtime.Object, dryRun bool) (uint64, bool, error) {
 	if s.OnDeleting != nil {
