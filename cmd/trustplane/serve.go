@@ -50,6 +50,7 @@ type options struct {
 	controllersQPS   float64
 	controllersBurst int
 	signing          signingFlags
+	limits           limitFlags
 
 	// Token authentication (api/authn).
 	tokenAuthFile           string
@@ -87,6 +88,7 @@ func parseServe(args []string) (*options, error) {
 	fs.StringVar(&o.serviceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "range whose first address is the ClusterIP of default/kubernetes")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	o.signing.register(fs)
+	o.limits.register(fs)
 	fs.Float64Var(&o.controllersQPS, "controllers-api-qps", 1000, "requests per second each controller identity may send to the API (kube-controller-manager's --kube-api-qps, which defaults to 20)")
 	fs.IntVar(&o.controllersBurst, "controllers-api-burst", 2000, "burst above --controllers-api-qps (kube-controller-manager's --kube-api-burst)")
 	fs.BoolVar(&o.controllers, "controllers", true, "run the leader-only controllers (default ServiceAccounts, kube-root-ca.crt, token Secrets, cluster-role aggregation)")
@@ -128,6 +130,9 @@ func parseServe(args []string) (*options, error) {
 		return nil, err
 	}
 	if err := o.signing.validate(); err != nil {
+		return nil, err
+	}
+	if err := o.limits.validate(); err != nil {
 		return nil, err
 	}
 	if o.controllersQPS <= 0 || o.controllersBurst < 1 {
@@ -201,6 +206,7 @@ func serve(args []string) error {
 	ccfg.DeadServerTimeout = o.deadServerTimeout
 	ccfg.CompactRetention = o.compactRetention
 	ccfg.CompactInterval = o.compactInterval
+	o.limits.setCluster(ccfg)
 	if o.multiNode() {
 		key, err := readGossipKey(caDir)
 		if err != nil {
@@ -224,7 +230,7 @@ func serve(args []string) error {
 		return err
 	}
 	resources := append(append(registry.CoreResources(), authzResources()...), certificateResources(rc)...)
-	reg := registry.New(registry.DefaultConfig(), back, resources)
+	reg := registry.New(o.limits.registryConfig(), back, resources)
 	wired := &wiring{opts: o, log: log, ca: ca, pki: pki, caDir: caDir, node: node, fsm: f, reg: reg, back: back, rc: rc}
 	ident, err := setupIdentity(wired)
 	if err != nil {
@@ -237,6 +243,7 @@ func serve(args []string) error {
 	wcfg := watchcache.DefaultConfig()
 	wcfg.Window = o.watchWindow
 	wcfg.Decode = reg.Decode
+	o.limits.setWatchCache(wcfg)
 	wc, err := watchcache.New(wcfg, f)
 	if err != nil {
 		return fmt.Errorf("watch cache: %w", err)
@@ -252,6 +259,7 @@ func serve(args []string) error {
 	acfg := api.DefaultConfig()
 	acfg.Listen = o.listen
 	acfg.Logger = log.With("component", "api")
+	o.limits.setAPI(acfg)
 	acfg.TLS = &tls.Config{
 		Certificates: []tls.Certificate{serving},
 		ClientAuth:   tls.VerifyClientCertIfGiven,
