@@ -39,7 +39,13 @@
 //     (TLS.ServerName, or else the host of the peer's raft address).
 //     Restricting peers to node identities, rather than any certificate
 //     of the CA, is done by the caller's VerifyConnection hook. The
-//     internal RPC shares the raft port and its TLS (rpc.go).
+//     internal RPC shares the raft port and its TLS (rpc.go). At most
+//     MaxPendingHandshakes accepted connections are in their handshake at
+//     once, each for at most HandshakeTimeout; more are closed at accept,
+//     so idle or half-open connections cannot exhaust the node.
+//   - MVCC history is bounded by age and by bytes, and only through the
+//     log: the leader's compactor proposes OpCompact (compact.go); no node
+//     drops history on its own.
 //   - Gossip is encrypted with the shared key and only informs: raft's
 //     configuration decides who votes, and only the leader changes it
 //     (membership.go). Peers of another cluster (ClusterID), with another
