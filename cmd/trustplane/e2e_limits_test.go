@@ -239,11 +239,29 @@ func trickle(addr string, cfg *tls.Config, path string, every, budget time.Durat
 
 // TestE2ELimitsSlowClientsAndIdleRaftConnections: 300 clients trickling
 // request bodies into the leader's API and 300 TCP connections that never
-// start a TLS handshake on the raft ports neither stop writes and probes
-// nor disturb Raft: no node starts an election.
+// start a TLS handshake on the raft ports (100 per node, beyond the bound
+// of 32 pending handshakes) neither stop writes and probes nor disturb
+// Raft: no node starts an election.
 func TestE2ELimitsSlowClientsAndIdleRaftConnections(t *testing.T) {
-	nodes := startCluster(t, 3, "--controllers=false", "--request-timeout", "4s", "--tls-handshake-timeout", "3s")
+	nodes := startCluster(t, 3, "--controllers=false", "--request-timeout", "4s", "--tls-handshake-timeout", "3s",
+		"--raft-max-pending-handshakes", "32")
 	leader := leaderOf(t, nodes)
+	// Count elections from when every node follows the same leader, so
+	// that a late vote of the cluster's formation is not counted.
+	waitFor(t, 30*time.Second, "every node to see "+leader.name+" lead", func() bool {
+		for _, n := range nodes {
+			ms, err := n.members()
+			if err != nil {
+				return false
+			}
+			for _, m := range ms {
+				if (m.RaftState == "Leader") != (m.Name == leader.name) {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	elections := func() int {
 		total := 0
 		for _, n := range nodes {
@@ -282,6 +300,7 @@ func TestE2ELimitsSlowClientsAndIdleRaftConnections(t *testing.T) {
 	}
 	var cut atomic.Int32
 	for range 300 {
+		time.Sleep(2 * time.Millisecond) // 300 handshakes over ~1s, not in one instant
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -311,7 +330,15 @@ func TestE2ELimitsSlowClientsAndIdleRaftConnections(t *testing.T) {
 	waitFor(t, 30*time.Second, "the trickling clients to be cut off", func() bool { return cut.Load() >= 290 })
 	waitFor(t, 30*time.Second, "the idle raft connections to be closed", func() bool { return idleClosed.Load() >= idleOpened.Load()-5 })
 	if got := elections(); got != electionsBefore {
-		t.Fatalf("%d elections started during the flood:\n%s", got-electionsBefore, leader.logTail())
+		var raftLines []string
+		for _, n := range nodes {
+			for _, l := range strings.Split(n.fullLog(), "\n") {
+				if strings.Contains(l, "raft") && !strings.Contains(l, "level=DEBUG") {
+					raftLines = append(raftLines, n.name+": "+l)
+				}
+			}
+		}
+		t.Fatalf("%d elections started during the flood:\n%s", got-electionsBefore, strings.Join(raftLines, "\n"))
 	}
 	if l := leaderOf(t, nodes); l != leader {
 		t.Fatalf("leadership moved from %s to %s", leader.name, l.name)
