@@ -111,17 +111,38 @@ func (s *Store) encode(obj runtime.Object) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// checkSize refuses a stored encoding larger than the bound, before it is
-// proposed: etcd refuses such a request ("etcdserver: request is too
-// large", 1.5 MiB by default), and here nothing that large reaches the Raft
-// log, where every node would hold it. The answer is 413 with kube's
-// wording for a body over its limit (kube itself answers etcd's refusal
-// with a 500; docs/COMPATIBILITY.md).
-func (s *Store) checkSize(data []byte) error {
-	if s.maxObjectBytes > 0 && int64(len(data)) > s.maxObjectBytes {
-		return apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", s.maxObjectBytes))
+// sized returns data, obj's stored encoding, if it is within
+// MaxObjectBytes. Otherwise, as kube-apiserver does when etcd refuses an
+// object as too large, it drops obj's managedFields, which are safe to lose
+// and can be large, and encodes it again; server-side apply
+// (WithManagedFieldsKept) keeps them. What still does not fit is refused
+// before it is proposed, so it never reaches the Raft log, where every node
+// would hold it. kube passes etcd's refusal on as a 500; here it is 413 with
+// kube's wording for a body over its limit (docs/COMPATIBILITY.md).
+func (s *Store) sized(ctx context.Context, obj runtime.Object, data []byte) ([]byte, error) {
+	if s.maxObjectBytes <= 0 || int64(len(data)) <= s.maxObjectBytes {
+		return data, nil
 	}
-	return nil
+	if m, err := meta.Accessor(obj); err == nil && len(m.GetManagedFields()) > 0 && ctx.Value(keepManagedFieldsKey{}) == nil {
+		m.SetManagedFields(nil)
+		smaller, err := s.encode(obj)
+		if err != nil {
+			return nil, err
+		}
+		if int64(len(smaller)) <= s.maxObjectBytes {
+			return smaller, nil
+		}
+	}
+	return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", s.maxObjectBytes))
+}
+
+type keepManagedFieldsKey struct{}
+
+// WithManagedFieldsKept marks a write whose managedFields must be stored as
+// they are or not at all: server-side apply, whose field ownership they
+// are. An object too large is then refused rather than stored without them.
+func WithManagedFieldsKept(ctx context.Context) context.Context {
+	return context.WithValue(ctx, keepManagedFieldsKey{}, true)
 }
 
 func setRV(obj runtime.Object, rv uint64) {
@@ -255,7 +276,7 @@ func (s *Store) Create(ctx context.Context, obj runtime.Object, dryRun bool) (ru
 		if err != nil {
 			return nil, err
 		}
-		if err := s.checkSize(data); err != nil {
+		if data, err = s.sized(ctx, obj, data); err != nil {
 			return nil, err
 		}
 		res, err := s.backend.Propose(ctx, &fsm.Command{
@@ -382,7 +403,7 @@ func (s *Store) update(ctx context.Context, strategy rest.RESTUpdateStrategy, na
 			setRV(obj, kv.ModRevision)
 			return obj, nil
 		}
-		if err := s.checkSize(data); err != nil {
+		if data, err = s.sized(ctx, obj, data); err != nil {
 			return nil, err
 		}
 		res, err := s.backend.Propose(ctx, &fsm.Command{

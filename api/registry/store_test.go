@@ -1628,3 +1628,29 @@ func TestObjectsLargerThanMaxObjectBytesAreRefusedBeforeTheLog(t *testing.T) {
 		}
 	})
 }
+
+func TestTooLargeManagedFieldsAreDroppedExceptForApply(t *testing.T) {
+	e := newEnv(t)
+	e.namespace(t, "ns")
+	sas := e.store(t, "serviceaccounts")
+	sas.maxObjectBytes = 4 << 10
+	withFields := func(name string) *api.ServiceAccount {
+		return &api.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, ManagedFields: []metav1.ManagedFieldsEntry{{
+			Manager: "m", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{"f:` + strings.Repeat("x", 8<<10) + `":{}}}}`)},
+		}}}}
+	}
+	t.Run("a create that fits without its managedFields is stored without them, as kube retries", func(t *testing.T) {
+		out, err := sas.Create(e.in("ns"), withFields("dropped"), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mf := out.(*api.ServiceAccount).ManagedFields; len(mf) != 0 {
+			t.Fatalf("managedFields kept: %d entries", len(mf))
+		}
+	})
+	t.Run("server-side apply keeps its managedFields or fails", func(t *testing.T) {
+		_, err := sas.Create(WithManagedFieldsKept(e.in("ns")), withFields("applied"), false)
+		wantStatus(t, err, apierrors.IsRequestEntityTooLargeError, "413", "Request entity too large: limit is 4096")
+	})
+}
