@@ -15,7 +15,11 @@
 //     kube-apiserver's, written in exactly one place (writeError).
 //   - Nothing a client sends may take the node down: handler panics become
 //     500 Status responses and are logged with a stack.
-//   - Request bodies are bounded (3 MiB, as kube-apiserver).
+//   - Requests are bounded in size, count and time (limits.go): bodies
+//     (3 MiB), requests in flight (429, kube's maxinflight filter; watches
+//     and health probes exempt), watches per node (429), the request
+//     deadline, which is also the body read deadline (504, kube's timeout
+//     filter), and connections in their TLS handshake (closed at accept).
 //   - Authorisation sees the effective user: impersonation runs first, and
 //     a follower forwards a write with that user in X-Remote-* headers,
 //     which only peer node certificates may set. Config.Nodes decides who

@@ -254,6 +254,8 @@ func (s *Server) authorizeCreate(ctx context.Context, st *registry.Store, ns, na
 // when there is none. A create that loses a race with another create goes
 // back to the update.
 func (s *Server) patchApply(ctx context.Context, st *registry.Store, sub string, a *applyInfo, dryRun bool) (runtime.Object, bool, error) {
+	// Apply's managedFields are its result: never dropped to fit the size limit (as kube).
+	ctx = registry.WithManagedFieldsKept(ctx)
 	for attempt := 0; ; attempt++ {
 		out, err := updateObject(ctx, st, sub, a.name, a, dryRun)
 		if !apierrors.IsNotFound(err) || sub != "" || st.CreateStrategy == nil {

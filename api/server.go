@@ -27,6 +27,7 @@ import (
 	"k8s.io/apiserver/pkg/server/healthz"
 
 	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/apply"
 )
 
 // Config configures the API server. cmd/trustplane fills it from flags.
@@ -67,6 +68,26 @@ type Config struct {
 	// callers whose X-Remote-* identity headers are believed. nil trusts
 	// no caller's headers.
 	Nodes NodeIdentifier
+
+	// Overload protection (limits.go); 0 disables a bound.
+	// MaxRequestsInFlight and MaxMutatingRequestsInFlight bound the
+	// read-only and mutating requests running at once (kube: 400, 200).
+	MaxRequestsInFlight         int
+	MaxMutatingRequestsInFlight int
+	// RequestTimeout bounds a request that is not long-running, and the
+	// reading of its body (kube: 60s).
+	RequestTimeout time.Duration
+	// MaxWatches bounds the watches running at once on this node.
+	MaxWatches int
+	// MaxPendingConnections bounds the connections in their TLS handshake
+	// or before their first request; HandshakeTimeout is how long each may
+	// take. ReadHeaderTimeout bounds the headers of every request.
+	MaxPendingConnections int
+	HandshakeTimeout      time.Duration
+	ReadHeaderTimeout     time.Duration
+	// JSONPatchMaxCopyBytes bounds the total size JSON patch "copy"
+	// operations may add (kube: 3 MiB). It is process-wide, as in kube.
+	JSONPatchMaxCopyBytes int64
 }
 
 // NodeIdentifier tells peer nodes from every other client.
@@ -80,7 +101,12 @@ type NodeIdentifier interface {
 
 // DefaultConfig returns kube-apiserver's defaults.
 func DefaultConfig() *Config {
-	return &Config{Listen: "127.0.0.1:6443", MaxRequestBodyBytes: 3 << 20, Logger: slog.Default()}
+	return &Config{
+		Listen: "127.0.0.1:6443", MaxRequestBodyBytes: 3 << 20, Logger: slog.Default(),
+		MaxRequestsInFlight: 400, MaxMutatingRequestsInFlight: 200, RequestTimeout: 60 * time.Second,
+		MaxWatches: 10000, MaxPendingConnections: 1024, HandshakeTimeout: 10 * time.Second,
+		ReadHeaderTimeout: 32 * time.Second, JSONPatchMaxCopyBytes: 3 << 20,
+	}
 }
 
 // Validate reports a configuration the server cannot run with.
@@ -93,6 +119,10 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRequestBodyBytes <= 0 {
 		return errors.New("api: MaxRequestBodyBytes must be positive")
+	}
+	if c.MaxRequestsInFlight < 0 || c.MaxMutatingRequestsInFlight < 0 || c.MaxWatches < 0 || c.MaxPendingConnections < 0 ||
+		c.RequestTimeout < 0 || c.HandshakeTimeout < 0 || c.ReadHeaderTimeout < 0 || c.JSONPatchMaxCopyBytes < 0 {
+		return errors.New("api: limits and timeouts must not be negative")
 	}
 	if f := c.Forward; f != nil && (f.Leadership == nil || f.TLS == nil || f.WaitForLeader <= 0) {
 		return errors.New("api: forwarding needs Leadership, TLS and a positive WaitForLeader")
@@ -145,6 +175,7 @@ func New(cfg *Config, reg *registry.Registry) (*Server, error) {
 	if s.fields, err = newFieldManagers(reg.Stores()); err != nil {
 		return nil, err
 	}
+	apply.SetJSONPatchMaxCopyBytes(cfg.JSONPatchMaxCopyBytes)
 	s.handler = s.buildHandler()
 	return s, nil
 }
@@ -190,6 +221,7 @@ func (s *Server) buildHandler() http.Handler {
 	var h http.Handler = r
 	h = filters.WithWarningRecorder(h)
 	h = s.withForwarding(h)
+	h = s.withLimits(h)
 	if s.cfg.Authorizer != nil {
 		// Authorisation sees the effective (impersonated) user; kube's
 		// filters give the 403 Status bodies their exact wording.
@@ -417,12 +449,18 @@ func (s *Server) Serve() error {
 	s.http = &http.Server{
 		Handler:           s.handler,
 		TLSConfig:         tlsCfg,
-		ReadHeaderTimeout: 30 * time.Second,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		IdleTimeout:       90 * time.Second,
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
-	err := s.http.ServeTLS(s.listener, "", "")
+	ln := s.listener
+	if s.cfg.MaxPendingConnections > 0 {
+		pl := newPendingListener(ln, s.cfg.MaxPendingConnections, s.cfg.HandshakeTimeout)
+		s.http.ConnState = pl.connState
+		ln = pl
+	}
+	err := s.http.ServeTLS(ln, "", "")
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -21,5 +21,8 @@
 // sentinel errors wrapped with %w so that the api package can map them to
 // kube-apiserver's status codes in one place. The HTTP wiring (which
 // FieldManager runs where in the store's optimistic loop) lives in
-// api/fieldmanager.go.
+// api/fieldmanager.go. A JSON patch is bounded as in kube-apiserver: at
+// most MaxJSONPatchOperations operations, and "copy" operations adding at
+// most SetJSONPatchMaxCopyBytes in total, so a small patch cannot grow an
+// object exponentially.
 package apply

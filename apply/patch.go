@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	"k8s.io/apimachinery/pkg/util/mergepatch"
@@ -24,7 +25,28 @@ var (
 // MaxJSONPatchOperations is kube-apiserver's bound on JSON patch length.
 const MaxJSONPatchOperations = 10000
 
-// JSONPatch applies an RFC 6902 patch to original.
+// SetJSONPatchMaxCopyBytes bounds the total size that the "copy" operations
+// of one JSON patch may add; a patch that would add more fails with
+// json-patch's AccumulatedCopySizeError (422), as in kube-apiserver. The
+// bound is process-wide (json-patch keeps it in a global), and, as kube's
+// server config does, a later call only ever lowers it; n <= 0 changes
+// nothing. Without a bound, a patch of a few KiB that copies a field onto
+// itself repeatedly grows the object exponentially in memory.
+func SetJSONPatchMaxCopyBytes(n int64) {
+	for n > 0 {
+		cur := atomic.LoadInt64(&jsonpatch.AccumulatedCopySizeLimit)
+		if cur > 0 && cur <= n {
+			return
+		}
+		if atomic.CompareAndSwapInt64(&jsonpatch.AccumulatedCopySizeLimit, cur, n) {
+			return
+		}
+	}
+}
+
+// JSONPatch applies an RFC 6902 patch to original. Its copy operations are
+// bounded by SetJSONPatchMaxCopyBytes and its length by
+// MaxJSONPatchOperations.
 func JSONPatch(original, patch []byte) ([]byte, error) {
 	ops, err := jsonpatch.DecodePatch(patch)
 	if err != nil {

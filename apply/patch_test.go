@@ -3,6 +3,7 @@ package apply
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -479,5 +480,47 @@ func TestStrategicMergePatch(t *testing.T) {
 	}
 	runPatchCases(t, cases, func(original, patch []byte) ([]byte, error) {
 		return StrategicMergePatch(original, patch, &corev1.ServiceAccount{})
+	})
+}
+
+// doublingCopies is a JSON patch that copies /a into itself n times
+// (/a/k0, /a/k1, ...): each copy doubles /a, so without a bound n copies
+// grow it 2^n times.
+func doublingCopies(n int) string {
+	var b strings.Builder
+	b.WriteString("[")
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"op":"copy","from":"/a","path":"/a/k%d"}`, i)
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+func TestJSONPatchCopiesAreBoundedByTheAccumulatedCopySize(t *testing.T) {
+	SetJSONPatchMaxCopyBytes(3 << 20)
+	bomb := fmt.Sprintf(`{"a":{"s":%q}}`, strings.Repeat("x", 1<<10))
+	t.Run("copies below the bound apply", func(t *testing.T) {
+		out, err := JSONPatch([]byte(`{"a":{"s":"x"}}`), []byte(doublingCopies(3)))
+		if err != nil || strings.Count(string(out), `"s":"x"`) != 8 {
+			t.Fatalf("out = %s, err = %v", out, err)
+		}
+	})
+	t.Run("a doubling chain fails once it has copied more than the bound", func(t *testing.T) {
+		_, err := JSONPatch([]byte(bomb), []byte(doublingCopies(64)))
+		if !errors.Is(err, ErrPatchFailed) {
+			t.Fatalf("err = %v, want ErrPatchFailed", err)
+		}
+		if want := "Unable to complete the copy, the accumulated size increase of copy is"; !strings.Contains(err.Error(), want) {
+			t.Fatalf("err = %v, want json-patch's (and kube's) wording %q", err, want)
+		}
+	})
+	t.Run("a later call never raises the bound", func(t *testing.T) {
+		SetJSONPatchMaxCopyBytes(1 << 40)
+		if _, err := JSONPatch([]byte(bomb), []byte(doublingCopies(64))); !errors.Is(err, ErrPatchFailed) {
+			t.Fatalf("err = %v, want the 3 MiB bound to hold", err)
+		}
 	})
 }

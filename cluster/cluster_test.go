@@ -554,6 +554,41 @@ func TestCompactorBoundsHistory(t *testing.T) {
 	}
 }
 
+// TestCompactorBoundsHistoryBytes: with compaction by age off, history past
+// CompactMaxBytes is compacted through the log down to three quarters of
+// the bound, keeping the newest versions and the current state.
+func TestCompactorBoundsHistoryBytes(t *testing.T) {
+	ctx := testCtx(t)
+	n := startTLSNode(t, t.TempDir(), "127.0.0.1:0", fsm.New(), func(c *Config) {
+		c.CompactInterval = 20 * time.Millisecond
+		c.CompactRetention = -1
+		c.CompactMaxBytes = 1000
+	})
+	var revs []uint64
+	for i := range 6 {
+		r, err := n.Propose(ctx, putCmd("x", strings.Repeat(fmt.Sprint(i), 400)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs = append(revs, r.Revision)
+	}
+	// 5 superseded values of 400 bytes: 2000 > 1000. A compaction may
+	// also have run between the writes; either way the history ends within
+	// the bound, and the newest superseded value (three quarters of the
+	// bound hold one) and the current value stay.
+	waitFor(t, "compaction by size", func() bool {
+		return n.fsm.HistoryBytes() <= 1000 && n.fsm.CompactedRevision() > revs[1]
+	})
+	kv, _, err := n.fsm.Get(testKey("x"), revs[4])
+	if err != nil || kv == nil || kv.Value[0] != '4' {
+		t.Fatalf("the newest history is gone: %+v, %v", kv, err)
+	}
+	kv, _, err = n.fsm.Get(testKey("x"), 0)
+	if err != nil || kv == nil || kv.Value[0] != '5' {
+		t.Fatalf("current value after compaction: %+v, %v", kv, err)
+	}
+}
+
 // failingLogs is a log store whose writes fail while fail is set, like a
 // full or broken disk.
 type failingLogs struct {

@@ -13,26 +13,51 @@ type compactSample struct {
 	index uint64
 }
 
+// compactBytesCheck is how often the leader compares the fsm's history
+// bytes with CompactMaxBytes (a counter read).
+const compactBytesCheck = time.Second
+
 // runCompactor bounds the fsm's MVCC history, as kube-apiserver's compactor
-// bounds etcd's. Every node samples its applied index every CompactInterval;
-// the leader proposes an OpCompact at the newest index that is at least
-// CompactRetention old. Compaction goes through the log, so every node drops
-// the same history at the same index and snapshots stay deterministic. The
-// retention must cover the watch window and continue-token lifetime: reads
-// and watches older than it get 410 Gone.
+// bounds etcd's, by age and by size. Every node samples its applied index
+// every CompactInterval; the leader proposes an OpCompact at the newest
+// index that is at least CompactRetention old. Independently, when the
+// history exceeds CompactMaxBytes, the leader proposes an OpCompact at the
+// revision that leaves three quarters of it (fsm.CompactTargetForBytes),
+// so one compaction buys room for a quarter of the bound before the next.
+// Compaction goes through the log, so every node drops the same history at
+// the same index and snapshots stay deterministic; the fsm never drops
+// history by itself. The retention must cover the watch window and
+// continue-token lifetime: reads and watches older than the compacted
+// revision get 410 Gone.
 func (n *Node) runCompactor() {
 	defer n.wg.Done()
-	if n.cfg.CompactInterval <= 0 || n.cfg.CompactRetention <= 0 {
+	byAge := n.cfg.CompactInterval > 0 && n.cfg.CompactRetention > 0
+	bySize := n.cfg.CompactMaxBytes > 0
+	if !byAge && !bySize {
 		return
 	}
-	t := time.NewTicker(n.cfg.CompactInterval)
-	defer t.Stop()
+	interval := n.cfg.CompactInterval
+	if interval <= 0 {
+		interval = time.Minute
+	}
+	ageTick := time.NewTicker(interval)
+	defer ageTick.Stop()
+	sizeTick := time.NewTicker(min(interval, compactBytesCheck))
+	defer sizeTick.Stop()
 	var samples []compactSample
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
-		case now := <-t.C:
+		case <-sizeTick.C:
+			if !bySize || !n.IsLeader() || n.fsm.HistoryBytes() <= n.cfg.CompactMaxBytes {
+				continue
+			}
+			n.proposeCompaction(n.fsm.CompactTargetForBytes(n.cfg.CompactMaxBytes/4*3), "size")
+		case now := <-ageTick.C:
+			if !byAge {
+				continue
+			}
 			samples = append(samples, compactSample{at: now, index: n.fsm.AppliedIndex()})
 			// Keep the newest sample older than the retention, and all
 			// younger ones.
@@ -47,18 +72,23 @@ func (n *Node) runCompactor() {
 			if len(samples) == 0 || samples[0].at.After(cut) || !n.IsLeader() {
 				continue
 			}
-			target := samples[0].index
-			if target <= n.fsm.CompactedRevision() {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ApplyTimeout)
-			_, err := n.Propose(ctx, &fsm.Command{Op: fsm.OpCompact, CompactRevision: target})
-			cancel()
-			if err != nil {
-				n.logger.Warn("compaction not proposed", "revision", target, "error", err)
-				continue
-			}
-			n.logger.Debug("compacted history", "revision", target)
+			n.proposeCompaction(samples[0].index, "age")
 		}
 	}
+}
+
+// proposeCompaction proposes an OpCompact at target unless the fsm has
+// compacted that far already. Failures are logged: the next tick retries.
+func (n *Node) proposeCompaction(target uint64, why string) {
+	if target == 0 || target <= n.fsm.CompactedRevision() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ApplyTimeout)
+	_, err := n.Propose(ctx, &fsm.Command{Op: fsm.OpCompact, CompactRevision: target})
+	cancel()
+	if err != nil {
+		n.logger.Warn("compaction not proposed", "revision", target, "bound", why, "error", err)
+		return
+	}
+	n.logger.Debug("compacted history", "revision", target, "bound", why)
 }

@@ -152,9 +152,26 @@ type Config struct {
 	// compacts at the applied index of this long ago, every
 	// CompactInterval. It must cover the watch window (5 min) and the
 	// continue-token lifetime; reads older than it get 410 Gone. Zero means
-	// the defaults (10 min, every minute); negative disables compaction.
+	// the defaults (10 min, every minute); negative disables compaction by
+	// age.
 	CompactRetention time.Duration
 	CompactInterval  time.Duration
+	// CompactMaxBytes bounds the MVCC history in bytes (the values of
+	// superseded and deleted versions, fsm.HistoryBytes): when it is
+	// exceeded, the leader compacts through the log, whatever the
+	// retention, down to three quarters of it, keeping the newest history.
+	// It is checked every second (or CompactInterval, if shorter), so a
+	// burst may overshoot it for that long. Zero means the default
+	// (512 MiB); negative disables the byte bound.
+	CompactMaxBytes int64
+	// MaxPendingHandshakes bounds the raft-port connections that are in
+	// their TLS handshake (or have not sent their first byte) at once, and
+	// HandshakeTimeout how long each may take. Connections beyond the bound
+	// are closed at accept; raft's established connections are never
+	// affected, and a refused peer redials. Zero means the defaults (128,
+	// 10s).
+	MaxPendingHandshakes int
+	HandshakeTimeout     time.Duration
 	// Logger receives the node's and raft's logs (raft's at Info and up).
 	Logger *slog.Logger
 }
@@ -163,15 +180,18 @@ type Config struct {
 // still set NodeName, DataDir, RaftAddr and TLS.
 func DefaultConfig() *Config {
 	return &Config{
-		BootstrapExpect:   1,
-		ApplyTimeout:      10 * time.Second,
-		SnapshotThreshold: 8192,
-		SnapshotInterval:  30 * time.Second,
-		TrailingLogs:      10240,
-		CompactRetention:  10 * time.Minute,
-		CompactInterval:   time.Minute,
-		DeadServerTimeout: 5 * time.Minute,
-		Logger:            slog.Default(),
+		BootstrapExpect:      1,
+		ApplyTimeout:         10 * time.Second,
+		SnapshotThreshold:    8192,
+		SnapshotInterval:     30 * time.Second,
+		TrailingLogs:         10240,
+		CompactRetention:     10 * time.Minute,
+		CompactInterval:      time.Minute,
+		CompactMaxBytes:      512 << 20,
+		MaxPendingHandshakes: 128,
+		HandshakeTimeout:     10 * time.Second,
+		DeadServerTimeout:    5 * time.Minute,
+		Logger:               slog.Default(),
 	}
 }
 
@@ -197,6 +217,9 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.CompactInterval == 0 {
 		out.CompactInterval = d.CompactInterval
+	}
+	if out.CompactMaxBytes == 0 {
+		out.CompactMaxBytes = d.CompactMaxBytes
 	}
 	if out.DeadServerTimeout == 0 {
 		out.DeadServerTimeout = d.DeadServerTimeout
@@ -234,6 +257,8 @@ func (c *Config) validateCommon() error {
 		return bad("ApplyTimeout %s is negative", c.ApplyTimeout)
 	case c.SnapshotInterval < 0:
 		return bad("SnapshotInterval %s is negative", c.SnapshotInterval)
+	case c.MaxPendingHandshakes < 0 || c.HandshakeTimeout < 0:
+		return bad("MaxPendingHandshakes %d and HandshakeTimeout %s must not be negative", c.MaxPendingHandshakes, c.HandshakeTimeout)
 	}
 	return c.validateGossip()
 }

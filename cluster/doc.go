@@ -45,6 +45,13 @@
 //     caller's name comes from its certificate (Config.PeerName), never
 //     from the request. Removing another member is done by the leader
 //     alone, on an operator's request to its API.
+//   - At most MaxPendingHandshakes accepted connections are in their
+//     handshake at once, each for at most HandshakeTimeout; more are
+//     closed at accept, so idle or half-open connections cannot exhaust
+//     the node.
+//   - MVCC history is bounded by age and by bytes, and only through the
+//     log: the leader's compactor proposes OpCompact (compact.go); no node
+//     drops history on its own.
 //   - Gossip is encrypted with the shared key and only informs: raft's
 //     configuration decides who votes, and only the leader changes it
 //     (membership.go). Peers of another cluster (ClusterID), with another

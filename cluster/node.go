@@ -170,7 +170,8 @@ func New(cfg *Config, f *fsm.FSM) (*Node, error) {
 		_ = bolt.Close()
 		return nil, fmt.Errorf("cluster: open snapshot store in %s: %w", raftDir, err)
 	}
-	stream, err := newTLSStreamLayer(c.RaftAddr, c.raftAdvertise(), c.TLS, c.Logger.With("component", "cluster", "node", c.NodeName))
+	stream, err := newTLSStreamLayer(c.RaftAddr, c.raftAdvertise(), c.TLS, c.Logger.With("component", "cluster", "node", c.NodeName),
+		handshakeLimits{max: c.MaxPendingHandshakes, timeout: c.HandshakeTimeout})
 	if err != nil {
 		_ = bolt.Close()
 		return nil, err

@@ -130,7 +130,7 @@ func TestRPCRejectsForeignCertificate(t *testing.T) {
 		{"node of another cluster", tlsConfig(foreign.nodeCert(t, "other"), foreign)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cli, err := newTLSStreamLayer("127.0.0.1:0", "", tc.cfg, testLogger())
+			cli, err := newTLSStreamLayer("127.0.0.1:0", "", tc.cfg, testLogger(), handshakeLimits{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -36,6 +36,15 @@ type tlsStreamLayer struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 
+	// pending holds a slot for every accepted connection that is being
+	// classified (TLS handshake and first byte), each for at most
+	// handshakeTimeout. A connection that finds no slot is closed at
+	// accept: a flood of idle or half-open connections costs at most
+	// cap(pending) goroutines and sockets, and connections that are already
+	// classified (raft's pooled ones) are never affected.
+	pending          chan struct{}
+	handshakeTimeout time.Duration
+
 	// rpc serves an internal RPC connection (the marker byte already
 	// read); nil until the node is running, and such connections are
 	// closed meanwhile.
@@ -55,9 +64,13 @@ type advertiseAddr string
 func (a advertiseAddr) Network() string { return "tcp" }
 func (a advertiseAddr) String() string  { return string(a) }
 
-// classifyTimeout bounds the handshake and the first byte of an accepted
-// connection. Raft and the RPC client send their first byte immediately.
-const classifyTimeout = 10 * time.Second
+// handshakeLimits bound the connections being classified; zero fields
+// mean the defaults (DefaultConfig's MaxPendingHandshakes and
+// HandshakeTimeout).
+type handshakeLimits struct {
+	max     int
+	timeout time.Duration
+}
 
 // serverTLS and clientTLS derive the two sides from the node's TLS config.
 // Either CA pool serves both directions when the other is unset.
@@ -88,7 +101,7 @@ func clientTLS(base *tls.Config) *tls.Config {
 // newTLSStreamLayer listens on bind. advertise is the address peers use;
 // when empty (or with port 0) the listener's actual address is used.
 // Refused connections are logged to logger (nil discards).
-func newTLSStreamLayer(bind, advertise string, base *tls.Config, logger *slog.Logger) (*tlsStreamLayer, error) {
+func newTLSStreamLayer(bind, advertise string, base *tls.Config, logger *slog.Logger, limits handshakeLimits) (*tlsStreamLayer, error) {
 	inner, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: listen for raft on %s: %w", bind, err)
@@ -109,6 +122,15 @@ func newTLSStreamLayer(bind, advertise string, base *tls.Config, logger *slog.Lo
 		conns:     make(chan net.Conn),
 		closed:    make(chan struct{}),
 	}
+	d := DefaultConfig()
+	if limits.max <= 0 {
+		limits.max = d.MaxPendingHandshakes
+	}
+	if limits.timeout <= 0 {
+		limits.timeout = d.HandshakeTimeout
+	}
+	s.pending = make(chan struct{}, limits.max)
+	s.handshakeTimeout = limits.timeout
 	go s.acceptLoop()
 	return s, nil
 }
@@ -133,16 +155,26 @@ func (s *tlsStreamLayer) acceptLoop() {
 			continue
 		}
 		backoff = 5 * time.Millisecond
-		go s.classify(c)
+		select {
+		case s.pending <- struct{}{}:
+			go s.classify(c)
+		default:
+			_ = c.Close()
+			s.rejectQuietly(fmt.Errorf("refused connection on the raft port from %s: %d connections are in their TLS handshake already", c.RemoteAddr(), cap(s.pending)))
+		}
 	}
 }
 
 // classify completes the TLS handshake (the client certificate check, and
 // the caller's VerifyConnection hook), reads the first byte and routes the
-// connection to the RPC server or to raft.
+// connection to the RPC server or to raft. It holds a pending slot (taken
+// by acceptLoop) until the first byte is read or the connection refused.
 func (s *tlsStreamLayer) classify(raw net.Conn) {
+	var once sync.Once
+	release := func() { once.Do(func() { <-s.pending }) }
+	defer release()
 	conn := tls.Server(raw, s.server)
-	_ = conn.SetDeadline(time.Now().Add(classifyTimeout))
+	_ = conn.SetDeadline(time.Now().Add(s.handshakeTimeout))
 	if err := conn.Handshake(); err != nil {
 		_ = conn.Close()
 		if errors.Is(err, io.EOF) {
@@ -159,6 +191,7 @@ func (s *tlsStreamLayer) classify(raw net.Conn) {
 		s.rejectQuietly(fmt.Errorf("connection on the raft port from %s closed before its first byte: %w", raw.RemoteAddr(), err))
 		return
 	}
+	release()
 	if first[0] == rpcMarker {
 		h := s.rpc.Load()
 		if h == nil {
@@ -264,7 +297,7 @@ func (s *tlsStreamLayer) dialRPC(ctx context.Context, address raft.ServerAddress
 	if dl, ok := ctx.Deadline(); ok {
 		_ = c.SetWriteDeadline(dl)
 	} else {
-		_ = c.SetWriteDeadline(time.Now().Add(classifyTimeout))
+		_ = c.SetWriteDeadline(time.Now().Add(s.handshakeTimeout))
 	}
 	if _, err := c.Write([]byte{rpcMarker}); err != nil {
 		_ = c.Close()

@@ -3,6 +3,8 @@ package cluster
 import (
 	"crypto/tls"
 	"io"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,7 +57,7 @@ func TestTLSStreamLayer(t *testing.T) {
 			if tc.serverCfg != nil {
 				cfg = tc.serverCfg
 			}
-			srv, err := newTLSStreamLayer("127.0.0.1:0", "", cfg, testLogger())
+			srv, err := newTLSStreamLayer("127.0.0.1:0", "", cfg, testLogger(), handshakeLimits{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,7 +70,7 @@ func TestTLSStreamLayer(t *testing.T) {
 				}
 			}
 			srv.rejectHook.Store(&hook)
-			cli, err := newTLSStreamLayer("127.0.0.1:0", "", tc.client, testLogger())
+			cli, err := newTLSStreamLayer("127.0.0.1:0", "", tc.client, testLogger(), handshakeLimits{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -126,5 +128,79 @@ func TestTLSStreamLayer(t *testing.T) {
 				t.Fatalf("acceptor accepted a peer it must reject (err %v)", aerr)
 			}
 		})
+	}
+}
+
+// TestPendingHandshakesAreBounded: idle connections that never start a TLS
+// handshake hold at most max slots, each for at most the handshake timeout;
+// the rest are closed at accept, and a real peer gets through once the
+// idle ones have timed out.
+func TestPendingHandshakesAreBounded(t *testing.T) {
+	ca := newTestCA(t, "cluster-ca")
+	srv, err := newTLSStreamLayer("127.0.0.1:0", "", tlsConfig(ca.nodeCert(t, "server"), ca), testLogger(),
+		handshakeLimits{max: 4, timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	refused := make(chan error, 100)
+	hook := func(err error) { refused <- err }
+	srv.rejectHook.Store(&hook)
+
+	var idle []net.Conn
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	for range 10 {
+		c, err := net.Dial("tcp", srv.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	// Six are refused at accept, four time out in their handshake.
+	var full, timedOut int
+	deadline := time.After(10 * time.Second)
+	for full < 6 || timedOut < 4 {
+		select {
+		case err := <-refused:
+			if strings.Contains(err.Error(), "in their TLS handshake already") {
+				full++
+			} else {
+				timedOut++
+			}
+		case <-deadline:
+			t.Fatalf("after 10s: %d refused as over the bound, %d timed out; want 6 and 4", full, timedOut)
+		}
+	}
+	if full != 6 {
+		t.Fatalf("%d connections refused as over the bound, want 6", full)
+	}
+
+	cli, err := newTLSStreamLayer("127.0.0.1:0", "", tlsConfig(ca.nodeCert(t, "client"), ca), testLogger(), handshakeLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	go func() {
+		if conn, err := srv.Accept(); err == nil {
+			conn.Write([]byte("pong"))
+			conn.Close()
+		}
+	}()
+	conn, err := cli.Dial(raft.ServerAddress(srv.Addr().String()), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Write([]byte{0}); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != "pong" {
+		t.Fatalf("a real peer after the flood: %q %v", buf, err)
 	}
 }

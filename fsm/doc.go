@@ -26,6 +26,10 @@
 //     copy-on-write clone of the tree that Persist serialises while Apply
 //     continues.
 //
+//   - History is dropped only by OpCompact, from the log. HistoryBytes and
+//     CompactTargetForBytes let the leader's compactor bound history in
+//     bytes; they read, they never drop.
+//
 //   - Listeners never block. They run synchronously on the apply path, in
 //     log order, after the change is visible to readers; a slow listener
 //     would stall Raft, so listeners queue their work. WaitApplied callers

@@ -249,6 +249,26 @@ func (f *FSM) AppliedIndex() uint64 {
 	return f.st.applied
 }
 
+// HistoryBytes is the size of the retained values that are no longer live:
+// the MVCC history a compaction can drop. It is cheap (a counter).
+func (f *FSM) HistoryBytes() int64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.history
+}
+
+// CompactTargetForBytes returns the lowest revision at which a compaction
+// leaves at most maxBytes of history, or 0 if HistoryBytes is within
+// maxBytes already. The leader's compactor proposes it through the log, so
+// that every node drops the same history: the fsm never drops history by
+// itself. It walks every key under the read lock (delaying applies by the
+// walk), so callers check HistoryBytes first.
+func (f *FSM) CompactTargetForBytes(maxBytes int64) uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.compactTargetForBytes(maxBytes)
+}
+
 // CompactedRevision is the oldest revision still readable; reads and watches
 // from before it must be answered with 410 Gone.
 func (f *FSM) CompactedRevision() uint64 {

@@ -303,7 +303,9 @@ func readSnapshot(rd io.Reader) (*store, error) {
 				return nil, bad("key %q: unknown version kind %d", ks, kind)
 			}
 		}
-		s.tree.ReplaceOrInsert(entry{key: ks, versions: vs[:len(vs):len(vs)]})
+		e := entry{key: ks, versions: vs[:len(vs):len(vs)]}
+		s.history += e.supersededBytes(len(vs))
+		s.tree.ReplaceOrInsert(e)
 	}
 	sum := r.crc.Sum32()
 	var trailer [4]byte

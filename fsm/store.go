@@ -57,11 +57,27 @@ func (e entry) latest() *KV {
 	return e.versions[len(e.versions)-1].kv
 }
 
+// supersededBytes is the size of the values of e.versions[:n] that are no
+// longer live: every live version but the newest one of the entry.
+func (e entry) supersededBytes(n int) int64 {
+	var b int64
+	for i, v := range e.versions[:n] {
+		if v.kv != nil && i < len(e.versions)-1 {
+			b += int64(len(v.kv.Value))
+		}
+	}
+	return b
+}
+
 // store is the MVCC state. It has no locking of its own: FSM guards it.
 type store struct {
 	tree      *btree.BTreeG[entry]
 	applied   uint64
 	compacted uint64
+	// history is the size of the retained values that are not live (the
+	// MVCC history a compaction can drop). It is derived from the tree,
+	// so it is not part of a snapshot.
+	history int64
 }
 
 func newStore() *store {
@@ -130,6 +146,9 @@ func (s *store) put(index uint64, c *Command, evs []Event) (*Result, []Event) {
 		ModRevision:    index,
 	}
 	s.tree.ReplaceOrInsert(entry{key: k, versions: appendVersion(e.versions, version{rev: index, kv: kv})})
+	if cur != nil {
+		s.history += int64(len(cur.Value))
+	}
 	return &Result{Revision: index, KV: kv, Prev: cur},
 		append(evs, Event{Type: EventPut, Revision: index, KV: kv, Prev: cur})
 }
@@ -145,6 +164,7 @@ func (s *store) del(index uint64, c *Command, evs []Event) (*Result, []Event) {
 		return &Result{Revision: index, Prev: cur, Err: err}, evs
 	}
 	s.tree.ReplaceOrInsert(entry{key: k, versions: appendVersion(e.versions, version{rev: index})})
+	s.history += int64(len(cur.Value))
 	gone := *cur
 	gone.ModRevision = index
 	return &Result{Revision: index, Prev: cur},
@@ -181,6 +201,8 @@ func (s *store) compact(index, rev uint64) {
 		if vs[i].kv == nil {
 			keep = i + 1 // a tombstone at or before rev is invisible to every allowed read
 		}
+		// Every version dropped is superseded: the newest live one is kept.
+		s.history -= e.supersededBytes(keep)
 		switch {
 		case keep == 0:
 			// nothing superseded
@@ -230,4 +252,39 @@ func (s *store) ascendPrefix(prefix, after string, fn func(entry) bool) {
 		}
 		return fn(e)
 	})
+}
+
+// compactTargetForBytes returns the lowest revision whose compaction leaves
+// at most maxBytes of history (0 if the history is within it already). A
+// superseded version is dropped by a compaction at or after the revision
+// of the version that replaced it, so the answer is the replacing revision
+// of the newest version that does not fit. It walks the whole tree.
+func (s *store) compactTargetForBytes(maxBytes int64) uint64 {
+	if s.history <= maxBytes {
+		return 0
+	}
+	type drop struct {
+		rev   uint64 // compacting at rev or later drops it
+		bytes int64
+	}
+	var drops []drop
+	s.tree.Ascend(func(e entry) bool {
+		vs := e.versions
+		for i := 0; i < len(vs)-1; i++ {
+			if vs[i].kv != nil {
+				drops = append(drops, drop{rev: vs[i+1].rev, bytes: int64(len(vs[i].kv.Value))})
+			}
+		}
+		return true
+	})
+	// Newest first: keep as much recent history as fits.
+	sort.Slice(drops, func(i, j int) bool { return drops[i].rev > drops[j].rev })
+	var kept int64
+	for _, d := range drops {
+		kept += d.bytes
+		if kept > maxBytes {
+			return d.rev
+		}
+	}
+	return 0
 }

@@ -32,9 +32,11 @@ type Cache struct {
 	// to copy a chunk of item pointers. It is never held across an fsm call
 	// or a channel send that could block.
 	mu sync.RWMutex
-	// items[head:] is the window, in revision order.
+	// items[head:] is the window, in revision order; bytes is their
+	// eventBytes sum.
 	items []*item
 	head  int
+	bytes int64
 	// start: the window holds every change with a revision in
 	// (start, progress], so a watch can start after any revision >= start.
 	start uint64
@@ -133,6 +135,10 @@ func (c *Cache) installLocked(evs []fsm.Event, applied, compacted uint64, replac
 		items = append(items, &block[i])
 	}
 	c.items, c.head = append(items, live...), 0
+	c.bytes = 0
+	for _, it := range c.items {
+		c.bytes += eventBytes(&it.ev)
+	}
 	c.start = compacted
 	if replace || applied > c.progress {
 		c.progress = applied
@@ -158,6 +164,7 @@ func (c *Cache) OnApply(events []fsm.Event) {
 	}
 	for i := range block {
 		c.items = append(c.items, &block[i])
+		c.bytes += eventBytes(&block[i].ev)
 	}
 	c.appended.Add(uint64(len(block)))
 }
@@ -246,16 +253,17 @@ func (c *Cache) OnRestore(index uint64) {
 	}
 }
 
-// trimLocked drops events older than Window and beyond MaxEvents from the
-// front, moving start to the newest revision dropped.
+// trimLocked drops events older than Window and beyond MaxEvents or
+// MaxBytes from the front, moving start to the newest revision dropped.
 func (c *Cache) trimLocked(now int64) {
 	cutoff := now - int64(c.cfg.Window)
 	for c.head < len(c.items) {
 		it := c.items[c.head]
-		if len(c.items)-c.head <= c.cfg.MaxEvents && it.at >= cutoff {
+		if len(c.items)-c.head <= c.cfg.MaxEvents && c.bytes <= c.cfg.MaxBytes && it.at >= cutoff {
 			break
 		}
 		c.start = it.ev.Revision
+		c.bytes -= eventBytes(&it.ev)
 		c.items[c.head] = nil
 		c.head++
 	}

@@ -23,6 +23,7 @@ func TestConfigValidate(t *testing.T) {
 		{"defaults are valid", func(*Config) {}, true},
 		{"window must be positive", func(c *Config) { c.Window = 0 }, false},
 		{"max events must be positive", func(c *Config) { c.MaxEvents = 0 }, false},
+		{"max bytes must be positive", func(c *Config) { c.MaxBytes = 0 }, false},
 		{"bookmark interval must be positive", func(c *Config) { c.BookmarkInterval = -time.Second }, false},
 		{"watcher buffer must be positive", func(c *Config) { c.WatcherBuffer = 0 }, false},
 		{"clock must be set", func(c *Config) { c.Clock = nil }, false},
@@ -545,6 +546,25 @@ func TestWindowTrimming(t *testing.T) {
 			wantLen: 2, wantOldest: 0,
 		},
 		{
+			name: "MaxBytes keeps the newest events that fit",
+			mod:  func(c *Config) { c.MaxBytes = 3 * (1000 + eventOverhead) },
+			write: func(h *harness) {
+				for i := range 5 {
+					h.put(pod("a", fmt.Sprint("big", i)), strings.Repeat("x", 1000))
+				}
+			},
+			wantLen: 3, wantOldest: 2,
+		},
+		{
+			name: "MaxBytes counts the previous version an update keeps alive",
+			mod:  func(c *Config) { c.MaxBytes = 3000 },
+			write: func(h *harness) {
+				h.put(pod("a", "p"), strings.Repeat("x", 1000)) // 1000 + overhead
+				h.put(pod("a", "p"), strings.Repeat("y", 1000)) // 2000 + overhead
+			},
+			wantLen: 1, wantOldest: 1,
+		},
+		{
 			name:    "gaps in revisions do not count as events",
 			mod:     func(c *Config) { c.MaxEvents = 2 },
 			write:   func(h *harness) { h.gap(); writeN(h, 1); h.gap(); writeN(h, 2); h.gap() },
@@ -853,5 +873,20 @@ func TestWindowSlides(t *testing.T) {
 		if ev := recv(t, w); ev.Revision != rev {
 			t.Fatalf("got revision %d, want %d", ev.Revision, rev)
 		}
+	}
+}
+
+func TestMaxBytesBoundsTheHistoryLoadedAtStart(t *testing.T) {
+	h := newHarness(t)
+	for i := range 4 {
+		h.put(pod("a", fmt.Sprint("big", i)), strings.Repeat("x", 1000))
+	}
+	c := h.cache(func(c *Config) { c.MaxBytes = 2 * (1000 + eventOverhead) })
+	if oldest, _ := c.Range(); c.Len() != 2 || oldest != 2 {
+		t.Fatalf("Len %d oldest %d, want 2 events after revision 2", c.Len(), oldest)
+	}
+	_, err := c.Watch(context.Background(), WatchOptions{Prefix: fsm.Prefix{Resource: "pods"}, StartRevision: 1})
+	if !errors.Is(err, ErrTooOld) {
+		t.Fatalf("watch from 1: %v, want ErrTooOld", err)
 	}
 }

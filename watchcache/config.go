@@ -19,6 +19,13 @@ type Config struct {
 	// MaxEvents caps the events held whatever their age, so a write burst
 	// cannot grow the window without bound. The oldest go first.
 	MaxEvents int
+	// MaxBytes caps the bytes the window holds whatever its age: the
+	// stored encodings each event keeps alive (the new and the previous
+	// version) plus a fixed overhead per event (eventOverhead). Large
+	// objects written in a burst cannot grow a node's memory past it. The
+	// oldest go first. Decoded objects, made lazily for watchers, are not
+	// counted.
+	MaxBytes int64
 	// BookmarkInterval is how often a watcher that asked for bookmarks gets
 	// one at the node's applied index, writes or not (idle progress).
 	BookmarkInterval time.Duration
@@ -39,12 +46,13 @@ type Config struct {
 }
 
 // DefaultConfig returns the production settings: a five-minute window of at
-// most a million events, bookmarks every minute, and watchers cut off when
-// 1024 events are applied while their client is not reading.
+// most a million events and 512 MiB, bookmarks every minute, and watchers
+// cut off when 1024 events are applied while their client is not reading.
 func DefaultConfig() *Config {
 	return &Config{
 		Window:           5 * time.Minute,
 		MaxEvents:        1_000_000,
+		MaxBytes:         512 << 20,
 		BookmarkInterval: time.Minute,
 		WatcherBuffer:    1024,
 		Clock:            clock.RealClock{},
@@ -60,6 +68,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxEvents <= 0 {
 		errs = append(errs, fmt.Errorf("max events %d must be positive", c.MaxEvents))
+	}
+	if c.MaxBytes <= 0 {
+		errs = append(errs, fmt.Errorf("max bytes %d must be positive", c.MaxBytes))
 	}
 	if c.BookmarkInterval <= 0 {
 		errs = append(errs, fmt.Errorf("bookmark interval %v must be positive", c.BookmarkInterval))

@@ -12,6 +12,10 @@
 //     api never writes into it. Revisions are Raft log indexes, so they have
 //     gaps: the window is "every change in (oldest, applied]", never a count.
 //
+//   - Bounded by age, count and bytes (Window, MaxEvents, MaxBytes), per
+//     node; the oldest events go first, and a watch from before the window
+//     gets 410. The bound is local: it never changes the fsm.
+//
 //   - History survives restarts. On start and on every fsm Restore the
 //     window is rebuilt from the fsm's retained MVCC history (which
 //     snapshots carry), then the replayed log appends to it, so a client can

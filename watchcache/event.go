@@ -114,6 +114,23 @@ func (e Event) decode(kv *fsm.KV) (any, error) {
 
 // item is one applied change in the window (or one initial object), with
 // its decoded versions filled in on first use.
+// eventOverhead approximates what an event costs besides its stored
+// encodings: the item, the KVs and their keys.
+const eventOverhead = 256
+
+// eventBytes is what an event counts against Config.MaxBytes: the encodings
+// it keeps alive and eventOverhead.
+func eventBytes(e *fsm.Event) int64 {
+	n := int64(eventOverhead)
+	if e.KV != nil {
+		n += int64(len(e.KV.Value))
+	}
+	if e.Prev != nil {
+		n += int64(len(e.Prev.Value))
+	}
+	return n
+}
+
 type item struct {
 	ev fsm.Event
 	at int64 // Clock UnixNano when appended; 0 for initial objects

@@ -12,6 +12,11 @@
 //     match kube-apiserver.
 //   - Every write is one fsm command with preconditions; read-modify-write is
 //     an optimistic loop on ModRevision.
+//   - A stored encoding larger than Config.MaxObjectBytes is refused with
+//     413 before it is proposed, so it never reaches the Raft log; as in
+//     kube, a write other than server-side apply first drops managedFields
+//     to fit. Only marking an object for deletion is exempt: it must stay
+//     deletable.
 //   - fsm sentinel errors become Kubernetes Status errors here; the HTTP layer
 //     only writes them out.
 //   - A Resource's Admit hook (admission) runs before its strategy, on the

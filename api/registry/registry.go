@@ -28,10 +28,20 @@ type Config struct {
 	// encryptionconfig.StaticTransformers from an EncryptionConfiguration.
 	// nil stores values as encoded (kube's identity provider).
 	Transformers value.ResourceTransformers
+	// MaxObjectBytes bounds the stored (protobuf) encoding of an object; a
+	// create, update, patch or apply that would store more gets 413 before
+	// anything is proposed. 0 is no bound. The default is etcd's request
+	// limit, which bounds kube-apiserver's objects: 1.5 MiB.
+	MaxObjectBytes int64
 }
 
 // DefaultConfig returns kube-apiserver's defaults.
-func DefaultConfig() *Config { return &Config{FreshWait: 3 * time.Second} }
+func DefaultConfig() *Config {
+	return &Config{FreshWait: 3 * time.Second, MaxObjectBytes: DefaultMaxObjectBytes}
+}
+
+// DefaultMaxObjectBytes is etcd's default request limit (--max-request-bytes).
+const DefaultMaxObjectBytes = 3 << 19
 
 // Registry holds one Store per served resource.
 type Registry struct {
@@ -53,7 +63,7 @@ func New(cfg *Config, backend Backend, resources []*Resource) *Registry {
 		transformers: cfg.Transformers, atRest: map[schema.GroupResource]AtRest{}}
 	for _, res := range resources {
 		s := &Store{Resource: res, backend: backend, codec: StorageCodec(res.GVR.GroupVersion()), freshWait: cfg.FreshWait,
-			atRest: r.AtRest(res.GroupResource())}
+			atRest: r.AtRest(res.GroupResource()), maxObjectBytes: cfg.MaxObjectBytes}
 		r.atRest[res.GroupResource()] = s.atRest
 		if res.Namespaced {
 			s.admit = r.admitNamespace

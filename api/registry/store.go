@@ -66,6 +66,8 @@ type Store struct {
 	// atRest encrypts what encode returns before it is proposed and
 	// decrypts stored values before they are decoded (atrest.go).
 	atRest AtRest
+	// maxObjectBytes bounds an object's stored encoding; 0 is no bound.
+	maxObjectBytes int64
 }
 
 func (s *Store) key(ctx context.Context, name string) fsm.Key {
@@ -133,6 +135,40 @@ func (s *Store) unchanged(plain []byte, kv *fsm.KV) (bool, error) {
 		return false, apierrors.NewInternalError(err)
 	}
 	return !stale && bytes.Equal(plain, stored), nil
+}
+
+// sized returns data, obj's stored encoding, if it is within
+// MaxObjectBytes. Otherwise, as kube-apiserver does when etcd refuses an
+// object as too large, it drops obj's managedFields, which are safe to lose
+// and can be large, and encodes it again; server-side apply
+// (WithManagedFieldsKept) keeps them. What still does not fit is refused
+// before it is proposed, so it never reaches the Raft log, where every node
+// would hold it. kube passes etcd's refusal on as a 500; here it is 413 with
+// kube's wording for a body over its limit (docs/COMPATIBILITY.md).
+func (s *Store) sized(ctx context.Context, obj runtime.Object, data []byte) ([]byte, error) {
+	if s.maxObjectBytes <= 0 || int64(len(data)) <= s.maxObjectBytes {
+		return data, nil
+	}
+	if m, err := meta.Accessor(obj); err == nil && len(m.GetManagedFields()) > 0 && ctx.Value(keepManagedFieldsKey{}) == nil {
+		m.SetManagedFields(nil)
+		smaller, err := s.encode(obj)
+		if err != nil {
+			return nil, err
+		}
+		if int64(len(smaller)) <= s.maxObjectBytes {
+			return smaller, nil
+		}
+	}
+	return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", s.maxObjectBytes))
+}
+
+type keepManagedFieldsKey struct{}
+
+// WithManagedFieldsKept marks a write whose managedFields must be stored as
+// they are or not at all: server-side apply, whose field ownership they
+// are. An object too large is then refused rather than stored without them.
+func WithManagedFieldsKept(ctx context.Context) context.Context {
+	return context.WithValue(ctx, keepManagedFieldsKey{}, true)
 }
 
 func setRV(obj runtime.Object, rv uint64) {
@@ -265,6 +301,9 @@ func (s *Store) Create(ctx context.Context, obj runtime.Object, dryRun bool) (ru
 		key := s.key(ctx, m.GetName())
 		data, err := s.encode(obj)
 		if err == nil {
+			data, err = s.sized(ctx, obj, data)
+		}
+		if err == nil {
 			data, err = s.seal(key, data)
 		}
 		if err != nil {
@@ -393,6 +432,9 @@ func (s *Store) update(ctx context.Context, strategy rest.RESTUpdateStrategy, na
 		if dryRun {
 			setRV(obj, kv.ModRevision)
 			return obj, nil
+		}
+		if data, err = s.sized(ctx, obj, data); err != nil {
+			return nil, err
 		}
 		if data, err = s.seal(key, data); err != nil {
 			return nil, err
@@ -683,7 +725,9 @@ func markAsDeleting(obj runtime.Object, now time.Time) {
 }
 
 // writeDeleting stores obj, already marked for deletion, plus whatever the
-// resource's OnDeleting hook sets (namespace phase). It returns the revision
+// resource's OnDeleting hook sets (namespace phase). Its size is not
+// checked: the few bytes of the mark must never make an object that is
+// stored impossible to delete. It returns the revision
 // of the stored object; retry means kv was no longer current.
 func (s *Store) writeDeleting(ctx context.Context, key fsm.Key, kv *fsm.KV, obj runtime.Object, dryRun bool) (uint64, bool, error) {
 	if s.OnDeleting != nil {

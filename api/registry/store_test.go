@@ -1591,3 +1591,66 @@ func TestStoreDeleteCollection(t *testing.T) {
 		}
 	})
 }
+
+func TestObjectsLargerThanMaxObjectBytesAreRefusedBeforeTheLog(t *testing.T) {
+	e := newEnv(t)
+	e.namespace(t, "ns")
+	sas := e.store(t, "serviceaccounts")
+	sas.maxObjectBytes = 4 << 10
+	big := map[string]string{"big": strings.Repeat("x", 8<<10)}
+	const msg = "Request entity too large: limit is 4096"
+
+	t.Run("a create is 413 and proposes nothing", func(t *testing.T) {
+		before := e.applied()
+		_, err := sas.Create(e.in("ns"), &api.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "huge", Annotations: big}}, false)
+		wantStatus(t, err, apierrors.IsRequestEntityTooLargeError, "413", msg)
+		if e.applied() != before {
+			t.Fatalf("applied index moved from %d to %d: the object reached the log", before, e.applied())
+		}
+	})
+	t.Run("an update that grows an object past the bound is 413 and keeps it", func(t *testing.T) {
+		cur := e.sa(t, "ns", "grows", nil)
+		before := e.applied()
+		_, err := sas.Update(e.in("ns"), "grows", mutate(func(sa *api.ServiceAccount) { sa.Annotations = big }), false)
+		wantStatus(t, err, apierrors.IsRequestEntityTooLargeError, "413", msg)
+		if e.applied() != before {
+			t.Fatalf("applied index moved from %d to %d", before, e.applied())
+		}
+		got, err := sas.Get(e.in("ns"), "grows", &metav1.GetOptions{})
+		if err != nil || got.(*api.ServiceAccount).ResourceVersion != cur.ResourceVersion {
+			t.Fatalf("object changed: %v %v", got, err)
+		}
+	})
+	t.Run("an object at the bound is stored", func(t *testing.T) {
+		if _, err := sas.Create(e.in("ns"), &api.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "fits",
+			Annotations: map[string]string{"a": strings.Repeat("x", 3<<10)}}}, false); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestTooLargeManagedFieldsAreDroppedExceptForApply(t *testing.T) {
+	e := newEnv(t)
+	e.namespace(t, "ns")
+	sas := e.store(t, "serviceaccounts")
+	sas.maxObjectBytes = 4 << 10
+	withFields := func(name string) *api.ServiceAccount {
+		return &api.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, ManagedFields: []metav1.ManagedFieldsEntry{{
+			Manager: "m", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{"f:` + strings.Repeat("x", 8<<10) + `":{}}}}`)},
+		}}}}
+	}
+	t.Run("a create that fits without its managedFields is stored without them, as kube retries", func(t *testing.T) {
+		out, err := sas.Create(e.in("ns"), withFields("dropped"), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mf := out.(*api.ServiceAccount).ManagedFields; len(mf) != 0 {
+			t.Fatalf("managedFields kept: %d entries", len(mf))
+		}
+	})
+	t.Run("server-side apply keeps its managedFields or fails", func(t *testing.T) {
+		_, err := sas.Create(WithManagedFieldsKept(e.in("ns")), withFields("applied"), false)
+		wantStatus(t, err, apierrors.IsRequestEntityTooLargeError, "413", "Request entity too large: limit is 4096")
+	})
+}

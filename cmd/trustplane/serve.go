@@ -54,6 +54,7 @@ type options struct {
 	advertise        advertiseFlags
 	addrs            addresses // resolved from advertise
 	atRest           atRestFlags // data at rest (atrest.go)
+	limits           limitFlags
 
 	// Token authentication (api/authn).
 	tokenAuthFile           string
@@ -93,6 +94,7 @@ func parseServe(args []string) (*options, error) {
 	o.signing.register(fs)
 	o.advertise.register(fs)
 	o.atRest.register(fs)
+	o.limits.register(fs)
 	fs.Float64Var(&o.controllersQPS, "controllers-api-qps", 1000, "requests per second each controller identity may send to the API (kube-controller-manager's --kube-api-qps, which defaults to 20)")
 	fs.IntVar(&o.controllersBurst, "controllers-api-burst", 2000, "burst above --controllers-api-qps (kube-controller-manager's --kube-api-burst)")
 	fs.BoolVar(&o.controllers, "controllers", true, "run the leader-only controllers (default ServiceAccounts, kube-root-ca.crt, token Secrets, cluster-role aggregation)")
@@ -134,6 +136,9 @@ func parseServe(args []string) (*options, error) {
 		return nil, err
 	}
 	if err := o.signing.validate(); err != nil {
+		return nil, err
+	}
+	if err := o.limits.validate(); err != nil {
 		return nil, err
 	}
 	var err error
@@ -220,6 +225,7 @@ func serve(args []string) error {
 	ccfg.DeadServerTimeout = o.deadServerTimeout
 	ccfg.CompactRetention = o.compactRetention
 	ccfg.CompactInterval = o.compactInterval
+	o.limits.setCluster(ccfg)
 	if o.multiNode() {
 		key, err := readGossipKey(caDir)
 		if err != nil {
@@ -244,6 +250,7 @@ func serve(args []string) error {
 		return err
 	}
 	resources := append(append(registry.CoreResources(), authzResources()...), certificateResources(rc)...)
+	regCfg.MaxObjectBytes = o.limits.registryConfig().MaxObjectBytes
 	reg := registry.New(regCfg, back, resources)
 	wired := &wiring{opts: o, log: log, ca: ca, pki: pki, caDir: caDir, node: node, fsm: f, reg: reg, back: back, rc: rc}
 	ident, err := setupIdentity(wired)
@@ -257,6 +264,7 @@ func serve(args []string) error {
 	wcfg := watchcache.DefaultConfig()
 	wcfg.Window = o.watchWindow
 	wcfg.Decode = reg.Decode
+	o.limits.setWatchCache(wcfg)
 	wc, err := watchcache.New(wcfg, f)
 	if err != nil {
 		return fmt.Errorf("watch cache: %w", err)
@@ -279,6 +287,7 @@ func serve(args []string) error {
 	acfg := api.DefaultConfig()
 	acfg.Listen = o.listen
 	acfg.Logger = log.With("component", "api")
+	o.limits.setAPI(acfg)
 	acfg.TLS = &tls.Config{
 		Certificates: []tls.Certificate{serving},
 		// A node calling this API asks for NodeServerName and gets the

@@ -1,0 +1,218 @@
+package api
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/endpoints/filters"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	genericfilters "k8s.io/apiserver/pkg/server/filters"
+
+	"github.com/trustplane/trustplane/api/registry"
+)
+
+// Overload protection. The filters here bound what one request, and all
+// requests together, may cost the node, the way kube-apiserver's generic
+// filters do:
+//
+//   - max in flight (kube's own filter): at most MaxRequestsInFlight
+//     read-only and MaxMutatingRequestsInFlight mutating requests run at
+//     once; further ones get 429 "Too many requests, please try again
+//     later." with Retry-After: 1. Long-running requests and health
+//     probes are not counted, and system:masters is served even when the
+//     limit is reached (kube's rule: the super-admin always gets an answer).
+//   - watch cap: at most MaxWatches watches run at once on this node; more
+//     get 429 with a Status.
+//   - request timeout (kube's filters): a request that is not long-running
+//     gets a deadline of RequestTimeout (or a shorter ?timeout=) and 504
+//     with kube's Timeout Status when it passes. The same deadline is the
+//     read deadline of its body, so a client trickling a body is cut off.
+//   - pending connections: at most MaxPendingConnections accepted
+//     connections may be in their TLS handshake or before their first
+//     request at once, each for at most HandshakeTimeout; further
+//     connections are closed at accept.
+
+// longRunning is kube-apiserver's long-running check: watches, proxy and
+// the streaming subresources. Such requests have no deadline and are not
+// counted in flight.
+var longRunning = genericfilters.BasicLongRunningRequestCheck(
+	sets.NewString("watch", "proxy"),
+	sets.NewString("attach", "exec", "proxy", "log", "portforward"),
+)
+
+// isHealthProbe reports the health paths, which kube's priority-and-fairness
+// exempts (the "probes" flow schema) so that overload never fails a probe.
+func isHealthProbe(path string) bool {
+	for _, p := range []string{"/livez", "/readyz", "/healthz"} {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// notCountedInFlight is what the max-in-flight filter lets through without
+// a slot: long-running requests and health probes.
+func notCountedInFlight(req *http.Request, info *genericapirequest.RequestInfo) bool {
+	return longRunning(req, info) || isHealthProbe(req.URL.Path)
+}
+
+// withLimits wraps next in the overload filters, outermost first: max in
+// flight, the watch cap, the request deadline, the body read deadline, and
+// the timeout. It needs the RequestInfo and the user in the context.
+func (s *Server) withLimits(next http.Handler) http.Handler {
+	h := next
+	if s.cfg.RequestTimeout > 0 {
+		h = genericfilters.WithTimeoutForNonLongRunningRequests(h, longRunning)
+		h = withBodyReadDeadline(h)
+		h = filters.WithRequestDeadline(h, nil, nil, longRunning, registry.Codecs, s.cfg.RequestTimeout)
+	}
+	h = s.withWatchLimit(h)
+	return genericfilters.WithMaxInFlightLimit(h, s.cfg.MaxRequestsInFlight, s.cfg.MaxMutatingRequestsInFlight, notCountedInFlight)
+}
+
+// withBodyReadDeadline makes the request's deadline the read deadline of
+// its body, so a client that trickles a body cannot hold a handler (and its
+// in-flight slot) past the request timeout. The deadline applies to the
+// connection (HTTP/1) or stream (HTTP/2) only while this request is read;
+// net/http sets its own deadlines before the next request.
+func withBodyReadDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if d, ok := req.Context().Deadline(); ok && req.Body != nil && req.Body != http.NoBody {
+			// ErrNotSupported (a test recorder) leaves the body unbounded in
+			// time but still bounded in size.
+			_ = http.NewResponseController(w).SetReadDeadline(d)
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
+// withWatchLimit caps the watches running at once on this node. Each watch
+// costs a goroutine and a position in the watch cache for as long as the
+// client stays; the cap turns a flood of watches into 429s, which clients
+// (client-go's reflectors) retry after Retry-After.
+func (s *Server) withWatchLimit(next http.Handler) http.Handler {
+	max := int64(s.cfg.MaxWatches)
+	if max <= 0 {
+		return next
+	}
+	var running atomic.Int64
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		info, ok := genericapirequest.RequestInfoFrom(req.Context())
+		if !ok || info.Verb != "watch" {
+			next.ServeHTTP(w, req)
+			return
+		}
+		if running.Add(1) > max {
+			running.Add(-1)
+			s.writeError(w, req, apierrors.NewTooManyRequests(
+				fmt.Sprintf("too many watches on this server (limit %d), please try again later", max), 1))
+			return
+		}
+		defer running.Add(-1)
+		next.ServeHTTP(w, req)
+	})
+}
+
+// pendingListener bounds the connections that are accepted but have not yet
+// completed their TLS handshake and sent their first request bytes (the
+// http.StateNew phase): at most cap(slots) at once, each for at most
+// timeout. A connection beyond the bound is closed at accept, so a flood of
+// idle or half-open connections costs neither goroutines nor memory beyond
+// the bound, while connections already serving are never touched.
+//
+// The server must report connection states to connState, which releases a
+// connection's slot when it leaves StateNew.
+type pendingListener struct {
+	net.Listener
+	slots   chan struct{}
+	timeout time.Duration
+	refused atomic.Uint64
+}
+
+func newPendingListener(ln net.Listener, max int, timeout time.Duration) *pendingListener {
+	return &pendingListener{Listener: ln, slots: make(chan struct{}, max), timeout: timeout}
+}
+
+// Accept returns the next connection that gets a slot; connections that
+// find none are closed and not returned.
+func (l *pendingListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+		default:
+			l.refused.Add(1)
+			_ = c.Close()
+			continue
+		}
+		pc := &pendingConn{Conn: c, l: l}
+		if l.timeout > 0 {
+			// A connection still pending when the timer fires is closed;
+			// one that has moved on only loses its timer.
+			pc.timer = time.AfterFunc(l.timeout, func() {
+				if pc.release() {
+					_ = c.Close()
+				}
+			})
+		}
+		return pc, nil
+	}
+}
+
+// connState is the http.Server ConnState hook: any state after StateNew
+// means the handshake and the first request bytes have arrived.
+func (l *pendingListener) connState(c net.Conn, state http.ConnState) {
+	if state == http.StateNew {
+		return
+	}
+	if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = nc.NetConn()
+	}
+	if pc, ok := c.(*pendingConn); ok && pc.release() {
+		pc.stopTimer()
+	}
+}
+
+// pendingConn holds a slot of its listener until release.
+type pendingConn struct {
+	net.Conn
+	l     *pendingListener
+	timer *time.Timer
+	once  sync.Once
+}
+
+// release gives the slot back; it reports whether this call did. It does
+// not touch timer, which the timer's own callback may be running.
+func (c *pendingConn) release() (released bool) {
+	c.once.Do(func() {
+		<-c.l.slots
+		released = true
+	})
+	return released
+}
+
+// Close releases the slot of a connection closed while pending (a failed
+// handshake).
+func (c *pendingConn) Close() error {
+	if c.release() {
+		c.stopTimer()
+	}
+	return c.Conn.Close()
+}
+
+func (c *pendingConn) stopTimer() {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+}

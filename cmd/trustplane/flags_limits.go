@@ -1,0 +1,114 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/trustplane/trustplane/api"
+	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/cluster"
+	"github.com/trustplane/trustplane/watchcache"
+)
+
+// limitFlags bound what clients and peers may cost a node: request counts
+// and times (kube-apiserver's flags of the same names), object and history
+// sizes, and connections that have not finished their TLS handshake.
+type limitFlags struct {
+	maxRequestsInFlight         int
+	maxMutatingRequestsInFlight int
+	requestTimeout              time.Duration
+	maxWatches                  int
+	maxPendingConnections       int
+	raftMaxPendingHandshakes    int
+	handshakeTimeout            time.Duration
+	maxObjectBytes              bytesFlag
+	watchCacheMaxBytes          bytesFlag
+	compactMaxBytes             bytesFlag
+}
+
+func (l *limitFlags) register(fs *flag.FlagSet) {
+	a, c, w := api.DefaultConfig(), cluster.DefaultConfig(), watchcache.DefaultConfig()
+	fs.IntVar(&l.maxRequestsInFlight, "max-requests-inflight", a.MaxRequestsInFlight, "read-only requests served at once; more get 429 (0: no limit)")
+	fs.IntVar(&l.maxMutatingRequestsInFlight, "max-mutating-requests-inflight", a.MaxMutatingRequestsInFlight, "mutating requests served at once; more get 429 (0: no limit)")
+	fs.DurationVar(&l.requestTimeout, "request-timeout", a.RequestTimeout, "deadline of a request that is not long-running, body read included; past it 504 (0: none)")
+	fs.IntVar(&l.maxWatches, "max-watches", a.MaxWatches, "watches served at once by this node; more get 429 (0: no limit)")
+	fs.IntVar(&l.maxPendingConnections, "max-pending-connections", a.MaxPendingConnections, "API connections in their TLS handshake or before their first request at once; more are closed (0: no limit)")
+	fs.IntVar(&l.raftMaxPendingHandshakes, "raft-max-pending-handshakes", c.MaxPendingHandshakes, "raft-port connections in their TLS handshake at once; more are closed")
+	fs.DurationVar(&l.handshakeTimeout, "tls-handshake-timeout", a.HandshakeTimeout, "time a new API or raft connection has for its TLS handshake and first bytes")
+	l.maxObjectBytes = bytesFlag(registry.DefaultMaxObjectBytes)
+	fs.Var(&l.maxObjectBytes, "max-object-bytes", "largest stored object encoding; larger writes get 413 (etcd's request limit; quantities such as 1.5Mi)")
+	l.watchCacheMaxBytes = bytesFlag(w.MaxBytes)
+	fs.Var(&l.watchCacheMaxBytes, "watch-cache-max-bytes", "bytes of events each node's watch window keeps; older events are dropped first (410 Gone)")
+	l.compactMaxBytes = bytesFlag(c.CompactMaxBytes)
+	fs.Var(&l.compactMaxBytes, "compact-max-bytes", "bytes of MVCC history kept; past it the leader compacts whatever --compact-retention says (negative: no byte bound)")
+}
+
+func (l *limitFlags) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"--max-requests-inflight", int64(l.maxRequestsInFlight)},
+		{"--max-mutating-requests-inflight", int64(l.maxMutatingRequestsInFlight)},
+		{"--request-timeout", int64(l.requestTimeout)},
+		{"--max-watches", int64(l.maxWatches)},
+		{"--max-pending-connections", int64(l.maxPendingConnections)},
+		{"--max-object-bytes", int64(l.maxObjectBytes)},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("%s must not be negative", f.name)
+		}
+	}
+	if l.raftMaxPendingHandshakes <= 0 || l.handshakeTimeout <= 0 || l.watchCacheMaxBytes <= 0 {
+		return fmt.Errorf("--raft-max-pending-handshakes, --tls-handshake-timeout and --watch-cache-max-bytes must be positive")
+	}
+	if l.compactMaxBytes == 0 {
+		return fmt.Errorf("--compact-max-bytes must not be 0 (negative disables the byte bound)")
+	}
+	return nil
+}
+
+// setAPI, registryConfig, setCluster and setWatchCache copy the limits
+// into the components' configs.
+func (l *limitFlags) setAPI(a *api.Config) {
+	a.MaxRequestsInFlight = l.maxRequestsInFlight
+	a.MaxMutatingRequestsInFlight = l.maxMutatingRequestsInFlight
+	a.RequestTimeout = l.requestTimeout
+	a.MaxWatches = l.maxWatches
+	a.MaxPendingConnections = l.maxPendingConnections
+	a.HandshakeTimeout = l.handshakeTimeout
+}
+
+func (l *limitFlags) registryConfig() *registry.Config {
+	r := registry.DefaultConfig()
+	r.MaxObjectBytes = int64(l.maxObjectBytes)
+	return r
+}
+
+func (l *limitFlags) setCluster(c *cluster.Config) {
+	c.MaxPendingHandshakes = l.raftMaxPendingHandshakes
+	c.HandshakeTimeout = l.handshakeTimeout
+	c.CompactMaxBytes = int64(l.compactMaxBytes)
+}
+
+func (l *limitFlags) setWatchCache(w *watchcache.Config) { w.MaxBytes = int64(l.watchCacheMaxBytes) }
+
+// bytesFlag is a byte count given as a Kubernetes quantity (1572864, 1.5Mi,
+// 512Mi, 2G).
+type bytesFlag int64
+
+func (b *bytesFlag) String() string {
+	return resource.NewQuantity(int64(*b), resource.BinarySI).String()
+}
+
+func (b *bytesFlag) Set(s string) error {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a byte quantity (such as 1572864 or 1.5Mi): %w", s, err)
+	}
+	*b = bytesFlag(q.Value())
+	return nil
+}
