@@ -52,7 +52,7 @@ type options struct {
 	controllersBurst int
 	signing          signingFlags
 	advertise        advertiseFlags
-	addrs            addresses // resolved from advertise
+	addrs            addresses   // resolved from advertise
 	atRest           atRestFlags // data at rest (atrest.go)
 	limits           limitFlags
 
