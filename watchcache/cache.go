@@ -162,11 +162,19 @@ func (c *Cache) OnApply(events []fsm.Event) {
 	if c.closed {
 		return
 	}
+	n := 0
 	for i := range block {
+		if block[i].ev.Revision <= c.progress {
+			// Already in the window: New read the fsm's history after this
+			// batch was applied but before it was announced (subscribe,
+			// then replay). The window never holds an event twice.
+			continue
+		}
 		c.items = append(c.items, &block[i])
 		c.bytes += eventBytes(&block[i].ev)
+		n++
 	}
-	c.appended.Add(uint64(len(block)))
+	c.appended.Add(uint64(n))
 }
 
 // OnIndex records the node's applied index, which bookmarks carry even
