@@ -101,7 +101,7 @@ func parseServe(args []string) (*options, error) {
 	fs.Uint64Var(&o.snapshotThreshold, "raft-snapshot-threshold", d.SnapshotThreshold, "log entries since the last snapshot that trigger a new one")
 	fs.DurationVar(&o.snapshotInterval, "raft-snapshot-interval", d.SnapshotInterval, "how often the snapshot threshold is checked")
 	fs.Uint64Var(&o.trailingLogs, "raft-trailing-logs", d.TrailingLogs, "log entries kept after a snapshot, so lagging followers catch up from the log")
-	fs.DurationVar(&o.deadServerTimeout, "dead-server-timeout", d.DeadServerTimeout, "a voter that gossip reports failed this long is removed while a quorum stays (negative: never)")
+	fs.DurationVar(&o.deadServerTimeout, "dead-server-timeout", d.DeadServerTimeout, "a voter that gossip reports failed this long, and that raft no longer reaches, is removed while a quorum stays (negative: never)")
 	fs.BoolVar(&o.leaveOnTerminate, "leave-on-terminate", false, "on SIGTERM/SIGINT, leave the cluster (be removed as a voter) when that keeps a quorum of alive voters; it never forces. Default false, as for Consul servers: a stopped node stays a voter and rejoins as itself on restart, which is what a rolling restart or a crash-and-restart wants. Set it for nodes that are going away for good")
 	fs.DurationVar(&o.writeLeaderWait, "write-leader-wait", 10*time.Second, "how long a write waits for a leader during an election before 503")
 	fs.DurationVar(&o.compactRetention, "compact-retention", d.CompactRetention, "MVCC history kept for exact reads, continue tokens and watch history across restarts; older gets 410 Gone")
