@@ -94,6 +94,10 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), info.Verb))
 		return
 	}
+	if err := s.refuseLocalRead(req, info.Verb); err != nil {
+		s.writeError(w, req, err)
+		return
+	}
 	if sub != "" {
 		// A subresource serves get, update and patch of one object.
 		switch {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -34,6 +35,39 @@ type Membership interface {
 	// removal would cost the cluster its quorum, because an operator acting
 	// on a stale view must not be able to take the cluster down.
 	RemoveMember(ctx context.Context, name string) error
+}
+
+// ConfigurationMember is an optional capability of Membership, found by
+// type assertion: whether this node is in the cluster's configuration. A
+// node outside it (not yet added, or removed) applies nothing new, so
+// answers served from its local state alone would be stale without bound.
+type ConfigurationMember interface {
+	InConfiguration() bool
+}
+
+// refuseLocalRead is the one rule for a node outside the configuration:
+// it serves no resourceVersion=0 get or list and no watch (every watch is
+// served from the local watch cache), answering 503 with Retry-After so
+// that clients retry, as kube-apiserver answers while it cannot serve. A
+// read without a resourceVersion needs the leader's read index anyway, and
+// one at resourceVersion N waits until N has applied here. It returns nil
+// when the request may be served.
+func (s *Server) refuseLocalRead(req *http.Request, verb string) error {
+	if verb != "get" && verb != "list" && verb != "watch" {
+		return nil
+	}
+	q := req.URL.Query()
+	watch := verb == "watch" || q.Get("watch") == "true" || q.Get("watch") == "1"
+	if !watch && q.Get("resourceVersion") != "0" {
+		return nil
+	}
+	cm, ok := s.cfg.Membership.(ConfigurationMember)
+	if !ok || cm.InConfiguration() {
+		return nil
+	}
+	e := apierrors.NewServiceUnavailable("this apiserver is not a member of the cluster's current configuration and cannot serve resourceVersion=0 reads or watches; retry against another server")
+	e.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+	return e
 }
 
 // membersPath is the operator endpoint behind "trustplane members". Like

@@ -100,8 +100,10 @@ type Config struct {
 	ClusterID string
 	// DeadServerTimeout is the autopilot rule: a voter that gossip has
 	// reported failed (not left) for this long is removed by the leader,
-	// but only while the alive voters still form a majority of the
-	// configuration that includes it, so removal never costs the quorum.
+	// but only once the leader's raft has lost contact with it too (gossip
+	// silence alone never removes a voter), and only while the alive
+	// voters still form a majority of the configuration that includes it,
+	// so removal never costs the quorum.
 	// 0 means the default (5m); negative disables the rule (a failed voter
 	// then stays until RemoveMember).
 	DeadServerTimeout time.Duration

@@ -52,6 +52,26 @@
 //   - MVCC history is bounded by age and by bytes, and only through the
 //     log: the leader's compactor proposes OpCompact (compact.go); no node
 //     drops history on its own.
+//   - Membership never costs the quorum (membership.go). A voter counts as
+//     alive when the leader's raft reaches it (heartbeat observations,
+//     contact.go) and gossip does not report it failed or left; no removal
+//     (RemoveMember, Leave, a member that left, autopilot) proceeds unless
+//     the alive voters left are a majority of the remaining configuration.
+//     Leave is never forced: refused, the node stays a voter and stops
+//     gossip without a leave message. Autopilot (DeadServerTimeout) also
+//     needs raft to have lost the voter: gossip silence alone removes no one.
+//   - RemoveMember is durable (removed.go): a marker under the internal
+//     group trustplane.internal, written through the log before the
+//     removal, keeps every later leader from re-adding the name, even
+//     restarted with the same data dir. The leader reconciles only after
+//     its term barrier, so it has applied every marker. The marker is
+//     cleared only when the name comes back with no raft state (an emptied
+//     data dir). Leave writes none.
+//   - A node not in the configuration (its own latest one, or the
+//     leader's, asked over the RPC when no leader has contacted it for a
+//     while: configcheck.go) fails CheckMember; the API then refuses its
+//     resourceVersion=0 reads and watches, which would be stale without
+//     bound.
 //   - Gossip is encrypted with the shared key and only informs: raft's
 //     configuration decides who votes, and only the leader changes it
 //     (membership.go). Peers of another cluster (ClusterID), with another

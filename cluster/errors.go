@@ -57,4 +57,10 @@ var (
 	// leader's decision on an operator's request through its API, so a
 	// stolen or misused node identity cannot strip the cluster of voters.
 	ErrNotPermitted = errors.New("cluster: a node may remove only itself over the internal RPC")
+
+	// ErrNotMember: this node is not in the cluster's configuration (not
+	// yet added, removed, or the leader reports a configuration without
+	// it). Its local state may be arbitrarily stale, so it serves no
+	// resourceVersion=0 reads or watches and is not ready (CheckMember).
+	ErrNotMember = errors.New("cluster: this node is not in the cluster's configuration")
 )

@@ -155,7 +155,7 @@ func (n *Node) localMeta() nodeMeta {
 		API:     n.cfg.APIAddr,
 		Cluster: n.cfg.ClusterID,
 		Expect:  n.cfg.BootstrapExpect,
-		Leaving: n.left.Load(),
+		Leaving: n.leaving.Load(),
 	}
 }
 

@@ -29,6 +29,9 @@ type rpcRouter struct {
 	handlers map[raft.ServerAddress]func(net.Conn)
 	names    map[raft.ServerAddress]string
 	cut      map[[2]raft.ServerAddress]bool
+	// conns are the server ends handed to each address's handler, closed
+	// when a new node registers there (the old process is gone).
+	conns map[raft.ServerAddress][]net.Conn
 }
 
 func newRPCRouter() *rpcRouter {
@@ -62,6 +65,10 @@ func (r *rpcRouter) register(addr raft.ServerAddress) func(func(net.Conn)) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.handlers[addr] = h
+		for _, c := range r.conns[addr] {
+			_ = c.Close()
+		}
+		delete(r.conns, addr)
 	}
 }
 
@@ -75,6 +82,12 @@ func (r *rpcRouter) dialer(from raft.ServerAddress) func(context.Context, raft.S
 			return nil, fmt.Errorf("rpc router: %s unreachable from %s", to, from)
 		}
 		client, server := net.Pipe()
+		r.mu.Lock()
+		if r.conns == nil {
+			r.conns = map[raft.ServerAddress][]net.Conn{}
+		}
+		r.conns[to] = append(r.conns[to], server)
+		r.mu.Unlock()
 		go h(&routedConn{Conn: server, from: from})
 		return client, nil
 	}
@@ -158,6 +171,10 @@ type haOpts struct {
 	gossipAt  string        // gossip address; "" picks a free port
 	bootstrap []raft.Server // written before start (no-gossip clusters)
 	mutate    func(*Config)
+	// sameAddr reuses the raft address of a stopped node of this name, as
+	// a real node restarted on its host would (with fresh in-memory
+	// stores: an empty data directory).
+	sameAddr bool
 }
 
 // add starts a node. Its raft transport is connected to every existing
@@ -176,11 +193,14 @@ func (c *haCluster) addE(name string, o haOpts) (*haNode, error) {
 	t := c.t
 	want := raft.ServerAddress("inmem-" + name)
 	c.mu.Lock()
-	if _, taken := c.trans[want]; taken {
+	if _, taken := c.trans[want]; taken && !o.sameAddr {
 		want += raft.ServerAddress(fmt.Sprintf("-%d", len(c.trans)))
 	}
 	addr, tr := raft.NewInmemTransport(want)
 	for oaddr, otr := range c.trans {
+		if oaddr == addr {
+			continue
+		}
 		tr.Connect(oaddr, otr)
 		otr.Connect(addr, tr)
 	}

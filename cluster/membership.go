@@ -26,14 +26,25 @@ import (
 //     list from the same view, so nodes starting together form exactly
 //     one cluster; raft refuses a second bootstrap once state exists.
 //   - Only the leader changes the configuration (reconcile, every
-//     reconcileInterval and on every gossip change): an alive gossip member
-//     that is not a server is added as a voter; a member that left
-//     gracefully is removed; a member that failed stays a voter until
-//     RemoveMember or the autopilot rule (Config.DeadServerTimeout), which
-//     never removes a voter unless the alive voters are a majority of the
-//     configuration that still includes it.
-//   - Leave transfers leadership away, announces the departure on gossip,
-//     has the leader remove this node, and stops gossip.
+//     reconcileInterval and on every gossip change, once its term barrier
+//     has applied): an alive gossip member that is not a server is added
+//     as a voter, unless an operator removed it (removed.go); a member
+//     that left gracefully is removed; a member that failed stays a voter
+//     until RemoveMember or the autopilot rule (Config.DeadServerTimeout).
+//   - A voter counts as alive for every quorum check when the leader's
+//     raft reaches it (contact.go) and gossip does not report it failed or
+//     left. No removal (RemoveMember, Leave, a left member, autopilot)
+//     proceeds unless the alive voters left form a majority of the
+//     remaining configuration; autopilot also needs them to be a majority
+//     of the configuration that still includes the failed voter.
+//   - Autopilot removes a voter only when gossip has reported it failed
+//     for DeadServerTimeout and the leader's raft has lost contact with it
+//     too: gossip silence alone never costs a vote.
+//   - Leave asks the leader to remove this node under that quorum check.
+//     If the check fails the node stays a voter and stops gossip without a
+//     leave message, so peers see a failure, not a departure; it is never
+//     forced out. Only after a successful removal does it announce the
+//     departure on gossip.
 
 const (
 	// bootstrapPoll is how often bootstrap-expect re-checks gossip.
@@ -202,8 +213,12 @@ func (n *Node) reconcileLoop() {
 		if n.left.Load() {
 			return
 		}
-		if n.raft.State() != raft.Leader {
-			clear(missing)
+		if !n.readReady() {
+			// Not the leader, or a new leader whose barrier has not
+			// applied: its fsm may still lack removal markers.
+			if n.raft.State() != raft.Leader {
+				clear(missing)
+			}
 			continue
 		}
 		n.reconcile(missing)
@@ -244,8 +259,13 @@ func (n *Node) reconcile(missing map[raft.ServerID]time.Time) {
 			}
 			continue
 		}
-		if err := n.checkJoiner(name, raft.ServerAddress(m.meta.Raft), inConf); err != nil {
-			n.logOnce(slog.LevelError, "membership: not adding voter", name, "", err)
+		removed := n.isRemoved(name)
+		if err := n.checkJoiner(name, raft.ServerAddress(m.meta.Raft), inConf, removed); err != nil {
+			level := slog.LevelError
+			if removed {
+				level = slog.LevelWarn
+			}
+			n.logOnce(level, "membership: not adding voter", name, "", err)
 			continue
 		}
 		err := n.raft.AddVoter(id, raft.ServerAddress(m.meta.Raft), 0, n.cfg.ApplyTimeout).Error()
@@ -263,6 +283,10 @@ func (n *Node) reconcile(missing map[raft.ServerID]time.Time) {
 			continue
 		}
 		if m, ok := members[string(s.ID)]; ok && m.status == StatusLeft {
+			if err := n.removalKeepsQuorum(inConf, members, s.ID); err != nil {
+				n.logOnce(slog.LevelWarn, "membership: not removing a member that left", string(s.ID), "", err)
+				continue
+			}
 			if err := n.raft.RemoveServer(s.ID, 0, n.cfg.ApplyTimeout).Error(); err != nil {
 				n.logger.Warn("removing a server that left failed; will retry", "member", s.ID, "error", err)
 				return
@@ -309,6 +333,14 @@ func (n *Node) reconcile(missing map[raft.ServerID]time.Time) {
 		if now.Sub(deadSince[id]) < n.cfg.DeadServerTimeout {
 			continue
 		}
+		if n.raftReaches(id) {
+			n.logOnce(slog.LevelWarn, "autopilot: not removing a voter raft still reaches", string(id), "", fmt.Errorf("gossip has reported voter %q failed for %s, but the leader's raft still reaches it (a gossip-only fault?); it stays a voter", id, now.Sub(deadSince[id]).Round(time.Second)))
+			continue
+		}
+		if err := n.removalKeepsQuorum(inConf, members, id); err != nil {
+			n.logOnce(slog.LevelWarn, "autopilot: not removing failed voter", string(id), "", err)
+			continue
+		}
 		voters, healthy := n.voterHealth(inConf, members, "")
 		if healthy < voters/2+1 {
 			n.logOnce(slog.LevelWarn, "autopilot: not removing failed voter", string(id), "", fmt.Errorf("voter %q has failed for %s but removing it is unsafe: %d of %d voters are alive", id, now.Sub(deadSince[id]).Round(time.Second), healthy, voters))
@@ -329,9 +361,14 @@ func (n *Node) reconcile(missing map[raft.ServerID]time.Time) {
 // that bootstrapped itself alone). Adding it could let its log, if its
 // term is higher, win an election and overwrite committed entries. A
 // former member that restarts still lists our servers and is accepted.
-// A node that cannot be asked is not added this round.
-func (n *Node) checkJoiner(name string, addr raft.ServerAddress, conf map[raft.ServerID]raft.Server) error {
+// A node that cannot be asked is not added this round. A node an operator
+// removed (removed set) is added only if it has no raft state, and its
+// removal marker is cleared first (readmitRemoved).
+func (n *Node) checkJoiner(name string, addr raft.ServerAddress, conf map[raft.ServerID]raft.Server, removed bool) error {
 	if n.dialRPC == nil {
+		if removed {
+			return fmt.Errorf("not re-adding %q: an operator removed it, and without the internal RPC its data directory cannot be checked", name)
+		}
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, hasStateTimeout)
@@ -339,6 +376,9 @@ func (n *Node) checkJoiner(name string, addr raft.ServerAddress, conf map[raft.S
 	resp, err := n.call(ctx, addr, rpcRequest{Op: opHasState})
 	if err != nil {
 		return fmt.Errorf("not adding %q yet: cannot ask it for its raft state: %w", name, err)
+	}
+	if removed {
+		return n.readmitRemoved(name, resp)
 	}
 	if !resp.HasState || len(resp.Servers) == 0 {
 		return nil
@@ -352,15 +392,24 @@ func (n *Node) checkJoiner(name string, addr raft.ServerAddress, conf map[raft.S
 }
 
 // voterHealth counts the voters in conf (except exclude) and how many of
-// them are healthy: this node, and members gossip reports alive. Without
-// gossip every voter counts as healthy.
+// them are healthy: this node, and voters the leader's raft reaches that
+// gossip does not report failed or left (without gossip, raft's view
+// alone). Both views must agree a voter is alive before it counts toward a
+// quorum that a removal would rely on.
 func (n *Node) voterHealth(conf map[raft.ServerID]raft.Server, members map[string]member, exclude raft.ServerID) (voters, healthy int) {
 	for id, s := range conf {
 		if s.Suffrage != raft.Voter || id == exclude {
 			continue
 		}
 		voters++
-		if id == raft.ServerID(n.cfg.NodeName) || members == nil {
+		if id == raft.ServerID(n.cfg.NodeName) {
+			healthy++
+			continue
+		}
+		if !n.raftReaches(id) {
+			continue
+		}
+		if members == nil {
 			healthy++
 			continue
 		}
@@ -371,39 +420,69 @@ func (n *Node) voterHealth(conf map[raft.ServerID]raft.Server, members map[strin
 	return voters, healthy
 }
 
-// removeServerAsLeader removes name from the configuration (leader only).
-// Unless force is set it refuses when the alive voters left would not be
-// a majority of the remaining configuration. Removing a name that is not
-// a server but is known to gossip succeeds (nothing to do); an unknown
-// name is ErrUnknownMember.
-func (n *Node) removeServerAsLeader(ctx context.Context, name string, force bool) error {
-	if n.raft.State() != raft.Leader {
-		return n.raftErr(raft.ErrNotLeader)
+// removalKeepsQuorum refuses (ErrWouldLoseQuorum) to remove the voter id
+// from conf when the alive voters left (voterHealth) would not be a
+// majority of the remaining configuration. Removing a non-voter or a name
+// not in conf is always allowed.
+func (n *Node) removalKeepsQuorum(conf map[raft.ServerID]raft.Server, members map[string]member, id raft.ServerID) error {
+	if s, ok := conf[id]; !ok || s.Suffrage != raft.Voter {
+		return nil
 	}
+	voters, healthy := n.voterHealth(conf, members, id)
+	if voters == 0 || healthy < voters/2+1 {
+		return fmt.Errorf("%w: after removing %q, %d of %d voters would be alive", ErrWouldLoseQuorum, id, healthy, voters)
+	}
+	return nil
+}
+
+// latestConf is raft's latest configuration by server ID.
+func (n *Node) latestConf() (map[raft.ServerID]raft.Server, error) {
 	fut := n.raft.GetConfiguration()
 	if err := fut.Error(); err != nil {
-		return n.raftErr(err)
+		return nil, n.raftErr(err)
 	}
 	conf := map[raft.ServerID]raft.Server{}
 	for _, s := range fut.Configuration().Servers {
 		conf[s.ID] = s
+	}
+	return conf, nil
+}
+
+// removeServerAsLeader removes name from the configuration (leader only).
+// It refuses (ErrWouldLoseQuorum) when the alive voters left would not be
+// a majority of the remaining configuration; nothing overrides that. With
+// durable set (an operator's removal, not a Leave) it first writes the
+// removal marker (removed.go), so no later leader re-adds the node.
+// Removing a name that is not a server but is known to gossip succeeds
+// (only the marker is written); an unknown name is ErrUnknownMember.
+func (n *Node) removeServerAsLeader(ctx context.Context, name string, durable bool) error {
+	if n.raft.State() != raft.Leader {
+		return n.raftErr(raft.ErrNotLeader)
+	}
+	conf, err := n.latestConf()
+	if err != nil {
+		return err
 	}
 	var members map[string]member
 	if n.gossip != nil {
 		members = n.gossip.snapshot()
 	}
 	id := raft.ServerID(name)
-	target, ok := conf[id]
-	if !ok {
-		if _, known := members[name]; known {
-			return nil
+	if _, ok := conf[id]; !ok {
+		if _, known := members[name]; !known {
+			return fmt.Errorf("%w: %q", ErrUnknownMember, name)
 		}
-		return fmt.Errorf("%w: %q", ErrUnknownMember, name)
+		if durable {
+			return n.markRemoved(ctx, name)
+		}
+		return nil
 	}
-	if !force && target.Suffrage == raft.Voter {
-		voters, healthy := n.voterHealth(conf, members, id)
-		if voters == 0 || healthy < voters/2+1 {
-			return fmt.Errorf("%w: after removing %q, %d of %d voters would be alive", ErrWouldLoseQuorum, name, healthy, voters)
+	if err := n.removalKeepsQuorum(conf, members, id); err != nil {
+		return err
+	}
+	if durable {
+		if err := n.markRemoved(ctx, name); err != nil {
+			return err
 		}
 	}
 	if n.gossip != nil {
@@ -422,15 +501,16 @@ func (n *Node) removeServerAsLeader(ctx context.Context, name string, force bool
 	if err != nil {
 		return n.raftErr(err)
 	}
-	n.logger.Info("removed server", "member", name, "forced", force)
+	n.logger.Info("removed server", "member", name, "durable", durable)
 	return nil
 }
 
 // RemoveMember removes the voter name. It refuses with ErrWouldLoseQuorum
 // when the alive voters left would not be a majority of the remaining
 // configuration, and with ErrUnknownMember for a name neither raft nor
-// gossip knows. A member that is still alive is marked left on the leader
-// so it is not re-added until it rejoins gossip (a restart).
+// gossip knows. The removal is durable: a replicated marker keeps every
+// later leader from re-adding the node, even restarted with the same name,
+// until it comes back with an empty data directory (removed.go).
 //
 // Only the leader removes another member: on a follower RemoveMember
 // returns ErrNotLeader (the API forwards the operator's request to the
@@ -440,9 +520,9 @@ func (n *Node) RemoveMember(ctx context.Context, name string) error {
 	if name == "" {
 		return fmt.Errorf("%w: empty name", ErrUnknownMember)
 	}
-	local := func(ctx context.Context) error { return n.removeServerAsLeader(ctx, name, false) }
+	local := func(ctx context.Context) error { return n.removeServerAsLeader(ctx, name, true) }
 	if name == n.cfg.NodeName {
-		return n.viaLeader(ctx, local, rpcRequest{Op: opRemoveServer, Name: name})
+		return n.viaLeader(ctx, local, rpcRequest{Op: opRemoveServer, Name: name, Durable: true})
 	}
 	if n.ctx.Err() != nil {
 		return ErrShutdown
@@ -490,12 +570,17 @@ func (n *Node) viaLeader(ctx context.Context, local func(context.Context) error,
 	}
 }
 
-// Leave departs gracefully: if this node leads and other voters exist it
-// transfers leadership first; then it announces the departure on gossip,
-// has the leader remove it from the configuration and waits (bounded by
-// ctx) until that is committed, and stops gossip. The node keeps running
-// raft until Shutdown. The only voter of a cluster is never removed:
-// Leave then only stops gossip. Calling Leave again does nothing.
+// Leave departs gracefully, but never at the cost of the quorum. If
+// removing this node keeps a majority of alive voters (removalKeepsQuorum
+// on the leader) it transfers leadership away when it leads, has the
+// leader remove it from the configuration, waits (bounded by ctx) until
+// that is committed, then announces the departure on gossip and stops
+// gossip. If the removal would cost the quorum it returns
+// ErrWouldLoseQuorum and the node stays a voter: it stops gossip without
+// a leave message, so peers count it failed and it rejoins as the same
+// voter when restarted. The only voter of a cluster is never removed:
+// Leave then only stops gossip. The node keeps running raft until
+// Shutdown. Calling Leave again does nothing.
 func (n *Node) Leave(ctx context.Context) error {
 	if n.ctx.Err() != nil {
 		return ErrShutdown
@@ -517,39 +602,57 @@ func (n *Node) Leave(ctx context.Context) error {
 			}
 		}
 	}
+	var err error
 	remove := inConf && others > 0
 	if remove && n.raft.State() == raft.Leader {
-		n.logger.Info("leaving: transferring leadership")
-		answered, err := waitFuture(ctx, n.raft.LeadershipTransfer())
-		if answered && err != nil {
-			n.logger.Warn("leaving: leadership transfer failed; removing this node as leader", "error", err)
+		// Check before handing leadership away: a refused leave should
+		// not cost an election.
+		var members map[string]member
+		if n.gossip != nil {
+			members = n.gossip.snapshot()
 		}
-	}
-	if n.gossip != nil {
-		// Announce "leaving" in the metadata first: the leave message
-		// itself does not tell peers a departure from a failure.
-		if err := n.gossip.ml.UpdateNode(gossipLeaveTimeout); err != nil {
-			n.logger.Warn("leaving: metadata update not fully broadcast", "error", err)
-		}
-		if err := n.gossip.ml.Leave(gossipLeaveTimeout); err != nil {
-			n.logger.Warn("leaving: gossip leave message not fully broadcast", "error", err)
-		}
-	}
-	var err error
-	if remove {
-		err = n.viaLeader(ctx, func(ctx context.Context) error {
-			return n.removeServerAsLeader(ctx, string(self), true)
-		}, rpcRequest{Op: opRemoveServer, Name: string(self), Force: true})
-		if err == nil {
-			n.waitRemoved(ctx, self)
-			n.logger.Info("left the cluster: removed from the raft configuration")
+		if conf, cerr := n.latestConf(); cerr != nil {
+			err = cerr
 		} else {
-			n.logger.Error("leaving: could not be removed from the raft configuration", "error", err)
+			err = n.removalKeepsQuorum(conf, members, self)
 		}
-	} else if inConf {
+		if err == nil {
+			n.logger.Info("leaving: transferring leadership")
+			answered, terr := waitFuture(ctx, n.raft.LeadershipTransfer())
+			if answered && terr != nil {
+				n.logger.Warn("leaving: leadership transfer failed; removing this node as leader", "error", terr)
+			}
+		}
+	}
+	if remove && err == nil {
+		err = n.viaLeader(ctx, func(ctx context.Context) error {
+			return n.removeServerAsLeader(ctx, string(self), false)
+		}, rpcRequest{Op: opRemoveServer, Name: string(self)})
+	}
+	removed := remove && err == nil
+	switch {
+	case removed:
+		n.waitRemoved(ctx, self)
+		n.logger.Info("left the cluster: removed from the raft configuration")
+	case errors.Is(err, ErrWouldLoseQuorum):
+		n.logger.Warn("leaving: this node stays a voter, because removing it would leave no quorum of alive voters; it will count as failed until it is restarted", "reason", err)
+	case remove:
+		n.logger.Error("leaving: could not be removed from the raft configuration; it stays a voter", "error", err)
+	case inConf:
 		n.logger.Info("leaving: this node is the only voter; it stays in the configuration")
 	}
 	if n.gossip != nil {
+		if removed || !inConf {
+			// Announce "leaving" in the metadata first: the leave message
+			// itself does not tell peers a departure from a failure.
+			n.leaving.Store(true)
+			if uerr := n.gossip.ml.UpdateNode(gossipLeaveTimeout); uerr != nil {
+				n.logger.Warn("leaving: metadata update not fully broadcast", "error", uerr)
+			}
+			if lerr := n.gossip.ml.Leave(gossipLeaveTimeout); lerr != nil {
+				n.logger.Warn("leaving: gossip leave message not fully broadcast", "error", lerr)
+			}
+		}
 		if serr := n.gossip.ml.Shutdown(); serr != nil {
 			err = errors.Join(err, fmt.Errorf("cluster: gossip shutdown: %w", serr))
 		}

@@ -62,6 +62,15 @@ type Node struct {
 	observer *raft.Observer
 	obsCh    chan raft.Observation
 
+	// contact is the leader's view of which followers raft reaches
+	// (contact.go), fed by its own observer.
+	contact         *raftContact
+	contactObserver *raft.Observer
+
+	// excluded is set when the leader reported a configuration without
+	// this node (configcheck.go); InConfiguration is then false.
+	excluded atomic.Bool
+
 	// ctx ends when Shutdown starts; every wait in this package also
 	// watches it, so no caller outlives the node.
 	ctx    context.Context
@@ -97,6 +106,9 @@ type Node struct {
 	// left is set once Leave has started: the node no longer manages
 	// membership or rejoins gossip.
 	left atomic.Bool
+	// leaving is set by Leave once this node has been removed, just
+	// before it announces the departure in its gossip metadata.
+	leaving atomic.Bool
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -270,11 +282,16 @@ func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
 		return false
 	})
 	r.RegisterObserver(n.observer)
+	n.contact = newRaftContact()
+	contactCh := make(chan raft.Observation, contactBuffer)
+	n.contactObserver = raft.NewObserver(contactCh, false, contactFilter)
+	r.RegisterObserver(n.contactObserver)
 
 	n.local.kick = make(chan struct{}, 1)
 	n.remote.kick = make(chan struct{}, 1)
-	n.wg.Add(4)
+	n.wg.Add(5)
 	go n.watchLeadership()
+	go n.watchContact(contactCh)
 	go n.runRounds(&n.local, n.verifyRound)
 	go n.runRounds(&n.remote, n.remoteRound)
 	go n.runCompactor()
@@ -286,9 +303,10 @@ func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
 			n.stop()
 			return nil, err
 		}
-		n.wg.Add(2)
+		n.wg.Add(3)
 		go n.bootstrapLoop()
 		go n.reconcileLoop()
+		go n.memberCheckLoop()
 	}
 	return n, nil
 }
@@ -299,6 +317,7 @@ func (n *Node) stop() {
 	n.cancel()
 	_ = n.raft.Shutdown().Error()
 	n.raft.DeregisterObserver(n.observer)
+	n.raft.DeregisterObserver(n.contactObserver)
 	n.rpcPool.close()
 	if n.gossip != nil && n.gossip.ml != nil {
 		_ = n.gossip.ml.Shutdown()
@@ -323,6 +342,7 @@ func (n *Node) Shutdown() error {
 			errs = append(errs, fmt.Errorf("cluster: raft shutdown: %w", err))
 		}
 		n.raft.DeregisterObserver(n.observer)
+		n.raft.DeregisterObserver(n.contactObserver)
 		n.rpcPool.close()
 		if c, ok := n.trans.(raft.WithClose); ok {
 			if err := c.Close(); err != nil {

@@ -62,9 +62,10 @@ const (
 type rpcRequest struct {
 	Op   string `json:"op"`
 	Name string `json:"name,omitempty"`
-	// Force skips RemoveServer's quorum check: a node removing itself on
-	// Leave is going away whatever the check says.
-	Force bool `json:"force,omitempty"`
+	// Durable (remove_server): an operator asked for the removal, so the
+	// leader records a removal marker that keeps the node out (removed.go);
+	// a Leave sends false. No request skips the quorum check.
+	Durable bool `json:"durable,omitempty"`
 	// TimeoutMS is how long the caller will wait; the server stops
 	// working on the request after it.
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
@@ -74,10 +75,13 @@ type rpcResponse struct {
 	Index    uint64 `json:"index,omitempty"`
 	HasState bool   `json:"has_state,omitempty"`
 	// Servers are the IDs in the node's latest configuration (has_state).
-	Servers []string   `json:"servers,omitempty"`
-	Stats   *nodeStats `json:"stats,omitempty"`
-	Code    string     `json:"code,omitempty"` // see errCodes
-	Err     string     `json:"err,omitempty"`
+	Servers []string `json:"servers,omitempty"`
+	// Leader: the answering node leads (has_state), so Servers is the
+	// configuration the cluster acts on.
+	Leader bool       `json:"leader,omitempty"`
+	Stats  *nodeStats `json:"stats,omitempty"`
+	Code   string     `json:"code,omitempty"` // see errCodes
+	Err    string     `json:"err,omitempty"`
 }
 
 // nodeStats is what Stats reports about a node.
@@ -215,6 +219,7 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest, caller string, ca
 		resp.Index, err = n.leaderReadIndex(ctx)
 	case opHasState:
 		resp.HasState = n.hasState()
+		resp.Leader = n.raft.State() == raft.Leader
 		if fut := n.raft.GetConfiguration(); fut.Error() == nil {
 			for _, s := range fut.Configuration().Servers {
 				resp.Servers = append(resp.Servers, string(s.ID))
@@ -231,7 +236,7 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest, caller string, ca
 			err = fmt.Errorf("%w: node %q asked to remove %q", ErrNotPermitted, caller, req.Name)
 			n.logger.Warn("internal RPC: refused a removal of another node", "caller", caller, "target", req.Name)
 		default:
-			err = n.removeServerAsLeader(ctx, req.Name, req.Force)
+			err = n.removeServerAsLeader(ctx, req.Name, req.Durable)
 		}
 	default:
 		return rpcResponse{Code: "bad_request", Err: fmt.Sprintf("unknown operation %q", req.Op)}

@@ -251,14 +251,14 @@ func TestTLSClusterWithGossip(t *testing.T) {
 		t.Errorf("LeaderAPIAddr = %q, %v; want %q", addr, err, leader.cfg.APIAddr)
 	}
 	// Over the RPC a node may remove only itself, as its certificate names
-	// it: asking the leader to remove another node, forced or not, is
+	// it: asking the leader to remove another node, durably or not, is
 	// refused and changes nothing.
 	leaderAddr, _ := follower.raft.LeaderWithID()
 	for _, target := range []string{leader.cfg.NodeName, "ghost", otherFollower(nodes, leader, follower).cfg.NodeName} {
-		for _, force := range []bool{false, true} {
-			_, err := follower.call(ctx, leaderAddr, rpcRequest{Op: opRemoveServer, Name: target, Force: force})
+		for _, durable := range []bool{false, true} {
+			_, err := follower.call(ctx, leaderAddr, rpcRequest{Op: opRemoveServer, Name: target, Durable: durable})
 			if !errors.Is(err, ErrNotPermitted) {
-				t.Errorf("RPC remove %q (force=%v) from %s = %v, want ErrNotPermitted", target, force, follower.cfg.NodeName, err)
+				t.Errorf("RPC remove %q (durable=%v) from %s = %v, want ErrNotPermitted", target, durable, follower.cfg.NodeName, err)
 			}
 		}
 	}
@@ -273,7 +273,7 @@ func TestTLSClusterWithGossip(t *testing.T) {
 		t.Errorf("leader RemoveMember(ghost) = %v, want ErrUnknownMember", err)
 	}
 	// Removing itself (what Leave asks) over the RPC is honoured.
-	if _, err := follower.call(ctx, leaderAddr, rpcRequest{Op: opRemoveServer, Name: follower.cfg.NodeName, Force: true}); err != nil {
+	if _, err := follower.call(ctx, leaderAddr, rpcRequest{Op: opRemoveServer, Name: follower.cfg.NodeName}); err != nil {
 		t.Fatalf("RPC remove of the caller itself: %v", err)
 	}
 	waitFor(t, "the follower to leave the configuration", func() bool { return len(voters(leader)) == size-1 })

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cluster.sh start|stop: three local trustplane nodes on loopback, with data
 # under ./trustplane-cluster. "stop" ends exactly the processes "start" began
-# (by the PIDs it recorded), gracefully, so each node leaves the cluster.
+# (by the PIDs it recorded), gracefully (SIGTERM). Without --leave-on-terminate
+# every node stays a voter, so a later "start" brings the same cluster back.
 set -euo pipefail
 
 ROOT=${TRUSTPLANE_CLUSTER_DIR:-./trustplane-cluster}

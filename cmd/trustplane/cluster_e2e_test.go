@@ -360,8 +360,9 @@ func member(ms []api.Member, name string) (api.Member, bool) {
 }
 
 // joiner starts an extra node that joins the cluster of nodes through
-// gossip, with its own CA directory (the cluster's unless caDir is given).
-func joiner(t *testing.T, nodes []*node, name, caDir string) *node {
+// gossip, with its own CA directory (the cluster's unless caDir is given)
+// and any extra serve flags.
+func joiner(t *testing.T, nodes []*node, name, caDir string, extra ...string) *node {
 	t.Helper()
 	var seeds []string
 	for _, n := range nodes {
@@ -376,28 +377,28 @@ func joiner(t *testing.T, nodes []*node, name, caDir string) *node {
 	}
 	j := &node{
 		t: t, name: name, dir: t.TempDir(), caDir: caDir, listen: freePort(t), raftAddr: freePort(t),
-		args: []string{"--ca-dir", caDir, "--gossip-addr", freePort(t), "--join", strings.Join(seeds, ",")},
+		args: append([]string{"--ca-dir", caDir, "--gossip-addr", freePort(t), "--join", strings.Join(seeds, ",")}, extra...),
 	}
 	j.start()
 	t.Cleanup(j.kill)
 	return j
 }
 
-// TestMembership: a later joiner becomes a voter; SIGTERM makes a node leave
-// and be removed; a killed node stays a voter until "trustplane members
+// TestMembership: a later joiner becomes a voter; SIGTERM makes a node
+// started with --leave-on-terminate leave and be removed; a killed node stays a voter until "trustplane members
 // remove" (sent through a follower); nodes with another CA or another gossip key are refused and the
 // cluster is unharmed.
 func TestMembership(t *testing.T) {
 	nodes := startCluster(t, 3)
 
-	n4 := joiner(t, nodes, "n4", "")
+	n4 := joiner(t, nodes, "n4", "", "--leave-on-terminate")
 	n4.waitReady(90 * time.Second)
 	waitMembers(t, nodes[0], "n4 as a voter", func(ms []api.Member) bool {
 		m, ok := member(ms, "n4")
 		return ok && m.Voter
 	})
 
-	n4.stop() // SIGTERM: leave gracefully
+	n4.stop() // SIGTERM with --leave-on-terminate: leave gracefully
 	waitMembers(t, nodes[0], "n4 removed after leaving", func(ms []api.Member) bool {
 		m, ok := member(ms, "n4")
 		return !ok || (!m.Voter && m.Status == "left")

@@ -2,7 +2,8 @@
 //
 //	trustplane [serve] [flags]   run a node (the default command)
 //	trustplane certs init --dir D  create a shared cluster CA, node CA and gossip key
-//	trustplane members [remove N]  list nodes, or remove a dead voter
+//	trustplane members [remove N]  list nodes, or remove a voter for good (until
+//	                               it returns with an empty data dir)
 //
 // Flags fill config structs here and nowhere else; every flag has an
 // environment-variable twin (TRUSTPLANE_<FLAG>, dashes as underscores).

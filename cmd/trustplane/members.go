@@ -48,7 +48,7 @@ func membersCmd(args []string) error {
 		if resp.StatusCode != http.StatusOK {
 			return statusError(resp)
 		}
-		fmt.Printf("member %s removed\n", rest[1])
+		fmt.Printf("member %s removed; it stays out until it is started again with an empty data directory\n", rest[1])
 		return nil
 	default:
 		return errors.New("usage: trustplane members [--kubeconfig F] [remove NAME]")

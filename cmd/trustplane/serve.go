@@ -66,6 +66,7 @@ type options struct {
 	snapshotInterval  time.Duration
 	trailingLogs      uint64
 	deadServerTimeout time.Duration
+	leaveOnTerminate  bool
 	writeLeaderWait   time.Duration
 	watchWindow       time.Duration
 	compactRetention  time.Duration
@@ -102,7 +103,8 @@ func parseServe(args []string) (*options, error) {
 	fs.Uint64Var(&o.snapshotThreshold, "raft-snapshot-threshold", d.SnapshotThreshold, "log entries since the last snapshot that trigger a new one")
 	fs.DurationVar(&o.snapshotInterval, "raft-snapshot-interval", d.SnapshotInterval, "how often the snapshot threshold is checked")
 	fs.Uint64Var(&o.trailingLogs, "raft-trailing-logs", d.TrailingLogs, "log entries kept after a snapshot, so lagging followers catch up from the log")
-	fs.DurationVar(&o.deadServerTimeout, "dead-server-timeout", d.DeadServerTimeout, "a voter that gossip reports failed this long is removed while a quorum stays (negative: never)")
+	fs.DurationVar(&o.deadServerTimeout, "dead-server-timeout", d.DeadServerTimeout, "a voter that gossip reports failed this long, and that raft no longer reaches, is removed while a quorum stays (negative: never)")
+	fs.BoolVar(&o.leaveOnTerminate, "leave-on-terminate", false, "on SIGTERM/SIGINT, leave the cluster (be removed as a voter) when that keeps a quorum of alive voters; it never forces. Default false, as for Consul servers: a stopped node stays a voter and rejoins as itself on restart, which is what a rolling restart or a crash-and-restart wants. Set it for nodes that are going away for good")
 	fs.DurationVar(&o.writeLeaderWait, "write-leader-wait", 10*time.Second, "how long a write waits for a leader during an election before 503")
 	fs.DurationVar(&o.compactRetention, "compact-retention", d.CompactRetention, "MVCC history kept for exact reads, continue tokens and watch history across restarts; older gets 410 Gone")
 	fs.DurationVar(&o.compactInterval, "compact-interval", d.CompactInterval, "how often the leader compacts history")
@@ -312,6 +314,7 @@ func serve(args []string) error {
 		healthz.NamedCheck("raft-leader", func(*http.Request) error { return node.CheckLeader() }),
 		healthz.NamedCheck("fsm-caught-up", func(*http.Request) error { return node.CheckCaughtUp() }),
 		healthz.NamedCheck("storage", func(*http.Request) error { return node.CheckStorage() }),
+		healthz.NamedCheck("raft-member", func(*http.Request) error { return node.CheckMember() }),
 		healthz.NamedCheck("poststarthook/bootstrap", func(*http.Request) error {
 			if !bootstrapped.Load() {
 				return errors.New("default namespaces and services are not created yet")
@@ -383,10 +386,14 @@ func serve(args []string) error {
 	shuttingDown.Store(true)
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	// Leave first, so the cluster removes this node instead of counting it
-	// as failed; then stop serving.
-	if err := node.Leave(sctx); err != nil {
-		log.Warn("leaving the cluster", "error", err)
+	// With --leave-on-terminate, leave first (the cluster removes this
+	// node, if that keeps a quorum, instead of counting it as failed);
+	// then stop serving. Without it the node stays a voter: Shutdown stops
+	// gossip without a leave message and it rejoins as itself on restart.
+	if o.leaveOnTerminate {
+		if err := node.Leave(sctx); err != nil {
+			log.Warn("leaving the cluster", "error", err)
+		}
 	}
 	stopAdmission()
 	return srv.Shutdown(sctx)
@@ -540,6 +547,10 @@ func (m membership) Members(ctx context.Context) ([]api.Member, error) {
 func (m membership) RemoveMember(ctx context.Context, name string) error {
 	return m.node.RemoveMember(ctx, name)
 }
+
+// InConfiguration is api.ConfigurationMember: the API refuses
+// resourceVersion=0 reads and watches while it is false.
+func (m membership) InConfiguration() bool { return m.node.InConfiguration() }
 
 // backend joins the node (writes, read index) and the fsm (local reads) into
 // what the registry needs.

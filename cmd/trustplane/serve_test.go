@@ -158,3 +158,19 @@ func TestAdvertisedAddresses(t *testing.T) {
 		})
 	}
 }
+
+// A SIGTERM'd node stays a voter unless told otherwise: the default of
+// --leave-on-terminate is false, as for Consul servers.
+func TestLeaveOnTerminateDefaultsToStaying(t *testing.T) {
+	o, err := parseServe(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.leaveOnTerminate {
+		t.Fatal("--leave-on-terminate defaults to true; a SIGTERM'd node would leave")
+	}
+	t.Setenv("TRUSTPLANE_LEAVE_ON_TERMINATE", "true")
+	if o, err = parseServe(nil); err != nil || !o.leaveOnTerminate {
+		t.Fatalf("TRUSTPLANE_LEAVE_ON_TERMINATE=true: leaveOnTerminate=%v, err %v", o != nil && o.leaveOnTerminate, err)
+	}
+}
