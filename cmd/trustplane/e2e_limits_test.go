@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,8 @@ func TestE2ELimitsPatchAmplification(t *testing.T) {
 		t.Fatalf("create: %d %s", r.code, r.body)
 	}
 	before := n.snapshot(t, "configmaps")
+	rssBefore := n.rssBytes(t)
+	started := time.Now()
 
 	t.Run("a doubling JSON patch copy is 422 once it has copied 3 MiB", func(t *testing.T) {
 		// /data copied into itself 64 times: 16 KiB * 2^64 without a bound.
@@ -70,8 +73,38 @@ func TestE2ELimitsPatchAmplification(t *testing.T) {
 		r := do(t, c, http.MethodPost, cm, jsonHeader("application/json"), []byte(huge))
 		wantStatus(t, r, http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge, tooLarge)
 	})
+	// Memory, not time, is asserted: unbounded, the doubling copy alone
+	// would need 16 KiB * 2^64. The figures are logged for the record.
+	rssAfter := n.rssBytes(t)
+	t.Logf("the four refusals took %v; resident memory %d MiB -> %d MiB", time.Since(started).Round(time.Millisecond), rssBefore>>20, rssAfter>>20)
+	if growth := rssAfter - rssBefore; growth > 256<<20 {
+		t.Fatalf("resident memory grew by %d MiB while refusing the amplifying requests", growth>>20)
+	}
 	sameSnapshot(t, before, n.snapshot(t, "configmaps"))
 	n.mustBeReady(t)
+}
+
+// rssBytes is the node process's resident memory (VmRSS, Linux).
+func (n *node) rssBytes(t *testing.T) int64 {
+	t.Helper()
+	n.mu.Lock()
+	pid := n.cmd.Process.Pid
+	n.mu.Unlock()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Skipf("no /proc status for the node: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb int64
+			if _, err := fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb); err != nil {
+				t.Fatalf("VmRSS %q: %v", v, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS in /proc status")
+	return 0
 }
 
 // bindClusterAdmin makes user a cluster-admin through RBAC, without
