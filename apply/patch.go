@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	"k8s.io/apimachinery/pkg/util/mergepatch"
@@ -23,6 +24,28 @@ var (
 
 // MaxJSONPatchOperations is kube-apiserver's bound on JSON patch length.
 const MaxJSONPatchOperations = 10000
+
+// MaxJSONPatchCopyBytes bounds how much a JSON patch's copy operations may
+// add to a document, kube-apiserver's --json-patch-max-copy-bytes default
+// (3 MiB). Without it a patch of a few dozen copy operations, each copying
+// a value into itself, doubles the document per operation and exhausts the
+// node's memory.
+const MaxJSONPatchCopyBytes = 3 << 20
+
+// The copy limit is a global of the json-patch library; it is set as
+// kube-apiserver sets it (server.Config.Complete), never raised above a
+// lower limit someone else set.
+func init() {
+	for {
+		existing := atomic.LoadInt64(&jsonpatch.AccumulatedCopySizeLimit)
+		if existing > 0 && existing <= MaxJSONPatchCopyBytes {
+			return
+		}
+		if atomic.CompareAndSwapInt64(&jsonpatch.AccumulatedCopySizeLimit, existing, MaxJSONPatchCopyBytes) {
+			return
+		}
+	}
+}
 
 // JSONPatch applies an RFC 6902 patch to original.
 func JSONPatch(original, patch []byte) ([]byte, error) {

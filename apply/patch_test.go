@@ -481,3 +481,27 @@ func TestStrategicMergePatch(t *testing.T) {
 		return StrategicMergePatch(original, patch, &corev1.ServiceAccount{})
 	})
 }
+
+// doublingCopies is a JSON patch that doubles /a with every operation by
+// copying it into itself: n operations grow a 1 KiB value to 2^n KiB.
+func doublingCopies(n int) string {
+	ops := []string{`{"op":"add","path":"/a","value":["` + strings.Repeat("x", 1024) + `"]}`}
+	for i := 0; i < n; i++ {
+		ops = append(ops, `{"op":"copy","from":"/a","path":"/a/-"}`)
+	}
+	return "[" + strings.Join(ops, ",") + "]"
+}
+
+// TestJSONPatchCopyLimit: copy operations may add at most
+// MaxJSONPatchCopyBytes, kube-apiserver's default, so that a short patch
+// cannot grow a document until the node runs out of memory (found by
+// FuzzJSONPatch); past the limit the patch fails with a 422 as in kube.
+func TestJSONPatchCopyLimit(t *testing.T) {
+	if _, err := JSONPatch([]byte(`{}`), []byte(doublingCopies(8))); err != nil {
+		t.Fatalf("a patch copying 256 KiB in all: %v", err)
+	}
+	_, err := JSONPatch([]byte(`{}`), []byte(doublingCopies(40)))
+	if !errors.Is(err, ErrPatchFailed) || !strings.Contains(err.Error(), "exceeding the limit 3145728") {
+		t.Fatalf("error = %v, want the copy limit as a failed patch", err)
+	}
+}
