@@ -20,7 +20,21 @@ var (
 	ErrPatchFailed = errors.New("patch cannot be applied")
 	// ErrTooManyOperations: a JSON patch exceeds MaxJSONPatchOperations (413).
 	ErrTooManyOperations = errors.New("too many JSON patch operations")
+	// ErrPatchPanicked: the patch library panicked on this patch (500, what
+	// kube-apiserver answers when its panic filter catches the same panic).
+	ErrPatchPanicked = errors.New("the patch library panicked")
 )
+
+// recoverPatch turns a panic of a patch library into ErrPatchPanicked, so
+// that a patch which trips a library bug is one failed request. Found by
+// the fuzz targets: the json-patch library panics on an "add" below a value
+// an earlier operation of the same patch set to null, strategicpatch on a
+// $retainKeys list holding an object.
+func recoverPatch(err *error) {
+	if p := recover(); p != nil {
+		*err = fmt.Errorf("%w: %v", ErrPatchPanicked, p)
+	}
+}
 
 // MaxJSONPatchOperations is kube-apiserver's bound on JSON patch length.
 const MaxJSONPatchOperations = 10000
@@ -48,7 +62,8 @@ func init() {
 }
 
 // JSONPatch applies an RFC 6902 patch to original.
-func JSONPatch(original, patch []byte) ([]byte, error) {
+func JSONPatch(original, patch []byte) (_ []byte, err error) {
+	defer recoverPatch(&err)
 	ops, err := jsonpatch.DecodePatch(patch)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadPatch, err)
@@ -65,7 +80,8 @@ func JSONPatch(original, patch []byte) ([]byte, error) {
 }
 
 // MergePatch applies an RFC 7386 merge patch to original.
-func MergePatch(original, patch []byte) ([]byte, error) {
+func MergePatch(original, patch []byte) (_ []byte, err error) {
+	defer recoverPatch(&err)
 	out, err := jsonpatch.MergePatch(original, patch)
 	switch {
 	case errors.Is(err, jsonpatch.ErrBadJSONPatch), errors.Is(err, jsonpatch.ErrBadJSONDoc):
@@ -79,7 +95,8 @@ func MergePatch(original, patch []byte) ([]byte, error) {
 // StrategicMergePatch applies a strategic merge patch to original, using the
 // patch metadata (merge keys, strategies) of the Go type of schema, which
 // must be the external type of the object.
-func StrategicMergePatch(original, patch []byte, schema interface{}) ([]byte, error) {
+func StrategicMergePatch(original, patch []byte, schema interface{}) (_ []byte, err error) {
+	defer recoverPatch(&err)
 	var probe map[string]interface{}
 	if err := json.Unmarshal(patch, &probe); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadPatch, err)
