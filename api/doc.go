@@ -14,7 +14,11 @@
 //   - Every error reaches the client as a metav1.Status shaped like
 //     kube-apiserver's, written in exactly one place (writeError).
 //   - Nothing a client sends may take the node down: handler panics become
-//     500 Status responses and are logged with a stack.
+//     500 Status responses and are logged with a stack. Nothing a client
+//     sends may change state on an error: every body, patch and query
+//     decoder is fuzzed through the handlers against the real stores
+//     (fuzz_test.go), which fails on a panic or on an error answer after
+//     which any stored object differs.
 //   - Request bodies are bounded (3 MiB, as kube-apiserver).
 //   - Authorisation sees the effective user: impersonation runs first, and
 //     a follower forwards a write with that user in X-Remote-* headers,
