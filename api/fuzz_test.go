@@ -1,8 +1,10 @@
 package api
 
 import (
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"net/http"
 	"net/url"
 	"strings"
@@ -43,6 +45,7 @@ var fuzzResources = []fuzzResource{
 	{"/apis/rbac.authorization.k8s.io/v1/clusterroles", "cr", "rbac.authorization.k8s.io/v1", "ClusterRole"},
 	{"/apis/rbac.authorization.k8s.io/v1/namespaces/fuzz/roles", "r", "rbac.authorization.k8s.io/v1", "Role"},
 	{"/apis/certificates.k8s.io/v1/certificatesigningrequests", "csr", "certificates.k8s.io/v1", "CertificateSigningRequest"},
+	{"/apis/certificates.k8s.io/v1beta1/clustertrustbundles", "ctb", "certificates.k8s.io/v1beta1", "ClusterTrustBundle"},
 }
 
 // fuzzBodyTypes are the Content-Types a body is sent with: the three the
@@ -118,6 +121,7 @@ func addBodySeeds(f *testing.F, body string, add func(ct uint8, b []byte)) {
 // newObjects are valid create bodies, one per fuzzResource.
 func newObjects(e *fuzzEnv) []string {
 	csr, _ := json.Marshal(e.csrPEM)
+	ca, _ := json.Marshal(string(e.caPEM))
 	return []string{
 		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"new","labels":{"a":"b"}},"data":{"k":"v"},"binaryData":{"b":"AAE="}}`,
 		`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"new"},"type":"Opaque","data":{"k":"dg=="},"stringData":{"s":"t"}}`,
@@ -128,6 +132,7 @@ func newObjects(e *fuzzEnv) []string {
 		`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"new"},"rules":[{"verbs":["*"],"apiGroups":["*"],"resources":["*"]}]}`,
 		`{"apiVersion":"certificates.k8s.io/v1","kind":"CertificateSigningRequest","metadata":{"name":"new"},"spec":{"request":` + string(csr) +
 			`,"signerName":"kubernetes.io/kube-apiserver-client","usages":["digital signature","client auth"],"expirationSeconds":600}}`,
+		`{"apiVersion":"certificates.k8s.io/v1beta1","kind":"ClusterTrustBundle","metadata":{"name":"new"},"spec":{"trustBundle":` + string(ca) + `}}`,
 	}
 }
 
@@ -369,6 +374,78 @@ func FuzzCSR(f *testing.F) {
 		}
 		if _, err := parseCSRPEM(out.Spec.Request); err != nil {
 			t.Fatalf("accepted a CSR that does not parse: %v\n%q", err, request)
+		}
+	})
+}
+
+// FuzzTrustBundle creates ClusterTrustBundles whose PEM bundle and signer
+// come from the fuzzer: kube's bundle validation (PEM blocks, certificate
+// parsing, signer-derived names) behind our create handler. A bundle the
+// server accepts holds only CERTIFICATE blocks that parse.
+func FuzzTrustBundle(f *testing.F) {
+	e := newFuzzEnv(f)
+	ca := string(e.caPEM)
+	for _, b := range []string{
+		ca,
+		ca + ca,
+		ca + "trailing junk\n",
+		"junk before\n" + ca,
+		strings.Replace(ca, "CERTIFICATE", "CERTIFICATE REQUEST", 2),
+		string(e.csrPEM),
+		ca[:len(ca)/2],
+		"-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\n",
+		"-----BEGIN CERTIFICATE-----\nHeader: x\n\n" + strings.SplitN(ca, "\n", 2)[1],
+		"",
+	} {
+		f.Add(b, "", "b1")
+		f.Add(b, "example.com/signer", "example.com:signer:b1")
+	}
+	f.Add(ca, "kubernetes.io/kube-apiserver-client", "kubernetes.io:kube-apiserver-client:x")
+	f.Add(ca, "a/b/c", "a:b:c:x")
+	f.Add(ca, "example.com/signer", "example.com:signer:")
+	f.Fuzz(func(t *testing.T, bundle, signer, name string) {
+		e := newFuzzEnv(t)
+		spec := map[string]any{"trustBundle": bundle}
+		if signer != "" {
+			spec["signerName"] = signer
+		}
+		body, err := json.Marshal(map[string]any{
+			"apiVersion": "certificates.k8s.io/v1beta1", "kind": "ClusterTrustBundle",
+			"metadata": map[string]any{"name": name}, "spec": spec,
+		})
+		if err != nil {
+			t.Skip()
+		}
+		before := e.state(t)
+		rec := e.do(http.MethodPost, "/apis/certificates.k8s.io/v1beta1/clustertrustbundles", "application/json", body)
+		e.checkAnswer(t, rec, before)
+		if rec.Code != http.StatusCreated {
+			return
+		}
+		var out struct {
+			Spec struct {
+				TrustBundle string `json:"trustBundle"`
+			} `json:"spec"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+			t.Fatal(err)
+		}
+		rest := []byte(out.Spec.TrustBundle)
+		for n := 0; ; n++ {
+			var block *pem.Block
+			block, rest = pem.Decode(rest)
+			if block == nil {
+				if n == 0 {
+					t.Fatalf("accepted a bundle without certificates: %q", bundle)
+				}
+				break
+			}
+			if block.Type != "CERTIFICATE" {
+				t.Fatalf("accepted a %s block: %q", block.Type, bundle)
+			}
+			if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+				t.Fatalf("accepted a certificate that does not parse: %v: %q", err, bundle)
+			}
 		}
 	})
 }

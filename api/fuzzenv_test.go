@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -89,6 +90,7 @@ type fuzzEnv struct {
 	baseline []byte // fsm snapshot after setup
 	base     uint64 // applied index of baseline
 	csrPEM   []byte // a valid CSR, for seeds
+	caPEM    []byte // a CA certificate, for seeds
 }
 
 const fuzzNS = "fuzz"
@@ -132,6 +134,15 @@ func buildFuzzEnv() (*fuzzEnv, error) {
 		return nil, err
 	}
 	csrPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+	caDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "fuzz-ca"},
+		NotBefore: time.Unix(0, 0), NotAfter: time.Unix(1<<33, 0),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}, &x509.Certificate{Subject: pkix.Name{CommonName: "fuzz-ca"}}, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "fuzz"}, Annotations: map[string]string{"a": "b"}}
 	}
@@ -163,6 +174,9 @@ func buildFuzzEnv() (*fuzzEnv, error) {
 		{v1("pods"), fuzzNS, pod},
 		{rbacV1("clusterroles"), "", &rbac.ClusterRole{ObjectMeta: meta("cr"), Rules: []rbac.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"pods"}}}}},
 		{rbacV1("roles"), fuzzNS, &rbac.Role{ObjectMeta: meta("r"), Rules: []rbac.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"pods"}}}}},
+		{schema.GroupVersionResource{Group: certificates.GroupName, Version: "v1beta1", Resource: "clustertrustbundles"}, "", &certificates.ClusterTrustBundle{
+			ObjectMeta: meta("ctb"), Spec: certificates.ClusterTrustBundleSpec{TrustBundle: string(caPEM)},
+		}},
 		{schema.GroupVersionResource{Group: certificates.GroupName, Version: "v1", Resource: "certificatesigningrequests"}, "", &certificates.CertificateSigningRequest{
 			ObjectMeta: meta("csr"),
 			Spec: certificates.CertificateSigningRequestSpec{
@@ -215,7 +229,7 @@ func buildFuzzEnv() (*fuzzEnv, error) {
 	// As the server's chain, minus authentication (the caller is fixed)
 	// and minus recovery (a panic must fail the target).
 	handler := filters.WithWarningRecorder(http.HandlerFunc(s.serveResource))
-	return &fuzzEnv{s: s, log: l, handler: handler, baseline: sink.Bytes(), base: l.f.AppliedIndex(), csrPEM: csrPEM}, nil
+	return &fuzzEnv{s: s, log: l, handler: handler, baseline: sink.Bytes(), base: l.f.AppliedIndex(), csrPEM: csrPEM, caPEM: caPEM}, nil
 }
 
 // reset puts the fsm back to the state after setup if an input changed it.
