@@ -10,6 +10,9 @@ set -euo pipefail
 
 GO=${GO:-go}
 FUZZTIME=${FUZZTIME:-30s}
+# Minimizing each new interesting input can take most of a short run when an
+# input is one HTTP request through the stores; keep it short.
+MINIMIZETIME=${FUZZMINIMIZETIME:-5s}
 PARALLEL=${FUZZ_PARALLEL:-1}
 if [ "$#" -gt 0 ]; then
   pkgs=("$@")
@@ -23,7 +26,7 @@ for pkg in "${pkgs[@]}"; do
   targets=$("$GO" test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true)
   for t in $targets; do
     echo "== $pkg $t ($FUZZTIME)"
-    "$GO" test -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" -parallel "$PARALLEL" "$pkg"
+    "$GO" test -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$MINIMIZETIME" -parallel "$PARALLEL" "$pkg"
     ran=$((ran + 1))
   done
 done
