@@ -67,7 +67,7 @@ var subresources = []string{"", "/status", "/approval", "/finalize"}
 // hostileBodies are documents every body target is also fed.
 var hostileBodies = []string{
 	strings.Repeat("[", 20000) + strings.Repeat("]", 20000),
-	strings.Repeat(`{"a":`, 5000) + "1" + strings.Repeat("}", 5000),
+	strings.Repeat(`{"a":`, 1000) + "1" + strings.Repeat("}", 1000),
 	`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"n"},"data":{"k":1e999999999}}`,
 	`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"n","generation":123456789012345678901234567890}}`,
 	"{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"n\"},\"data\":{\"k\":\"\xff\xfe\"}}",
