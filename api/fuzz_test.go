@@ -17,13 +17,14 @@ import (
 	"github.com/trustplane/trustplane/api/registry"
 )
 
-// Fuzz targets for every request body and query the generic handlers
-// decode: object bodies in JSON, YAML and protobuf (create, update), the
-// four patch kinds, DeleteOptions bodies, CSRs, and list queries (label and
-// field selectors, continue tokens, resourceVersion, limit). Each runs the
-// handler against the real stores (fuzzenv_test.go) and checks that it does
-// not panic, that an error is a failure Status, and that an error leaves
-// every stored object as it was.
+// Fuzz targets for every request body and query the handlers decode:
+// object bodies in JSON, YAML and protobuf (create, update), the four patch
+// kinds, DeleteOptions bodies, CSRs and trust bundles (PEM), the token
+// APIs' bodies, and list queries (label and field selectors, continue
+// tokens, resourceVersion, limit). Each runs the handler against the real
+// stores (fuzzenv_test.go) and checks that it does not panic, that an error
+// is a failure Status, and that an error leaves every stored object as it
+// was.
 
 // fuzzResource is one served resource the targets write to, with the
 // object the environment holds in it.
