@@ -6,7 +6,7 @@ DATA_DIR ?= ./trustplane-data
 LISTEN   ?= 127.0.0.1:6443
 PKGS     := ./...
 
-.PHONY: all build run cluster cluster-stop test test-unit test-e2e lint bench clean
+.PHONY: all build run cluster cluster-stop test test-unit test-e2e lint bench fuzz clean
 
 all: build
 
@@ -46,6 +46,12 @@ test-e2e:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 5s ./fsm/
 	$(GO) test -run '^$$' -bench . -benchtime 10s -timeout 30m ./cmd/trustplane/
+
+# fuzz runs every fuzz target for FUZZTIME (default 30s) each, one after
+# another with one worker; plain go test (CI) runs only their seed corpora.
+FUZZTIME ?= 30s
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 clean:
 	rm -rf bin

@@ -14,7 +14,11 @@
 //   - Every error reaches the client as a metav1.Status shaped like
 //     kube-apiserver's, written in exactly one place (writeError).
 //   - Nothing a client sends may take the node down: handler panics become
-//     500 Status responses and are logged with a stack.
+//     500 Status responses and are logged with a stack. Nothing a client
+//     sends may change state on an error: every body, patch and query
+//     decoder is fuzzed through the handlers against the real stores
+//     (fuzz_test.go), which fails on a panic or on an error answer after
+//     which any stored object differs.
 //   - Requests are bounded in size, count and time (limits.go): bodies
 //     (3 MiB), requests in flight (429, kube's maxinflight filter; watches
 //     and health probes exempt), watches per node (429), the request

@@ -19,10 +19,11 @@
 // write is proposed), works on the external (versioned) JSON form of an
 // object or on kube's internal objects through the scheme, and returns
 // sentinel errors wrapped with %w so that the api package can map them to
-// kube-apiserver's status codes in one place. The HTTP wiring (which
-// FieldManager runs where in the store's optimistic loop) lives in
-// api/fieldmanager.go. A JSON patch is bounded as in kube-apiserver: at
-// most MaxJSONPatchOperations operations, and "copy" operations adding at
-// most SetJSONPatchMaxCopyBytes in total, so a small patch cannot grow an
-// object exponentially.
+// kube-apiserver's status codes in one place. Client bytes are bounded as
+// kube-apiserver bounds them: at most MaxJSONPatchOperations operations in a
+// JSON patch, and at most MaxJSONPatchCopyBytes added by its copy
+// operations (a limit the json-patch library keeps globally: this package
+// sets it at init, and SetJSONPatchMaxCopyBytes may only lower it). Every decoder of client bytes here has a fuzz target
+// (fuzz_test.go). The HTTP wiring (which FieldManager runs where in the
+// store's optimistic loop) lives in api/fieldmanager.go.
 package apply

@@ -28,7 +28,7 @@ var (
 )
 
 // typeConverter builds the converter for ConfigMaps and Pods once.
-func typeConverter(t *testing.T) managedfields.TypeConverter {
+func typeConverter(t testing.TB) managedfields.TypeConverter {
 	t.Helper()
 	testTCOnce.Do(func() {
 		testTC, testTCErr = NewTypeConverter(TypeConverterConfig{
@@ -43,7 +43,7 @@ func typeConverter(t *testing.T) managedfields.TypeConverter {
 	return testTC
 }
 
-func fieldManager(t *testing.T, kind, sub string, strategy any) *managedfields.FieldManager {
+func fieldManager(t testing.TB, kind, sub string, strategy any) *managedfields.FieldManager {
 	t.Helper()
 	fm, err := NewFieldManager(FieldManagerConfig{
 		TypeConverter: typeConverter(t), Scheme: legacyscheme.Scheme,

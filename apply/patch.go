@@ -20,10 +20,36 @@ var (
 	ErrPatchFailed = errors.New("patch cannot be applied")
 	// ErrTooManyOperations: a JSON patch exceeds MaxJSONPatchOperations (413).
 	ErrTooManyOperations = errors.New("too many JSON patch operations")
+	// ErrPatchPanicked: the patch library panicked on this patch (500, what
+	// kube-apiserver answers when its panic filter catches the same panic).
+	ErrPatchPanicked = errors.New("the patch library panicked")
 )
+
+// recoverPatch turns a panic of a patch library into ErrPatchPanicked, so
+// that a patch which trips a library bug is one failed request. Found by
+// the fuzz targets: the json-patch library panics on an "add" below a value
+// an earlier operation of the same patch set to null, strategicpatch on a
+// $retainKeys list holding an object.
+func recoverPatch(err *error) {
+	if p := recover(); p != nil {
+		*err = fmt.Errorf("%w: %v", ErrPatchPanicked, p)
+	}
+}
 
 // MaxJSONPatchOperations is kube-apiserver's bound on JSON patch length.
 const MaxJSONPatchOperations = 10000
+
+// MaxJSONPatchCopyBytes bounds how much a JSON patch's copy operations may
+// add to a document, kube-apiserver's --json-patch-max-copy-bytes default
+// (3 MiB). Without it a patch of a few dozen copy operations, each copying
+// a value into itself, doubles the document per operation and exhausts the
+// node's memory.
+const MaxJSONPatchCopyBytes = 3 << 20
+
+// The copy limit is a global of the json-patch library; it is set as
+// kube-apiserver sets it (server.Config.Complete), so that every caller of
+// this package is bounded even before a server configures it.
+func init() { SetJSONPatchMaxCopyBytes(MaxJSONPatchCopyBytes) }
 
 // SetJSONPatchMaxCopyBytes bounds the total size that the "copy" operations
 // of one JSON patch may add; a patch that would add more fails with
@@ -47,7 +73,8 @@ func SetJSONPatchMaxCopyBytes(n int64) {
 // JSONPatch applies an RFC 6902 patch to original. Its copy operations are
 // bounded by SetJSONPatchMaxCopyBytes and its length by
 // MaxJSONPatchOperations.
-func JSONPatch(original, patch []byte) ([]byte, error) {
+func JSONPatch(original, patch []byte) (_ []byte, err error) {
+	defer recoverPatch(&err)
 	ops, err := jsonpatch.DecodePatch(patch)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadPatch, err)
@@ -64,7 +91,8 @@ func JSONPatch(original, patch []byte) ([]byte, error) {
 }
 
 // MergePatch applies an RFC 7386 merge patch to original.
-func MergePatch(original, patch []byte) ([]byte, error) {
+func MergePatch(original, patch []byte) (_ []byte, err error) {
+	defer recoverPatch(&err)
 	out, err := jsonpatch.MergePatch(original, patch)
 	switch {
 	case errors.Is(err, jsonpatch.ErrBadJSONPatch), errors.Is(err, jsonpatch.ErrBadJSONDoc):
@@ -78,7 +106,8 @@ func MergePatch(original, patch []byte) ([]byte, error) {
 // StrategicMergePatch applies a strategic merge patch to original, using the
 // patch metadata (merge keys, strategies) of the Go type of schema, which
 // must be the external type of the object.
-func StrategicMergePatch(original, patch []byte, schema interface{}) ([]byte, error) {
+func StrategicMergePatch(original, patch []byte, schema interface{}) (_ []byte, err error) {
+	defer recoverPatch(&err)
 	var probe map[string]interface{}
 	if err := json.Unmarshal(patch, &probe); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadPatch, err)

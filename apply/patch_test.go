@@ -524,3 +524,48 @@ func TestJSONPatchCopiesAreBoundedByTheAccumulatedCopySize(t *testing.T) {
 		}
 	})
 }
+
+// doublingListCopies is a JSON patch that doubles /a with every operation by
+// copying it into itself: n operations grow a 1 KiB value to 2^n KiB.
+func doublingListCopies(n int) string {
+	ops := []string{`{"op":"add","path":"/a","value":["` + strings.Repeat("x", 1024) + `"]}`}
+	for i := 0; i < n; i++ {
+		ops = append(ops, `{"op":"copy","from":"/a","path":"/a/-"}`)
+	}
+	return "[" + strings.Join(ops, ",") + "]"
+}
+
+// TestJSONPatchCopyLimit: copy operations may add at most
+// MaxJSONPatchCopyBytes, kube-apiserver's default, so that a short patch
+// cannot grow a document until the node runs out of memory (found by
+// FuzzJSONPatch); past the limit the patch fails with a 422 as in kube.
+func TestJSONPatchCopyLimit(t *testing.T) {
+	if _, err := JSONPatch([]byte(`{}`), []byte(doublingListCopies(8))); err != nil {
+		t.Fatalf("a patch copying 256 KiB in all: %v", err)
+	}
+	_, err := JSONPatch([]byte(`{}`), []byte(doublingListCopies(40)))
+	if !errors.Is(err, ErrPatchFailed) || !strings.Contains(err.Error(), "exceeding the limit 3145728") {
+		t.Fatalf("error = %v, want the copy limit as a failed patch", err)
+	}
+}
+
+// TestPatchLibraryPanics: the patch libraries panic on some patches any
+// client can send to any stored object (found by the fuzz targets); the
+// patch functions answer ErrPatchPanicked, which the api package serves as
+// a 500 as kube-apiserver's panic filter does, instead of unwinding the
+// request.
+func TestPatchLibraryPanics(t *testing.T) {
+	for _, tc := range []struct{ original, patch string }{
+		{`{"metadata":{"name":"a"}}`, `[{"op":"add","path":"/metadata/x","value":null},{"op":"add","path":"/metadata/x/y","value":1}]`},
+		{`null`, `[{"op":"add","path":"/a","value":1}]`},
+	} {
+		if _, err := JSONPatch([]byte(tc.original), []byte(tc.patch)); !errors.Is(err, ErrPatchPanicked) {
+			t.Errorf("JSONPatch(%s, %s) error = %v, want ErrPatchPanicked", tc.original, tc.patch, err)
+		}
+	}
+	pod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"i"}]}}`
+	smp := `{"spec":{"$retainKeys":[{}],"containers":[]}}`
+	if _, err := StrategicMergePatch([]byte(pod), []byte(smp), &corev1.Pod{}); !errors.Is(err, ErrPatchPanicked) {
+		t.Errorf("StrategicMergePatch(%s) error = %v, want ErrPatchPanicked", smp, err)
+	}
+}

@@ -45,7 +45,7 @@ func (w *world) secret(ns, name string, typ api.SecretType, annotations map[stri
 
 // mint signs a bound token the way TokenRequest does, then lets edit change
 // the public claims (times, issuer) before signing.
-func mint(t *testing.T, gen serviceaccount.TokenGenerator, sa *api.ServiceAccount, pod *api.Pod, secret *api.Secret, auds []string, edit func(*jwt.Claims)) string {
+func mint(t testing.TB, gen serviceaccount.TokenGenerator, sa *api.ServiceAccount, pod *api.Pod, secret *api.Secret, auds []string, edit func(*jwt.Claims)) string {
 	t.Helper()
 	sc, pc, err := serviceaccount.Claims(*sa, pod, secret, nil, 3600, 0, auds)
 	if err != nil {

@@ -53,21 +53,21 @@ func (l *localLog) List(p fsm.Prefix, opts fsm.ListOptions) (fsm.ListResult, err
 
 // world is one node's identity side over a real fsm and registry.
 type world struct {
-	t    *testing.T
+	t    testing.TB
 	log  *localLog
 	reg  *registry.Registry
 	keys *authn.KeyStore
 	id   *authn.Identity
 }
 
-func newWorld(t *testing.T, mutate func(*authn.Config)) *world {
+func newWorld(t testing.TB, mutate func(*authn.Config)) *world {
 	t.Helper()
 	return newWorldKeyed(t, true, mutate)
 }
 
 // newWorldKeyed is newWorld; withKey false leaves the node without a
 // signing key, as a cluster still bootstrapping.
-func newWorldKeyed(t *testing.T, withKey bool, mutate func(*authn.Config)) *world {
+func newWorldKeyed(t testing.TB, withKey bool, mutate func(*authn.Config)) *world {
 	t.Helper()
 	l := newLocalLog()
 	reg := registry.New(registry.DefaultConfig(), l, registry.CoreResources())

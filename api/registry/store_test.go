@@ -81,7 +81,7 @@ type env struct {
 
 // newEnv starts a single-node raft cluster over mutual TLS, waits for it
 // to lead and bootstraps the registry on it.
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	ca, err := certs.LoadOrCreateCA(t.TempDir())
 	if err != nil {
