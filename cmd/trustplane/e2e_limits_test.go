@@ -376,4 +376,20 @@ func TestE2ELimitsSlowClientsAndIdleRaftConnections(t *testing.T) {
 	if l := leaderOf(t, nodes); l != leader {
 		t.Fatalf("leadership moved from %s to %s", leader.name, l.name)
 	}
+
+	// An amplifying patch sent to a follower is refused by the leader it is
+	// forwarded to, and every node stays ready.
+	ops := []string{fmt.Sprintf(`{"op":"add","path":"/data","value":{"s":%q}}`, strings.Repeat("x", 1<<10))}
+	for i := range 64 {
+		ops = append(ops, fmt.Sprintf(`{"op":"copy","from":"/data","path":"/data/k%d"}`, i))
+	}
+	f := followersOf(nodes, leader)[0]
+	r := do(t, c, http.MethodPatch, f.url()+"/api/v1/namespaces/default/configmaps/during-"+leader.name+"-0",
+		jsonHeader("application/json-patch+json"), []byte("["+strings.Join(ops, ",")+"]"))
+	if r.code != http.StatusUnprocessableEntity {
+		t.Fatalf("a doubling copy patch through follower %s: %d %s, want 422 (the copy bound)", f.name, r.code, r.body)
+	}
+	for _, n := range nodes {
+		n.mustBeReady(t)
+	}
 }
