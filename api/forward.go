@@ -193,8 +193,10 @@ func (s *Server) withForwarding(next http.Handler) http.Handler {
 			}
 			if !notSent(err) {
 				s.log.Warn("forwarded write got no answer", "leader", addr, "error", err)
+				// No Retry-After: client-go would resend a write that may
+				// have been applied.
 				s.writeError(w, req, apierrors.NewTimeoutError(
-					fmt.Sprintf("the leader at %s did not answer; the write may or may not have been applied: %v", addr, err), 1))
+					fmt.Sprintf("the leader at %s did not answer; the write may or may not have been applied: %v", addr, err), 0))
 				return
 			}
 			if time.Now().After(deadline) {

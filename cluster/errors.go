@@ -20,9 +20,16 @@ var (
 	ErrTimeout = errors.New("cluster: timed out")
 
 	// ErrLeadershipLost: this node was leader when it appended the entry but
-	// lost leadership before the entry committed. The outcome is unknown,
-	// exactly as with ErrTimeout; the caller must not assume it failed.
+	// lost leadership before the entry committed, and could not find out
+	// in time whether it committed. The outcome is unknown, exactly as with
+	// ErrTimeout; the caller must not assume it failed.
 	ErrLeadershipLost = errors.New("cluster: leadership lost while committing")
+
+	// ErrNotApplied: the entry was definitely not applied and never will
+	// be: raft refused to queue it in time, or it was appended and then
+	// overwritten by a later leader's log. Nothing was written; sending
+	// the command again is safe.
+	ErrNotApplied = errors.New("cluster: the entry was not applied")
 
 	// ErrShutdown: the node has been shut down.
 	ErrShutdown = errors.New("cluster: node is shut down")

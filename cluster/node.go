@@ -50,8 +50,11 @@ const (
 // path (ReadIndex) and the leadership and health signals the rest of the
 // server needs. All methods are safe for concurrent use.
 type Node struct {
-	cfg    *Config
-	fsm    *fsm.FSM
+	cfg *Config
+	fsm *fsm.FSM
+	// logs is raft's log store, read when resolving an entry appended
+	// before leadership was lost (propose.go).
+	logs   raft.LogStore
 	raft   *raft.Raft
 	trans  raft.Transport
 	logger *slog.Logger
@@ -261,6 +264,7 @@ func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
 	n := &Node{
 		cfg:     c,
 		fsm:     f,
+		logs:    d.logs,
 		raft:    r,
 		trans:   d.trans,
 		logger:  c.Logger.With("component", "cluster", "node", c.NodeName),

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,10 +23,20 @@ import (
 //   - ErrNotLeader: this node is not the leader; nothing was written and
 //     the caller may forward to Leader().
 //   - ErrNoLeader: no leader appeared within ApplyTimeout; nothing written.
-//   - ErrTimeout: ctx ended or raft did not accept the entry in time. If the
-//     entry was accepted the outcome is unknown.
-//   - ErrLeadershipLost: appended, then leadership was lost; outcome unknown.
+//   - ErrNotApplied: definitely not applied (not queued in time, or
+//     appended and then overwritten by a later leader); nothing written.
+//   - ErrTimeout: ctx ended after the entry was handed to raft; the
+//     outcome is unknown.
+//   - ErrLeadershipLost: appended, then leadership was lost, and the
+//     outcome could not be resolved within ApplyTimeout; outcome unknown.
 //   - ErrShutdown: the node stopped.
+//
+// An entry appended before leadership was lost is resolved before Propose
+// returns (resolve): once this node has applied past its index, either
+// the entry there is still this one, and its Result is returned as if
+// nothing had happened, or it is another leader's, and the answer is
+// ErrNotApplied. Callers thus hear a definite outcome whenever one can be
+// known, and never retry a write that in fact committed.
 //
 // Concurrent Proposes are group-committed by raft (BatchApplyCh): entries
 // queued while a disk write is in progress share the next one.
@@ -51,10 +62,18 @@ func (n *Node) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, erro
 		return nil, fmt.Errorf("%w: no time left to enqueue the entry", ErrTimeout)
 	}
 
-	fut := n.raft.Apply(cmd.Encode(), timeout)
+	data := cmd.Encode()
+	fut := n.raft.Apply(data, timeout)
 	answered, err := waitFuture(ctx, fut)
 	if !answered {
 		return nil, n.ctxErr(ctx)
+	}
+	if errors.Is(err, raft.ErrLeadershipLost) {
+		if idx := fut.Index(); idx != 0 {
+			return n.resolve(ctx, idx, data)
+		}
+		// Never dispatched to the log: nothing was written.
+		return nil, fmt.Errorf("%w: leadership was lost before the entry was appended: %w", ErrNotApplied, err)
 	}
 	if err != nil {
 		return nil, n.raftErr(err)
@@ -115,7 +134,7 @@ func (n *Node) raftErr(err error) error {
 	case errors.Is(err, raft.ErrLeadershipTransferInProgress):
 		return fmt.Errorf("%w: %w", ErrNoLeader, err)
 	case errors.Is(err, raft.ErrEnqueueTimeout):
-		return fmt.Errorf("%w: %w", ErrTimeout, err)
+		return fmt.Errorf("%w: %w", ErrNotApplied, err)
 	case errors.Is(err, raft.ErrRaftShutdown):
 		return fmt.Errorf("%w: %w", ErrShutdown, err)
 	default:
@@ -205,4 +224,37 @@ func (n *Node) runBarrier(ctx context.Context) {
 func (n *Node) readReady() bool {
 	term := n.readyTerm.Load()
 	return term != 0 && n.raft.State() == raft.Leader && n.raft.CurrentTerm() == term
+}
+
+// resolve finds out what became of data, appended at index by this node
+// as leader before it lost leadership. It waits (bounded by ApplyTimeout
+// and ctx) until this node has applied index: the entry there is then
+// committed for good. If it is still ours, the FSM's result for it is the
+// answer; if another leader's entry replaced it, ours was never applied.
+// Only when the wait runs out, or the log no longer holds the index (a
+// snapshot replaced it), is the outcome unknown.
+//
+// The entry is recognised by its bytes. Commands carry the uids,
+// resourceVersion preconditions and timestamps the leader stamped, so two
+// different writes do not encode alike.
+func (n *Node) resolve(ctx context.Context, index uint64, data []byte) (*fsm.Result, error) {
+	rctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
+	defer cancel()
+	if err := n.fsm.WaitApplied(rctx, index); err != nil {
+		return nil, fmt.Errorf("%w: entry %d was not resolved in time: %w", ErrLeadershipLost, index, err)
+	}
+	var l raft.Log
+	if err := n.logs.GetLog(index, &l); err != nil {
+		return nil, fmt.Errorf("%w: entry %d is no longer in the log: %w", ErrLeadershipLost, index, err)
+	}
+	if l.Type != raft.LogCommand || !bytes.Equal(l.Data, data) {
+		n.logger.Info("a write appended before leadership was lost was overwritten by the next leader", "index", index)
+		return nil, fmt.Errorf("%w: entry %d was replaced by a later leader's", ErrNotApplied, index)
+	}
+	res := n.fsm.ResultAt(index)
+	if res == nil {
+		return nil, fmt.Errorf("%w: entry %d committed but its result is no longer known", ErrLeadershipLost, index)
+	}
+	n.logger.Info("a write appended before leadership was lost committed; answering its result", "index", index)
+	return res, nil
 }

@@ -26,6 +26,10 @@
 //     copy-on-write clone of the tree that Persist serialises while Apply
 //     continues.
 //
+//   - ResultAt remembers the results of the last few thousand commands, so
+//     that a proposer who lost leadership can answer what its entry did.
+//     It is not state: never snapshotted, never read by apply.
+//
 //   - History is dropped only by OpCompact, from the log. HistoryBytes and
 //     CompactTargetForBytes let the leader's compactor bound history in
 //     bytes; they read, they never drop.

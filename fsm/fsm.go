@@ -27,6 +27,8 @@ type FSM struct {
 
 	waiter    *indexWaiter
 	listeners listenerSet
+	// results remembers recent command results for ResultAt.
+	results resultRing
 }
 
 var (
@@ -94,6 +96,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			var r *Result
 			r, evs = f.st.apply(l.Index, c, evs)
 			out[i] = r
+			f.results.put(l.Index, r)
 		}
 		f.st.applied = l.Index
 	}

@@ -31,7 +31,11 @@ import (
 type Backend interface {
 	// Propose replicates cmd and returns the fsm's result once it has been
 	// applied on this node. A failed precondition is reported in Result.Err,
-	// not as the error: the error means the command may not have been applied.
+	// not as the error. An error wrapping ErrOutcomeUnknown means the
+	// command may or may not have been applied; any other error means it was
+	// not, so the client may be told to retry. The distinction matters
+	// because client-go retries every answer that carries Retry-After, and a
+	// retried write that had in fact committed meets itself (409).
 	Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error)
 	// ReadIndex returns an index at least as new as every write acknowledged
 	// before the call, once this node has applied it; reads served after it
@@ -234,10 +238,19 @@ func unavailable(err error) error {
 	return e
 }
 
-// proposeErr maps a Propose transport error to a Status.
+// ErrOutcomeUnknown is wrapped by a Backend.Propose error when the command
+// may or may not have been applied (the node lost leadership or its wait
+// ended, and the log could not tell in time).
+var ErrOutcomeUnknown = errors.New("registry: the write may or may not have been applied")
+
+// proposeErr maps a Propose error to a Status. A write that was certainly
+// not applied gets 503 with Retry-After, which client-go retries. One whose
+// outcome is unknown gets 504 without Retry-After, saying so: retrying it
+// automatically could apply it twice or answer a 409 for the client's own
+// write, so the client must look before it writes again.
 func proposeErr(err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return apierrors.NewTimeoutError(fmt.Sprintf("the write was not confirmed in time: %v", err), 1)
+	if errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return apierrors.NewTimeoutError(fmt.Sprintf("the write may or may not have been applied; read the object before writing again: %v", err), 0)
 	}
 	return unavailable(err)
 }

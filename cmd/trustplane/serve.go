@@ -560,7 +560,12 @@ type backend struct {
 }
 
 func (b backend) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error) {
-	return b.node.Propose(ctx, cmd)
+	res, err := b.node.Propose(ctx, cmd)
+	if errors.Is(err, cluster.ErrTimeout) || errors.Is(err, cluster.ErrLeadershipLost) || errors.Is(err, cluster.ErrShutdown) {
+		// The entry may have been handed to raft: its outcome is unknown.
+		err = fmt.Errorf("%w: %w", registry.ErrOutcomeUnknown, err)
+	}
+	return res, err
 }
 func (b backend) ReadIndex(ctx context.Context) (uint64, error) { return b.node.ReadIndex(ctx) }
 func (b backend) WaitApplied(ctx context.Context, index uint64) error {
