@@ -45,13 +45,25 @@ type ConfigurationMember interface {
 	InConfiguration() bool
 }
 
-// refuseLocalRead is the one rule for a node outside the configuration:
-// it serves no resourceVersion=0 get or list and no watch (every watch is
+// LeaderContact is an optional capability of Membership, found by type
+// assertion: how recently this node heard from a leader.
+type LeaderContact interface {
+	// LeaderContactWithin reports whether this node leads, or has heard
+	// from the leader within d. One that has not may be cut off from the
+	// cluster, so its local state may be arbitrarily old.
+	LeaderContactWithin(d time.Duration) bool
+}
+
+// refuseLocalRead is the one rule for reads served from local state alone.
+// A node outside the configuration serves no resourceVersion=0 get or list
+// and no watch (every watch is
 // served from the local watch cache), answering 503 with Retry-After so
 // that clients retry, as kube-apiserver answers while it cannot serve. A
 // read without a resourceVersion needs the leader's read index anyway, and
-// one at resourceVersion N waits until N has applied here. It returns nil
-// when the request may be served.
+// one at resourceVersion N waits until N has applied here. A node that has
+// not heard from a leader within MaxStaleRead is bounded the same way,
+// except that its resourceVersion=0 reads become linearizable ones. It
+// returns nil when the request may be served (possibly rewritten).
 func (s *Server) refuseLocalRead(req *http.Request, verb string) error {
 	if verb != "get" && verb != "list" && verb != "watch" {
 		return nil
@@ -61,13 +73,29 @@ func (s *Server) refuseLocalRead(req *http.Request, verb string) error {
 	if !watch && q.Get("resourceVersion") != "0" {
 		return nil
 	}
-	cm, ok := s.cfg.Membership.(ConfigurationMember)
-	if !ok || cm.InConfiguration() {
+	if cm, ok := s.cfg.Membership.(ConfigurationMember); ok && !cm.InConfiguration() {
+		e := apierrors.NewServiceUnavailable("this apiserver is not a member of the cluster's current configuration and cannot serve resourceVersion=0 reads or watches; retry against another server")
+		e.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+		return e
+	}
+	// Second, bounded staleness: a node that has not heard from a leader
+	// within MaxStaleRead serves no watch, and answers a
+	// resourceVersion=0 get or list as a linearizable read (which needs
+	// the leader, so a cut-off node answers 503) instead of from state
+	// that may be arbitrarily old (kubernetes#59848).
+	lc, ok := s.cfg.Membership.(LeaderContact)
+	if !ok || s.cfg.MaxStaleRead <= 0 || lc.LeaderContactWithin(s.cfg.MaxStaleRead) {
 		return nil
 	}
-	e := apierrors.NewServiceUnavailable("this apiserver is not a member of the cluster's current configuration and cannot serve resourceVersion=0 reads or watches; retry against another server")
-	e.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
-	return e
+	if watch {
+		e := apierrors.NewServiceUnavailable(fmt.Sprintf("this apiserver has not heard from the cluster's leader for more than %v and cannot serve watches from its own state; retry against another server", s.cfg.MaxStaleRead))
+		e.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+		return e
+	}
+	q.Del("resourceVersion")
+	q.Del("resourceVersionMatch")
+	req.URL.RawQuery = q.Encode()
+	return nil
 }
 
 // membersPath is the operator endpoint behind "trustplane members". Like

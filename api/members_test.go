@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -63,5 +64,58 @@ func TestRefuseLocalReadWithoutCapability(t *testing.T) {
 	req := httptest.NewRequest(http.MethodGet, "/api/v1/serviceaccounts?resourceVersion=0", nil)
 	if err := s.refuseLocalRead(req, "list"); err != nil {
 		t.Fatalf("refused without a membership: %v", err)
+	}
+}
+
+// staleMembership is a member of the configuration that has, or has not,
+// heard from a leader recently.
+type staleMembership struct {
+	fakeMembership
+	fresh bool
+}
+
+func (s staleMembership) LeaderContactWithin(time.Duration) bool { return s.fresh }
+
+// TestBoundedStaleness: a node that has not heard from a leader within
+// MaxStaleRead answers resourceVersion=0 reads as linearizable ones (the
+// query loses its resourceVersion) and refuses watches; a fresh node, or
+// a bound of 0, changes nothing.
+func TestBoundedStaleness(t *testing.T) {
+	tests := []struct {
+		name      string
+		fresh     bool
+		bound     time.Duration
+		verb      string
+		query     string
+		refuse    bool
+		wantQuery string
+	}{
+		{"a fresh node serves resourceVersion=0 locally", true, 5 * time.Second, "list", "resourceVersion=0", false, "resourceVersion=0"},
+		{"a stale node reads resourceVersion=0 linearizably", false, 5 * time.Second, "list", "resourceVersion=0&resourceVersionMatch=NotOlderThan&limit=5", false, "limit=5"},
+		{"a stale node reads a resourceVersion=0 get linearizably", false, 5 * time.Second, "get", "resourceVersion=0", false, ""},
+		{"a stale node refuses watches", false, 5 * time.Second, "watch", "watch=true&resourceVersion=9", true, ""},
+		{"a stale node leaves reads at resourceVersion N alone", false, 5 * time.Second, "get", "resourceVersion=7", false, "resourceVersion=7"},
+		{"no bound: a stale node serves locally", false, 0, "list", "resourceVersion=0", false, "resourceVersion=0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := testServer(t)
+			s.cfg.Membership = staleMembership{fakeMembership{in: true}, tc.fresh}
+			s.cfg.MaxStaleRead = tc.bound
+			req := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/serviceaccounts?"+tc.query, nil)
+			err := s.refuseLocalRead(req, tc.verb)
+			if (err != nil) != tc.refuse {
+				t.Fatalf("refuseLocalRead = %v, want refused=%v", err, tc.refuse)
+			}
+			if err != nil {
+				if !apierrors.IsServiceUnavailable(err) {
+					t.Fatalf("refusal is %v, want 503", err)
+				}
+				return
+			}
+			if req.URL.RawQuery != tc.wantQuery {
+				t.Fatalf("query = %q, want %q", req.URL.RawQuery, tc.wantQuery)
+			}
+		})
 	}
 }

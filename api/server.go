@@ -48,6 +48,11 @@ type Config struct {
 	Forward *ForwardConfig
 	// Membership backs the operator members endpoint; nil answers 503.
 	Membership Membership
+	// MaxStaleRead bounds how old the local state that answers
+	// resourceVersion=0 reads and watches may be: a node that has not
+	// heard from a leader for longer serves them no more (members.go).
+	// 0 disables the bound.
+	MaxStaleRead time.Duration
 	// Watch serves ?watch=true from the node's watch cache; nil answers 405.
 	Watch Watcher
 	// Authenticator identifies a caller that presents no client

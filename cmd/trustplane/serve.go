@@ -68,6 +68,7 @@ type options struct {
 	deadServerTimeout time.Duration
 	leaveOnTerminate  bool
 	writeLeaderWait   time.Duration
+	maxStaleRead      time.Duration
 	watchWindow       time.Duration
 	compactRetention  time.Duration
 	compactInterval   time.Duration
@@ -106,6 +107,7 @@ func parseServe(args []string) (*options, error) {
 	fs.DurationVar(&o.deadServerTimeout, "dead-server-timeout", d.DeadServerTimeout, "a voter that gossip reports failed this long, and that raft no longer reaches, is removed while a quorum stays (negative: never)")
 	fs.BoolVar(&o.leaveOnTerminate, "leave-on-terminate", false, "on SIGTERM/SIGINT, leave the cluster (be removed as a voter) when that keeps a quorum of alive voters; it never forces. Default false, as for Consul servers: a stopped node stays a voter and rejoins as itself on restart, which is what a rolling restart or a crash-and-restart wants. Set it for nodes that are going away for good")
 	fs.DurationVar(&o.writeLeaderWait, "write-leader-wait", 10*time.Second, "how long a write waits for a leader during an election before 503")
+	fs.DurationVar(&o.maxStaleRead, "max-stale-read", 5*time.Second, "a node that has not heard from a leader for longer serves no watch, and answers resourceVersion=0 reads as linearizable ones (503 when it is cut off) instead of from its own, possibly old, state (0: no bound)")
 	fs.DurationVar(&o.compactRetention, "compact-retention", d.CompactRetention, "MVCC history kept for exact reads, continue tokens and watch history across restarts; older gets 410 Gone")
 	fs.DurationVar(&o.compactInterval, "compact-interval", d.CompactInterval, "how often the leader compacts history")
 	fs.DurationVar(&o.watchWindow, "watch-cache-window", watchcache.DefaultConfig().Window, "how much watch history each node keeps; older resourceVersions get 410 Gone")
@@ -329,6 +331,7 @@ func serve(args []string) error {
 		}),
 	}
 	acfg.Membership = membership{node}
+	acfg.MaxStaleRead = o.maxStaleRead
 	acfg.Authenticator = ident.authenticator
 	acfg.Paths = ident.paths
 	acfg.Actions = ident.actions
@@ -543,6 +546,10 @@ func (m membership) Members(ctx context.Context) ([]api.Member, error) {
 	}
 	return out, nil
 }
+
+// LeaderContactWithin is api.LeaderContact: the API bounds how stale its
+// local reads may be (--max-stale-read).
+func (m membership) LeaderContactWithin(d time.Duration) bool { return m.node.LeaderContactWithin(d) }
 
 func (m membership) RemoveMember(ctx context.Context, name string) error {
 	return m.node.RemoveMember(ctx, name)
