@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,16 +46,10 @@ var longRunning = genericfilters.BasicLongRunningRequestCheck(
 	sets.NewString("attach", "exec", "proxy", "log", "portforward"),
 )
 
-// isHealthProbe reports the health paths, which kube's priority-and-fairness
-// exempts (the "probes" flow schema) so that overload never fails a probe.
-func isHealthProbe(path string) bool {
-	for _, p := range []string{"/livez", "/readyz", "/healthz"} {
-		if path == p || strings.HasPrefix(path, p+"/") {
-			return true
-		}
-	}
-	return false
-}
+// isHealthProbe reports the health paths (the public paths but /version),
+// which kube's priority-and-fairness exempts (the "probes" flow schema) so
+// that overload never fails a probe.
+func isHealthProbe(path string) bool { return path != "/version" && isPublic(path) }
 
 // notCountedInFlight is what the max-in-flight filter lets through without
 // a slot: long-running requests and health probes.

@@ -27,8 +27,8 @@ type FSM struct {
 
 	waiter    *indexWaiter
 	listeners listenerSet
-	// results remembers recent command results for ResultAt.
-	results resultRing
+	// results remembers recent command results for ResultAt; mu guards it.
+	results *resultRing
 }
 
 var (
@@ -39,7 +39,7 @@ var (
 // New returns an empty FSM at applied index 0. Raft restores the latest
 // snapshot (if any) and replays the log into it on start.
 func New() *FSM {
-	return &FSM{st: newStore(), waiter: newIndexWaiter()}
+	return &FSM{st: newStore(), waiter: newIndexWaiter(), results: new(resultRing)}
 }
 
 // Apply is raft's single-entry path; it has exactly the semantics of a

@@ -1,7 +1,5 @@
 package fsm
 
-import "sync"
-
 // resultsKept is how many recent command results an FSM remembers for
 // ResultAt. A proposer that lost leadership resolves its entry within
 // seconds, while at most a few thousand entries apply. The KVs a result
@@ -11,26 +9,20 @@ const resultsKept = 4096
 
 // resultRing remembers the results of the most recent commands by log
 // index. It is not state: it is neither snapshotted nor restored, and no
-// apply reads it, so it cannot make two nodes diverge.
-type resultRing struct {
-	mu    sync.Mutex
-	slots [resultsKept]struct {
-		index uint64
-		res   *Result
-	}
+// apply reads it, so it cannot make two nodes diverge. FSM.mu guards it:
+// apply writes it under the write lock it already holds.
+type resultRing [resultsKept]struct {
+	index uint64
+	res   *Result
 }
 
 func (r *resultRing) put(index uint64, res *Result) {
-	r.mu.Lock()
-	s := &r.slots[index%resultsKept]
+	s := &r[index%resultsKept]
 	s.index, s.res = index, res
-	r.mu.Unlock()
 }
 
 func (r *resultRing) get(index uint64) *Result {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if s := r.slots[index%resultsKept]; s.index == index {
+	if s := r[index%resultsKept]; s.index == index {
 		return s.res
 	}
 	return nil
@@ -45,4 +37,8 @@ func (r *resultRing) get(index uint64) *Result {
 // index and the entry there is still its own, this is the answer it would
 // have given, so the client hears what really happened instead of a
 // retryable error that would make it meet its own write.
-func (f *FSM) ResultAt(index uint64) *Result { return f.results.get(index) }
+func (f *FSM) ResultAt(index uint64) *Result {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.results.get(index)
+}

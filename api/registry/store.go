@@ -128,6 +128,16 @@ func (s *Store) seal(key fsm.Key, plain []byte) ([]byte, error) {
 	return out, nil
 }
 
+// storable turns data, obj's encoding, into the value a create or update
+// proposes: within MaxObjectBytes (sized), then sealed for storage.
+func (s *Store) storable(ctx context.Context, key fsm.Key, obj runtime.Object, data []byte) ([]byte, error) {
+	data, err := s.sized(ctx, obj, data)
+	if err != nil {
+		return nil, err
+	}
+	return s.seal(key, data)
+}
+
 // unchanged reports whether plain, an object re-encoded for an update, is
 // what kv already stores, so that the update can write nothing. A value
 // stored with a provider or key that is no longer first in the encryption
@@ -314,10 +324,7 @@ func (s *Store) Create(ctx context.Context, obj runtime.Object, dryRun bool) (ru
 		key := s.key(ctx, m.GetName())
 		data, err := s.encode(obj)
 		if err == nil {
-			data, err = s.sized(ctx, obj, data)
-		}
-		if err == nil {
-			data, err = s.seal(key, data)
+			data, err = s.storable(ctx, key, obj, data)
 		}
 		if err != nil {
 			return nil, err
@@ -446,10 +453,7 @@ func (s *Store) update(ctx context.Context, strategy rest.RESTUpdateStrategy, na
 			setRV(obj, kv.ModRevision)
 			return obj, nil
 		}
-		if data, err = s.sized(ctx, obj, data); err != nil {
-			return nil, err
-		}
-		if data, err = s.seal(key, data); err != nil {
+		if data, err = s.storable(ctx, key, obj, data); err != nil {
 			return nil, err
 		}
 		res, err := s.backend.Propose(ctx, &fsm.Command{
