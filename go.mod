@@ -3,6 +3,7 @@ module github.com/trustplane/trustplane
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/emicklei/go-restful/v3 v3.11.0
 	github.com/go-logr/logr v1.4.3
 	github.com/google/btree v1.1.3
