@@ -52,7 +52,7 @@ func (r Result) String() string {
 	}
 }
 
-// Options tune All.
+// Options tune All; a zero field takes its DefaultOptions value.
 type Options struct {
 	// LinearizabilityTimeout bounds porcupine's search over all keys.
 	LinearizabilityTimeout time.Duration

@@ -186,8 +186,8 @@ func (v *Visual) WriteHTML(w io.Writer) error {
 //     model takes both "applied" and "not applied". Unknown deletes always
 //     stay unresolved.
 //
-// Keys share one timeout; a timeout makes the result inconclusive
-// (Skipped), never OK. On a violation, the Visual draws the failing keys.
+// Keys share one timeout (a timeout <= 0 leaves no time at all); a timeout
+// makes the result inconclusive (Skipped), never OK. On a violation, the Visual draws the failing keys.
 func Linearizability(h *history.History, timeout time.Duration) (Result, *Visual) {
 	c := newCollector("linearizability")
 	byKey := linearOps(h, c)
@@ -254,8 +254,11 @@ func visualise(byKey map[string][]porcupine.Operation, failed []string, startRV 
 				out = append(out, describeOp(op.Input, op.Output))
 			}
 		}
-		c.violate("key %s: %d operations are not linearizable; none of these fit any partial linearization: %s",
-			failed[p], len(keyOps), strings.Join(out, "; "))
+		hint := "see the visualisation"
+		if len(out) > 0 {
+			hint = "these fit no partial linearization: " + strings.Join(out, "; ")
+		}
+		c.violate("key %s: its %d operations are not linearizable; %s", failed[p], len(keyOps), hint)
 	}
 	return &Visual{Keys: failed, model: model, info: info}
 }

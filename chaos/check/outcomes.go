@@ -102,10 +102,8 @@ func (c *collector) checkDelete(h *history.History, ref *refLog, op *history.Op,
 		return
 	}
 	after := max(op.ExpectRV, h.StartRV)
-	for _, rv := range ref.between(after, ref.maxRV) {
-		if e := ref.byRV[rv]; e.deleted() && e.Key == op.Key {
-			return
-		}
+	if ref.deletedAfter(op.Key, after) {
+		return
 	}
 	if ref.cover.covers(after, ref.maxRV) {
 		c.violate("op %d delete %s (precondition rv %d) acknowledged, but no DELETED event for it in the covered range (%d, %d]", op.ID, op.Key, op.ExpectRV, after, ref.maxRV)

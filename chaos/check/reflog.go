@@ -142,6 +142,8 @@ type refLog struct {
 	// maxRV is the highest RV any source names (final states' list RVs
 	// included).
 	maxRV uint64
+	// deletes maps each key to the sorted RVs of its DELETED entries.
+	deletes map[string][]uint64
 }
 
 // buildRef builds the reference log of res from the watch events and, for
@@ -186,6 +188,12 @@ func buildRef(h *history.History, res history.Resource) *refLog {
 		}
 	}
 	sort.Slice(r.rvs, func(i, j int) bool { return r.rvs[i] < r.rvs[j] })
+	r.deletes = map[string][]uint64{}
+	for _, rv := range r.rvs {
+		if e := r.byRV[rv]; e.deleted() {
+			r.deletes[e.Key] = append(r.deletes[e.Key], rv)
+		}
+	}
 	var cov []span
 	for _, ss := range sessionsOf(h, res) {
 		for _, s := range ss {
@@ -206,6 +214,13 @@ func (r *refLog) between(lo, hi uint64) []uint64 {
 		return nil
 	}
 	return r.rvs[i:j]
+}
+
+// deletedAfter reports whether the log deletes key at an RV above rv.
+func (r *refLog) deletedAfter(key string, rv uint64) bool {
+	ds := r.deletes[key]
+	i := sort.Search(len(ds), func(i int) bool { return ds[i] > rv })
+	return i < len(ds)
 }
 
 // complete reports whether the log is complete from the run's start to the
