@@ -26,5 +26,8 @@ func (*Points) StableStore(s raft.StableStore) raft.StableStore { return s }
 // SnapshotStore returns s unchanged.
 func (*Points) SnapshotStore(s raft.SnapshotStore) raft.SnapshotStore { return s }
 
+// State is all off.
+func (*Points) State() State { return State{} }
+
 // CheckStorage always passes.
 func (*Points) CheckStorage() error { return nil }

@@ -56,6 +56,10 @@ func Open(dataDir string, logger *slog.Logger) *Points {
 	return p
 }
 
+// State is the failpoints' state now, after re-reading the file if it is
+// due. A nil Points is all off.
+func (p *Points) State() State { return p.current() }
+
 // current is the state, re-reading the file when it is due. A caller that
 // finds another goroutine re-reading uses the previous state.
 func (p *Points) current() State {

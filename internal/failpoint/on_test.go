@@ -321,6 +321,9 @@ func TestNilPointsIsOff(t *testing.T) {
 	if err := p.CheckStorage(); err != nil {
 		t.Fatal(err)
 	}
+	if !p.State().Off() {
+		t.Fatal("nil Points is not all off")
+	}
 }
 
 func TestEnabled(t *testing.T) {
