@@ -48,7 +48,9 @@
 //     vote (persistVote) is only logged.
 //   - With disk-full on the leader, raft's dispatchLogs fails the batch's
 //     futures with the store's error and steps down; the entries were never
-//     replicated and are not applied. A follower with disk-full rejects
+//     replicated and are not applied. raft's LogCache quotes the store's
+//     error (%q), so above it errors.Is(err, syscall.ENOSPC) no longer
+//     holds; the text "no space left on device" remains. A follower with disk-full rejects
 //     appends and the leader keeps retrying it, so a three-node cluster
 //     keeps its quorum.
 //   - CheckStorage reports ErrDiskFull while disk-full is on, so /readyz
