@@ -16,9 +16,10 @@
 //
 // Rules it keeps:
 //
-//   - The file is re-read at most every RefreshInterval, and parsed only
-//     when it changed (another inode, modification time or size), so the write path pays a
-//     clock read and an atomic load. A change of state is logged at Warn.
+//   - The file is looked at (stat) at most every RefreshInterval, and read
+//     and parsed only when it changed (another inode, modification time or
+//     size), so the write path pays a clock read and an atomic load. A
+//     change of state is logged at Warn.
 //   - A malformed or unknown line is logged once (when the file version
 //     holding it is first read) and ignored; the other lines still apply.
 //   - A failing write fails before it reaches the wrapped store: nothing of
