@@ -83,5 +83,6 @@
 //   - Raft's hclog and memberlist's log output go to the node's
 //     slog.Logger at Info and up.
 //
-// This package imports only fsm from trustplane.
+// This package imports only fsm and internal/failpoint from trustplane;
+// the failpoints exist only in a -tags failpoints build.
 package cluster

@@ -19,6 +19,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/trustplane/trustplane/fsm"
+	"github.com/trustplane/trustplane/internal/failpoint"
 )
 
 const (
@@ -103,6 +104,9 @@ type Node struct {
 	rpcPool rpcPool
 	// minFreeBytes overrides the free-space floor of CheckStorage (tests).
 	minFreeBytes uint64
+	// failpoints are the storage faults of a -tags failpoints build (nil
+	// otherwise); CheckStorage fails while the disk is "full".
+	failpoints *failpoint.Points
 
 	// gossip is nil when Config.GossipAddr is empty.
 	gossip *gossip
@@ -138,6 +142,8 @@ type deps struct {
 	registerRPC func(handler func(net.Conn))
 	// tuneGossip, if set, adjusts the memberlist config (tests).
 	tuneGossip func(*memberlist.Config)
+	// failpoints, if set, are the faults the stores above are wrapped in.
+	failpoints *failpoint.Points
 }
 
 // New opens the raft stores under cfg.DataDir, listens on cfg.RaftAddr and
@@ -175,7 +181,10 @@ func New(cfg *Config, f *fsm.FSM) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open raft log %s (is another process using the data directory?): %w", dbPath, err)
 	}
-	logs, err := raft.NewLogCache(logCacheSize, bolt)
+	// Without -tags failpoints, fp is nil and its methods return the
+	// stores unchanged.
+	fp := failpoint.Open(c.DataDir, c.Logger)
+	logs, err := raft.NewLogCache(logCacheSize, fp.LogStore(bolt))
 	if err != nil {
 		_ = bolt.Close()
 		return nil, fmt.Errorf("cluster: create log cache: %w", err)
@@ -199,7 +208,8 @@ func New(cfg *Config, f *fsm.FSM) (*Node, error) {
 	})
 
 	d := deps{
-		logs: logs, stable: bolt, snaps: snaps, trans: trans, closers: []io.Closer{bolt},
+		logs: logs, stable: fp.StableStore(bolt), snaps: fp.SnapshotStore(snaps), trans: trans, closers: []io.Closer{bolt},
+		failpoints:  fp,
 		dialRPC:     stream.dialRPC,
 		registerRPC: func(h func(net.Conn)) { stream.rpc.Store(&h) },
 	}
@@ -274,6 +284,8 @@ func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
 		cancel:  cancel,
 		stateCh: make(chan struct{}),
 		dialRPC: d.dialRPC,
+
+		failpoints: d.failpoints,
 	}
 	// Non-blocking: raft never waits for us. A dropped observation is
 	// harmless because waiters re-read raft's state on every wake-up, and

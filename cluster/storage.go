@@ -18,6 +18,9 @@ const minFreeBytes = 64 << 20
 // balancers stop sending it clients; raft itself never acknowledges a write
 // it could not persist (a failed log write makes the leader step down).
 func (n *Node) CheckStorage() error {
+	if err := n.failpoints.CheckStorage(); err != nil {
+		return fmt.Errorf("%w: %w", ErrStorage, err)
+	}
 	dir := filepath.Join(n.cfg.DataDir, "raft")
 	if err := unix.Access(dir, unix.W_OK); err != nil {
 		return fmt.Errorf("%w: data directory %s is not writable: %v", ErrStorage, dir, err)

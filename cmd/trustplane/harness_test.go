@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/trustplane/trustplane/internal/failpoint"
 )
 
 // binPath is the trustplane binary built once for the whole package.
@@ -31,7 +33,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binPath = filepath.Join(dir, "trustplane")
-	build := exec.Command("go", "build", "-o", binPath, ".")
+	args := []string{"build", "-o", binPath}
+	if failpoint.Enabled {
+		// go test -tags failpoints: the binary under test has them too.
+		args = append(args, "-tags", "failpoints")
+	}
+	build := exec.Command("go", append(args, ".")...)
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building trustplane:", err)

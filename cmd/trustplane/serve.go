@@ -30,6 +30,7 @@ import (
 	"github.com/trustplane/trustplane/certs"
 	"github.com/trustplane/trustplane/cluster"
 	"github.com/trustplane/trustplane/fsm"
+	"github.com/trustplane/trustplane/internal/failpoint"
 	"github.com/trustplane/trustplane/watchcache"
 )
 
@@ -675,6 +676,13 @@ func writeAdminKubeconfig(ca *certs.CA, pki, path, server string) error {
 	})
 }
 
+// versionString is what `trustplane version` prints. A binary built with
+// -tags failpoints says so (" +failpoints"): the chaos tool checks for it
+// before relying on <data-dir>/failpoints.
 func versionString() string {
-	return "trustplane " + api.Version.GitVersion
+	v := "trustplane " + api.Version.GitVersion
+	if failpoint.Enabled {
+		v += " +failpoints"
+	}
+	return v
 }
