@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -57,6 +58,19 @@ func tcpEcho(t *testing.T) (addr string, sources <-chan string) {
 		}
 	}()
 	return ln.Addr().String(), src
+}
+
+// eventually polls cond for up to wait: counters move just after the
+// bytes they count.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within %v", what, wait)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func dialFrom(t *testing.T, ip, addr string) net.Conn {
@@ -124,8 +138,14 @@ func TestTCPForwardsFromTheSourceIP(t *testing.T) {
 	if got := <-sources; got != ipA {
 		t.Fatalf("the node saw the proxied connection from %s, want the source's IP %s", got, ipA)
 	}
-	if s := p.Stats(); s.Accepted != 1 || s.BytesIn != 5 || s.BytesOut != 5 {
-		t.Fatalf("stats %+v, want 1 accepted, 5 bytes each way", s)
+	// A chunk is counted once its write returned, which may be just after
+	// the client read it.
+	deadline := time.Now().Add(wait)
+	for s := p.Stats(); s.Accepted != 1 || s.BytesIn != 5 || s.BytesOut != 5; s = p.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v, want 1 accepted, 5 bytes each way", s)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -149,9 +169,7 @@ func TestTCPDropHoldsEstablishedConnections(t *testing.T) {
 	if !roundTrip(t, b, "other", wait) {
 		t.Fatal("a source without a rule was cut off too")
 	}
-	if s := p.Stats(); s.HeldIn == 0 {
-		t.Fatalf("stats %+v: no chunk counted as held back", s)
-	}
+	eventually(t, "a chunk counted as held back", func() bool { return p.Stats().HeldIn > 0 })
 	p.ClearRules()
 	if got := readBack(t, a, 3, wait); got != "cut" {
 		t.Fatalf("after the heal the held bytes came back as %q, want %q", got, "cut")
@@ -176,9 +194,7 @@ func TestTCPDropHoldsNewConnections(t *testing.T) {
 		t.Fatalf("the node saw a connection from %s during the partition", ip)
 	default:
 	}
-	if s := p.Stats(); s.Held != 1 {
-		t.Fatalf("stats %+v, want one connection held at accept", s)
-	}
+	eventually(t, "connection counted as held at accept", func() bool { return p.Stats().Held == 1 })
 	p.SetRule(ipA, Rule{})
 	if got := readBack(t, a, 4, wait); got != "ping" {
 		t.Fatalf("after the heal got %q, want the held ping", got)
@@ -262,9 +278,7 @@ func TestTCPOneWay(t *testing.T) {
 	if n, err := a.Read(make([]byte, 8)); n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("with outbound dropped the source read %d bytes (%v)", n, err)
 	}
-	if s := p.Stats(); s.HeldIn == 0 || s.HeldOut == 0 {
-		t.Fatalf("stats %+v: want held chunks both ways", s)
-	}
+	eventually(t, "held chunks counted both ways", func() bool { s := p.Stats(); return s.HeldIn > 0 && s.HeldOut > 0 })
 	p.ClearRules()
 	if got := readBack(t, a, 5, wait); got != "muted" {
 		t.Fatalf("after the heal got %q", got)
@@ -323,5 +337,65 @@ func TestTCPCloseEndsHeldConnections(t *testing.T) {
 	}
 	if err := p.Close(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("second Close = %v, want ErrClosed", err)
+	}
+}
+
+// TestCloseLeavesNoGoroutines: after Close, and once the clients hang up,
+// the goroutine count is back where it was before the proxies started,
+// with connections that flowed, were held at accept, held mid-stream, and
+// UDP sessions with delayed packets.
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	echo, _ := tcpEcho(t)
+	uecho, _ := udpEcho(t)
+	before := runtime.NumGoroutine()
+
+	p, err := ListenTCP("127.0.0.11:0", echo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := ListenUDP("127.0.0.11:0", uecho)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clients []io.Closer
+	for i := 0; i < 4; i++ {
+		c := dialFrom(t, ipB, p.Addr().String())
+		clients = append(clients, c)
+		if !roundTrip(t, c, "flow", wait) {
+			t.Fatal("no echo")
+		}
+	}
+	p.SetRule(ipB, Rule{Drop: true}) // the four above are held mid-stream
+	for _, c := range clients {
+		if _, err := c.(net.Conn).Write([]byte("held")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.SetRule(ipA, Rule{Drop: true})
+	clients = append(clients, dialFrom(t, ipA, p.Addr().String())) // held at accept
+	for _, ip := range []string{ipA, ipB} {
+		c := udpFrom(t, ip)
+		clients = append(clients, c)
+		if !exchange(t, c, u.Addr(), "x", wait) {
+			t.Fatal("no UDP echo")
+		}
+	}
+	u.SetRule(ipA, Rule{Delay: time.Hour})
+	if _, err := clients[len(clients)-2].(*net.UDPConn).WriteTo([]byte("late"), u.Addr()); err != nil {
+		t.Fatal(err)
+	}
+
+	p.Close()
+	u.Close()
+	for _, c := range clients {
+		c.Close()
+	}
+	deadline := time.Now().Add(wait)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines after Close, %d before the proxies started:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

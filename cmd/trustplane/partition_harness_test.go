@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -105,6 +106,15 @@ func startProxiedCluster(t testing.TB, size int, extraArgs ...string) []*proxied
 	t.Helper()
 	if size > 9 {
 		t.Fatal("at most 9 proxied nodes")
+	}
+	if runtime.GOOS != "linux" {
+		// Linux routes all of 127/8 to lo; elsewhere (macOS) each address
+		// needs an alias first: ifconfig lo0 alias 127.0.0.11 up, and so on.
+		if l, err := net.Listen("tcp", "127.0.0.21:0"); err != nil {
+			t.Skipf("loopback addresses beyond 127.0.0.1 are not configured here: %v", err)
+		} else {
+			l.Close()
+		}
 	}
 	caDir := t.TempDir()
 	if out, err := exec.Command(binPath, "certs", "init", "--dir", caDir).CombinedOutput(); err != nil {
