@@ -23,12 +23,27 @@ func stateOf(n *node) string {
 	return ""
 }
 
+// gossipStatus is the gossip status of member name as n reports it.
+func gossipStatus(n *node, name string) string {
+	ms, err := n.members()
+	if err != nil {
+		return ""
+	}
+	for _, m := range ms {
+		if m.Name == name {
+			return m.Status
+		}
+	}
+	return ""
+}
+
 // TestPartitionedLeaderIsReplaced: three real nodes behind fault proxies.
 // The leader is cut off from both others (each side drops the other's IP
 // on its raft, gossip and API proxies). The other two elect a leader and
 // take writes, directly and forwarded by the third node's API; the cut-off
 // one commits nothing. After the heal the old leader follows and reads the
-// writes it missed, at the same resourceVersion.
+// writes it missed, at the same resourceVersion, and gossip, which marked
+// it failed, sees it alive again.
 func TestPartitionedLeaderIsReplaced(t *testing.T) {
 	cluster := startProxiedCluster(t, 3, "--controllers=false", "--write-leader-wait", "2s")
 	byNode := map[*node]*proxiedNode{}
@@ -47,6 +62,16 @@ func TestPartitionedLeaderIsReplaced(t *testing.T) {
 	if _, err := createSA(old.clientset(), "before"); err != nil {
 		t.Fatal(err)
 	}
+	// Gossip's UDP goes through the relays too (the cluster formed through
+	// the gossip proxies, so TCP does).
+	waitFor(t, 20*time.Second, "gossip packets through every UDP relay", func() bool {
+		for _, p := range cluster {
+			if p.gossipUDP.Stats().PacketsIn == 0 {
+				return false
+			}
+		}
+		return true
+	})
 
 	// Partition: each side drops the other's IP on its own proxies.
 	for _, r := range rest {
@@ -99,6 +124,9 @@ func TestPartitionedLeaderIsReplaced(t *testing.T) {
 	if s := old.raft.Stats(); s.Held+s.HeldIn+s.HeldOut == 0 {
 		t.Fatalf("the cut-off node's raft proxy held nothing back: %+v", s)
 	}
+	waitFor(t, 20*time.Second, "gossip on the majority side to stop hearing "+old.name, func() bool {
+		return old.gossipUDP.Stats().DroppedIn > 0 && gossipStatus(leader.node, old.name) != "alive"
+	})
 
 	heal()
 	waitFor(t, 40*time.Second, fmt.Sprintf("%s to follow again and every node to see one leader", old.name), func() bool {
@@ -128,6 +156,16 @@ func TestPartitionedLeaderIsReplaced(t *testing.T) {
 			t.Fatalf("%s reads %s at resourceVersion %s, the leader wrote it at %s", old.name, want.name, got, want.rv)
 		}
 	}
+	waitFor(t, 45*time.Second, "gossip to see every node alive again on every node", func() bool {
+		for _, p := range cluster {
+			for _, q := range cluster {
+				if gossipStatus(p.node, q.name) != "alive" {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	if _, err := getSA(old.clientset(), "lost", ""); err == nil {
 		t.Fatalf("the write the cut-off node could not commit exists after the heal")
 	}
