@@ -30,4 +30,7 @@
 //     is a node (certs.NodeVerifier: the node CA only); the forwarder
 //     hands a write only to an API that presents a node certificate.
 //   - Only the health and version paths are served without credentials.
+//   - A forwarded write leaves from the listen IP when that is a specific
+//     IP of the leader's class; otherwise the kernel chooses (dialsrc's
+//     rule), so a node bound to every interface is unchanged.
 package api

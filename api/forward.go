@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/user"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/trustplane/trustplane/dialsrc"
 )
 
 // Leadership is what write forwarding needs from the cluster.
@@ -92,8 +94,13 @@ type forwarder struct {
 	client *http.Client
 }
 
-func newForwarder(cfg *ForwardConfig) *forwarder {
+// newForwarder builds the client that talks to the leader's API. Its
+// connections start from listen's IP when dialsrc's rule allows (a
+// specific IP of the leader's class), so the leader, and the chaos tool's
+// fault proxies, see which node forwards.
+func newForwarder(cfg *ForwardConfig, listen string) *forwarder {
 	tr := &http.Transport{
+		DialContext:         dialsrc.DialContext(listen, net.Dialer{}), // the zero Dialer, as http.Transport uses by default
 		TLSClientConfig:     cfg.TLS.Clone(),
 		ForceAttemptHTTP2:   true,
 		MaxIdleConnsPerHost: 32,
@@ -154,7 +161,7 @@ func (s *Server) withForwarding(next http.Handler) http.Handler {
 	if s.cfg.Forward == nil || s.cfg.Forward.Leadership == nil {
 		return next
 	}
-	f := newForwarder(s.cfg.Forward)
+	f := newForwarder(s.cfg.Forward, s.cfg.Listen)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		info, ok := genericapirequest.RequestInfoFrom(req.Context())
 		if !ok || !(isWrite(info) || s.leaderOnly(req)) || s.storesNothing(info) || f.cfg.Leadership.IsLeader() {

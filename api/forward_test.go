@@ -2,6 +2,7 @@ package api
 
 import (
 	"crypto/tls"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -50,15 +51,19 @@ func TestForwarderTrustsOnlyANodeAsLeader(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var seen atomic.Value
+			var seen, from atomic.Value
 			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				seen.Store(r.Header.Get(headerRemoteUser))
+				host, _, _ := net.SplitHostPort(r.RemoteAddr)
+				from.Store(host)
 			}))
 			srv.TLS = &tls.Config{Certificates: []tls.Certificate{tt.leader}}
 			srv.StartTLS()
 			defer srv.Close()
 
-			f := newForwarder(&ForwardConfig{TLS: nodes.ClientTLS(follower), WaitForLeader: time.Second})
+			// The follower's API listens on its own loopback IP: the
+			// forwarded request must come from it.
+			f := newForwarder(&ForwardConfig{TLS: nodes.ClientTLS(follower), WaitForLeader: time.Second}, "127.0.0.14:6443")
 			req := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces", nil)
 			resp, err := f.send(req, srv.Listener.Addr().String(), []byte("{}"), &user.DefaultInfo{Name: "alice"})
 			if resp != nil {
@@ -68,6 +73,9 @@ func TestForwarderTrustsOnlyANodeAsLeader(t *testing.T) {
 			if tt.wantSeen {
 				if err != nil || got != "alice" {
 					t.Fatalf("send = %v; leader saw user %q, want alice", err, got)
+				}
+				if src, _ := from.Load().(string); src != "127.0.0.14" {
+					t.Fatalf("the forwarded request came from %q, want the follower's listen IP 127.0.0.14", src)
 				}
 				return
 			}

@@ -82,7 +82,12 @@
 //     that sees the same servers (bootstrapLoop).
 //   - Raft's hclog and memberlist's log output go to the node's
 //     slog.Logger at Info and up.
+//   - Outbound raft, RPC and gossip TCP connections start from the bind
+//     IP (RaftAddr's, GossipAddr's host) when that is a specific IP of the
+//     destination's class (loopback for loopback, non-loopback for
+//     non-loopback); otherwise the kernel chooses. The rule is dialsrc's
+//     alone. Gossip UDP is sent from the bound socket anyway.
 //
-// This package imports only fsm and internal/failpoint from trustplane;
-// the failpoints exist only in a -tags failpoints build.
+// This package imports only fsm, dialsrc and internal/failpoint from
+// trustplane; the failpoints exist only in a -tags failpoints build.
 package cluster

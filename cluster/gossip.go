@@ -198,8 +198,19 @@ func (n *Node) startGossip(tune func(*memberlist.Config)) error {
 	if tune != nil {
 		tune(mc)
 	}
+	var bt *boundTransport
+	if mc.Transport == nil {
+		// memberlist's own transport, with TCP dials from the bind IP.
+		if bt, err = newBoundTransport(mc, mc.Logger); err != nil {
+			return fmt.Errorf("cluster: start gossip on %s: %w", n.cfg.GossipAddr, err)
+		}
+		mc.Transport = bt
+	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		if bt != nil {
+			_ = bt.Shutdown() // a second Shutdown, when memberlist did one, is harmless
+		}
 		return fmt.Errorf("cluster: start gossip on %s: %w", n.cfg.GossipAddr, err)
 	}
 	g.ml = ml

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/trustplane/trustplane/dialsrc"
 )
 
 // tlsStreamLayer is raft's StreamLayer over mutual TLS: every raft
@@ -31,6 +33,11 @@ type tlsStreamLayer struct {
 	advertise net.Addr
 	client    *tls.Config
 	logger    *slog.Logger
+	// bind is the address raft listens on. Outbound raft and RPC
+	// connections start from it when dialsrc's rule allows (a specific IP
+	// of the destination's class), so that peers, and the chaos tool's
+	// fault proxies, see this node's own address as the source.
+	bind string
 
 	conns     chan net.Conn // classified raft connections, for Accept
 	closed    chan struct{}
@@ -119,6 +126,7 @@ func newTLSStreamLayer(bind, advertise string, base *tls.Config, logger *slog.Lo
 		advertise: adv,
 		client:    clientTLS(base),
 		logger:    logger,
+		bind:      bind,
 		conns:     make(chan net.Conn),
 		closed:    make(chan struct{}),
 	}
@@ -275,6 +283,9 @@ func (s *tlsStreamLayer) Addr() net.Addr { return s.advertise }
 // anything to it.
 func (s *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := &net.Dialer{Timeout: timeout}
+	if la := dialsrc.LocalAddr(s.bind, string(address)); la != nil {
+		d.LocalAddr = la
+	}
 	conn, err := tls.DialWithDialer(d, "tcp", string(address), s.client)
 	if err != nil {
 		var certErr *tls.CertificateVerificationError
@@ -289,7 +300,11 @@ func (s *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 // dialRPC opens an internal RPC connection to the node whose raft address
 // is address: a TLS connection to its raft port, marker byte sent.
 func (s *tlsStreamLayer) dialRPC(ctx context.Context, address raft.ServerAddress) (net.Conn, error) {
-	d := &tls.Dialer{NetDialer: &net.Dialer{}, Config: s.client}
+	nd := &net.Dialer{}
+	if la := dialsrc.LocalAddr(s.bind, string(address)); la != nil {
+		nd.LocalAddr = la
+	}
+	d := &tls.Dialer{NetDialer: nd, Config: s.client}
 	c, err := d.DialContext(ctx, "tcp", string(address))
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", address, err)

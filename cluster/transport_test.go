@@ -204,3 +204,46 @@ func TestPendingHandshakesAreBounded(t *testing.T) {
 		t.Fatalf("a real peer after the flood: %q %v", buf, err)
 	}
 }
+
+// TestStreamLayerDialsFromItsBindIP: a node whose raft listens on a
+// specific loopback IP dials its peers (raft and the internal RPC) from
+// that IP, so a peer, or a fault proxy in between, sees who is calling.
+func TestStreamLayerDialsFromItsBindIP(t *testing.T) {
+	ca := newTestCA(t, "cluster-ca")
+	peer, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	src := make(chan string, 2)
+	go func() {
+		for i := 0; i < 2; i++ {
+			c, err := peer.Accept()
+			if err != nil {
+				return
+			}
+			src <- c.RemoteAddr().(*net.TCPAddr).IP.String()
+			c.Close() // the dial's handshake fails; only the source matters
+		}
+	}()
+	for _, c := range []struct{ bind, want string }{
+		{"127.0.0.11:0", "127.0.0.11"},
+		// Bound to every interface: the kernel chooses, as before.
+		{"0.0.0.0:0", "127.0.0.1"},
+	} {
+		s, err := newTLSStreamLayer(c.bind, "127.0.0.1:1", tlsConfig(ca.nodeCert(t, "n1"), ca), testLogger(), handshakeLimits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = s.Dial(raft.ServerAddress(peer.Addr().String()), 5*time.Second)
+		s.Close()
+		select {
+		case got := <-src:
+			if got != c.want {
+				t.Fatalf("stream layer bound on %s dialled from %s, want %s", c.bind, got, c.want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the peer saw no connection")
+		}
+	}
+}
