@@ -31,8 +31,9 @@ import (
 //     outcome could not be resolved within ApplyTimeout; outcome unknown.
 //   - ErrShutdown: the node stopped.
 //
-// An entry appended before leadership was lost is resolved before Propose
-// returns (resolve): once this node has applied past its index, either
+// An entry appended before leadership was lost, or one the leader failed
+// to persist (a log store error), is resolved before Propose returns
+// (resolve): once this node has applied past its index, either
 // the entry there is still this one, and its Result is returned as if
 // nothing had happened, or it is another leader's, and the answer is
 // ErrNotApplied. Callers thus hear a definite outcome whenever one can be
@@ -74,6 +75,14 @@ func (n *Node) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, erro
 		}
 		// Never dispatched to the log: nothing was written.
 		return nil, fmt.Errorf("%w: leadership was lost before the entry was appended: %w", ErrNotApplied, err)
+	}
+	if err != nil && fut.Index() != 0 && !knownRaftErr(err) {
+		// The leader gave the entry an index and then failed to persist
+		// it (a store error; raft steps down). Whether the entry reached
+		// a disk is not for us to guess: the log decides, as after a lost
+		// leadership, and an unreadable log leaves the outcome unknown.
+		n.logger.Warn("the leader could not persist a write; resolving its outcome from the log", "index", fut.Index(), "error", err)
+		return n.resolve(ctx, fut.Index(), data)
 	}
 	if err != nil {
 		return nil, n.raftErr(err)
@@ -118,6 +127,18 @@ func (n *Node) awaitLeader(ctx context.Context, deadline time.Time) error {
 			return n.ctxErr(ctx)
 		}
 	}
+}
+
+// knownRaftErr reports whether err is one of raft's own answers, which
+// raftErr translates; anything else came from below raft (the log store).
+func knownRaftErr(err error) bool {
+	for _, known := range []error{raft.ErrNotLeader, raft.ErrLeadershipLost, raft.ErrLeadershipTransferInProgress,
+		raft.ErrEnqueueTimeout, raft.ErrRaftShutdown, raft.ErrAbortedByRestore} {
+		if errors.Is(err, known) {
+			return true
+		}
+	}
+	return false
 }
 
 // raftErr translates raft's errors into this package's sentinels, keeping
