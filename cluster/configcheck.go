@@ -131,16 +131,3 @@ func (n *Node) askLeaderConf() (listed, ok bool) {
 	}
 	return false, false
 }
-
-// LeaderContactWithin reports whether this node leads, or has heard from
-// the leader within d. The API serves resourceVersion=0 reads and watches
-// from local state only while it does (--max-stale-read), so a node cut
-// off from the cluster stops answering from state that may be arbitrarily
-// old.
-func (n *Node) LeaderContactWithin(d time.Duration) bool {
-	if n.raft.State() == raft.Leader {
-		return true
-	}
-	lc := n.raft.LastContact()
-	return !lc.IsZero() && time.Since(lc) <= d
-}

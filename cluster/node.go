@@ -71,6 +71,9 @@ type Node struct {
 	contact         *raftContact
 	contactObserver *raft.Observer
 
+	// fresh samples the commit index for the staleness bound (fresh.go).
+	fresh freshness
+
 	// excluded is set when the leader reported a configuration without
 	// this node (configcheck.go); InConfiguration is then false.
 	excluded atomic.Bool
@@ -305,7 +308,8 @@ func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
 
 	n.local.kick = make(chan struct{}, 1)
 	n.remote.kick = make(chan struct{}, 1)
-	n.wg.Add(5)
+	n.wg.Add(6)
+	go n.sampleCommits()
 	go n.watchLeadership()
 	go n.watchContact(contactCh)
 	go n.runRounds(&n.local, n.verifyRound)
