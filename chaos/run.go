@@ -114,11 +114,14 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	go mon.run(monCtx)
 
 	var current sync.Map // "fault" → description, for the progress line
+	watchCtx, stopWatches := context.WithCancel(ctx)
+	defer stopWatches()
+	var watchersDone <-chan struct{}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		wl.Run(runCtx, startRV)
+		watchersDone = wl.Run(runCtx, watchCtx, startRV)
 	}()
 	var faults []report.Fault
 	faultsDone := make(chan struct{})
@@ -167,6 +170,10 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	}
 	nem.recover()
 	final := wl.Final(ctx, 90*time.Second)
+	// Let the watches catch up with the state just read, then stop them.
+	time.Sleep(2 * time.Second)
+	stopWatches()
+	<-watchersDone
 	stopMon()
 
 	h := &history.History{Nodes: names, StartRV: startRV, MaxStaleRead: cfg.MaxStaleRead, Final: final, End: end}

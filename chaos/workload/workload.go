@@ -139,9 +139,12 @@ func (w *Workload) Keys() []string {
 	return keys
 }
 
-// Run drives the clients and watchers until ctx ends, then waits for them.
-func (w *Workload) Run(ctx context.Context, startRV uint64) {
-	var wg sync.WaitGroup
+// Run drives the clients until ctx ends and waits for them. The watchers
+// it starts run on until watchCtx ends: the caller ends it after reading
+// the final states, so that the watches deliver every write the clients
+// made, including the last ones answered after ctx ended.
+func (w *Workload) Run(ctx, watchCtx context.Context, startRV uint64) (watchersDone <-chan struct{}) {
+	var wg, watchers sync.WaitGroup
 	for i := 0; i < w.cfg.Clients; i++ {
 		wg.Add(1)
 		go func(id int) {
@@ -161,14 +164,17 @@ func (w *Workload) Run(ctx context.Context, startRV uint64) {
 			if res == history.CSRs && w.cfg.CSRInterval <= 0 {
 				continue
 			}
-			wg.Add(1)
+			watchers.Add(1)
 			go func(i int, res history.Resource) {
-				defer wg.Done()
-				w.watch(ctx, i, res, startRV, rand.New(rand.NewSource(w.cfg.Seed+int64(1000+i))))
+				defer watchers.Done()
+				w.watch(watchCtx, i, res, startRV, rand.New(rand.NewSource(w.cfg.Seed+int64(1000+i))))
 			}(i, res)
 		}
 	}
 	wg.Wait()
+	done := make(chan struct{})
+	go func() { watchers.Wait(); close(done) }()
+	return done
 }
 
 func (w *Workload) remember(key string, rv uint64) {

@@ -19,6 +19,8 @@ func main() {
 		err = certsCmd(args)
 	case "members":
 		err = membersCmd(args)
+	case "chaos":
+		err = chaosCmd(args)
 	case "version":
 		fmt.Println(versionString())
 	case "help":
@@ -40,6 +42,9 @@ Usage:
   trustplane [serve] [flags]        run a node (default)
   trustplane certs init --dir DIR   create a shared cluster CA and gossip key
   trustplane members [remove NAME]  list the cluster's nodes, or remove a dead one
+  trustplane chaos local|attach|check [flags]
+                                    kill, pause and partition nodes under a workload,
+                                    then check linearizability and watches (docs/CHAOS.md)
   trustplane version                print the version
 
 Run "trustplane serve -h" for the node's flags.
