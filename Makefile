@@ -6,7 +6,7 @@ DATA_DIR ?= ./trustplane-data
 LISTEN   ?= 127.0.0.1:6443
 PKGS     := ./...
 
-.PHONY: all build run cluster cluster-stop test test-unit test-e2e lint bench fuzz clean
+.PHONY: all build run cluster cluster-stop test test-unit test-e2e lint bench fuzz chaos chaos-short chaos-bin clean
 
 all: build
 
@@ -33,10 +33,10 @@ lint:
 
 # test is what CI runs: lint, unit tests (race detector on the concurrent
 # core), and end-to-end tests against the real binary.
-test: lint test-unit test-e2e
+test: lint test-unit test-e2e chaos-short
 
 test-unit:
-	$(GO) test -race -count=1 ./fsm/... ./cluster/... ./certs/... ./apply/... ./watchcache/...
+	$(GO) test -race -count=1 ./fsm/... ./cluster/... ./certs/... ./apply/... ./watchcache/... ./chaos/...
 	$(GO) test -count=1 ./api/...
 
 test-e2e:
@@ -53,5 +53,21 @@ FUZZTIME ?= 30s
 fuzz:
 	GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
+# chaos runs "trustplane chaos local": three nodes of a binary built with
+# the storage failpoints, a workload, and every fault in turn, then the
+# checkers (docs/CHAOS.md). chaos-short is the CI run; chaos runs
+# CHAOS_DURATION (30m by default). The report and history go to OUT.
+CHAOS_DURATION ?= 30m
+CHAOS_SHORT    ?= 150s
+CHAOS_ARGS     ?=
+chaos-bin:
+	$(GO) build -tags failpoints -o bin/trustplane-failpoints ./cmd/trustplane
+
+chaos-short: chaos-bin
+	bin/trustplane-failpoints chaos local --duration $(CHAOS_SHORT) --out chaos-report-short $(CHAOS_ARGS)
+
+chaos: chaos-bin
+	bin/trustplane-failpoints chaos local --duration $(CHAOS_DURATION) --out chaos-report $(CHAOS_ARGS)
+
 clean:
-	rm -rf bin
+	rm -rf bin chaos-report chaos-report-short
