@@ -5,6 +5,13 @@
 // advertises the proxy's address, so its peers reach it only through the
 // proxy.
 //
+// ListenNode starts the set one node needs (raft, gossip TCP and UDP on one
+// port, API) and sets rules on all of them at once. The address plan the
+// e2e test uses: node i binds 127.0.0.(10+i) for its API, raft and gossip;
+// its raft and gossip proxies listen on the same IP; its API proxy on
+// 127.0.0.(20+i) with the API's own port, because --advertise-address
+// gives a host only.
+//
 // The proxy tells senders apart by source IP: node i binds, and since
 // dialsrc dials from, its own loopback IP 127.0.0.(10+i). Rules are set per
 // source IP at run time and apply at once, to new and to established

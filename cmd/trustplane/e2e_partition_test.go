@@ -66,7 +66,7 @@ func TestPartitionedLeaderIsReplaced(t *testing.T) {
 	// the gossip proxies, so TCP does).
 	waitFor(t, 20*time.Second, "gossip packets through every UDP relay", func() bool {
 		for _, p := range cluster {
-			if p.gossipUDP.Stats().PacketsIn == 0 {
+			if p.proxy.GossipUDP.Stats().PacketsIn == 0 {
 				return false
 			}
 		}
@@ -75,14 +75,14 @@ func TestPartitionedLeaderIsReplaced(t *testing.T) {
 
 	// Partition: each side drops the other's IP on its own proxies.
 	for _, r := range rest {
-		r.cutFrom(old.ip, faultproxy.Rule{Drop: true})
-		old.cutFrom(r.ip, faultproxy.Rule{Drop: true})
+		r.proxy.SetRule(old.ip, faultproxy.Rule{Drop: true})
+		old.proxy.SetRule(r.ip, faultproxy.Rule{Drop: true})
 	}
 	healed := false
 	heal := func() {
 		if !healed {
 			for _, p := range cluster {
-				p.heal()
+				p.proxy.ClearRules()
 			}
 			healed = true
 		}
@@ -121,11 +121,11 @@ func TestPartitionedLeaderIsReplaced(t *testing.T) {
 		s := stateOf(old.node)
 		return s != "" && s != "Leader"
 	})
-	if s := old.raft.Stats(); s.Held+s.HeldIn+s.HeldOut == 0 {
+	if s := old.proxy.Raft.Stats(); s.Held+s.HeldIn+s.HeldOut == 0 {
 		t.Fatalf("the cut-off node's raft proxy held nothing back: %+v", s)
 	}
 	waitFor(t, 20*time.Second, "gossip on the majority side to stop hearing "+old.name, func() bool {
-		return old.gossipUDP.Stats().DroppedIn > 0 && gossipStatus(leader.node, old.name) != "alive"
+		return old.proxy.GossipUDP.Stats().DroppedIn > 0 && gossipStatus(leader.node, old.name) != "alive"
 	})
 
 	heal()

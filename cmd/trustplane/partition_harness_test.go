@@ -21,30 +21,7 @@ type proxiedNode struct {
 	*node
 	ip    string // 127.0.0.(10+i): what the node binds and dials from
 	apiIP string // 127.0.0.(20+i): the API proxy (--advertise-address)
-
-	raft, gossipTCP, api *faultproxy.TCP
-	gossipUDP            *faultproxy.UDP
-}
-
-// tcpProxies are the node's TCP proxies.
-func (p *proxiedNode) tcpProxies() []*faultproxy.TCP {
-	return []*faultproxy.TCP{p.raft, p.gossipTCP, p.api}
-}
-
-// cutFrom sets r for traffic from ip on every proxy of p.
-func (p *proxiedNode) cutFrom(ip string, r faultproxy.Rule) {
-	for _, x := range p.tcpProxies() {
-		x.SetRule(ip, r)
-	}
-	p.gossipUDP.SetRule(ip, r)
-}
-
-// heal lifts every rule on p's proxies.
-func (p *proxiedNode) heal() {
-	for _, x := range p.tcpProxies() {
-		x.ClearRules()
-	}
-	p.gossipUDP.ClearRules()
+	proxy *faultproxy.Node
 }
 
 // freePortOn returns ip:port, a port that was free on ip a moment ago for
@@ -79,25 +56,6 @@ func freePortOn(t testing.TB, ip string, udp bool) string {
 	return ""
 }
 
-// gossipProxies starts a TCP proxy and a UDP relay on one port of ip (the
-// node advertises a single gossip address for both) in front of target.
-func gossipProxies(t testing.TB, ip, target string) (*faultproxy.TCP, *faultproxy.UDP) {
-	t.Helper()
-	for attempt := 0; attempt < 20; attempt++ {
-		tp, err := faultproxy.ListenTCP(ip+":0", target)
-		if err != nil {
-			t.Fatal(err)
-		}
-		up, err := faultproxy.ListenUDP(tp.Addr().String(), target)
-		if err == nil {
-			return tp, up
-		}
-		tp.Close()
-	}
-	t.Fatalf("no port on %s free for both TCP and UDP", ip)
-	return nil, nil
-}
-
 // startProxiedCluster starts size nodes, node i (from 1) on 127.0.0.(10+i)
 // with its API proxy on 127.0.0.(20+i), each behind fault proxies, joined
 // through the gossip proxies, and waits until all are ready. Proxies and
@@ -129,27 +87,24 @@ func startProxiedCluster(t testing.TB, size int, extraArgs ...string) []*proxied
 		raftAddr := freePortOn(t, ip, false)
 		gossipAddr := freePortOn(t, ip, true)
 		_, apiPort, _ := net.SplitHostPort(listen)
-		p := &proxiedNode{ip: ip, apiIP: apiIP}
-		var err error
-		if p.raft, err = faultproxy.ListenTCP(ip+":0", raftAddr); err != nil {
+		proxy, err := faultproxy.ListenNode(faultproxy.NodeConfig{
+			IP: ip, Raft: raftAddr, Gossip: gossipAddr,
+			// --advertise-address is a host: the API proxy keeps the port.
+			API: listen, APIListen: net.JoinHostPort(apiIP, apiPort),
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { p.raft.Close() })
-		// --advertise-address is a host: the API proxy keeps the port.
-		if p.api, err = faultproxy.ListenTCP(net.JoinHostPort(apiIP, apiPort), listen); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { p.api.Close() })
-		p.gossipTCP, p.gossipUDP = gossipProxies(t, ip, gossipAddr)
-		t.Cleanup(func() { p.gossipTCP.Close(); p.gossipUDP.Close() })
-		join[i] = p.gossipTCP.Addr().String()
+		t.Cleanup(func() { proxy.Close() })
+		p := &proxiedNode{ip: ip, apiIP: apiIP, proxy: proxy}
+		join[i] = proxy.GossipAddr()
 		p.node = &node{
 			t: t, name: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), caDir: caDir,
 			listen: listen, raftAddr: raftAddr,
 			args: []string{
 				"--ca-dir", caDir, "--gossip-addr", gossipAddr,
-				"--raft-advertise-addr", p.raft.Addr().String(),
-				"--gossip-advertise-addr", p.gossipTCP.Addr().String(),
+				"--raft-advertise-addr", proxy.RaftAddr(),
+				"--gossip-advertise-addr", proxy.GossipAddr(),
 				"--advertise-address", apiIP,
 				"--bootstrap-expect", strconv.Itoa(size),
 			},
