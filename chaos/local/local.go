@@ -58,10 +58,12 @@ type Node struct {
 	// what the node advertises.
 	API, Raft, Gossip, RaftProxy, GossipProxy string
 
+	// APIProxy is the address followers forward writes to (the node
+	// advertises its IP with --advertise-address); clients use API.
+	APIProxy string
+
 	args    []string
-	raftP   *faultproxy.TCP
-	gossipT *faultproxy.TCP
-	gossipU *faultproxy.UDP
+	proxies *faultproxy.Node
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -101,32 +103,23 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			c.Close()
 			return nil, err
 		}
-		ports, err := freePorts(n.IP, 5)
-		if err != nil {
+		if err := n.listen(); err != nil {
 			c.Close()
 			return nil, err
 		}
-		n.API, n.Raft, n.Gossip, n.RaftProxy, n.GossipProxy = ports[0], ports[1], ports[2], ports[3], ports[4]
-		if n.raftP, err = faultproxy.ListenTCP(n.RaftProxy, n.Raft); err == nil {
-			if n.gossipT, err = faultproxy.ListenTCP(n.GossipProxy, n.Gossip); err == nil {
-				n.gossipU, err = faultproxy.ListenUDP(n.GossipProxy, n.Gossip)
-			}
-		}
 		c.nodes = append(c.nodes, n)
-		if err != nil {
-			c.Close()
-			return nil, fmt.Errorf("local: proxies for %s: %w", n.Name, err)
-		}
 	}
 	seeds := make([]string, 0, o.Nodes)
 	for _, n := range c.nodes {
 		seeds = append(seeds, n.GossipProxy)
 	}
 	for _, n := range c.nodes {
+		apiIP, _, _ := net.SplitHostPort(n.APIProxy)
 		n.args = append([]string{"serve",
 			"--node-name", n.Name, "--data-dir", n.Dir, "--ca-dir", caDir,
 			"--listen", n.API, "--raft-addr", n.Raft, "--raft-advertise-addr", n.RaftProxy,
 			"--gossip-addr", n.Gossip, "--gossip-advertise-addr", n.GossipProxy,
+			"--advertise-address", apiIP,
 			"--bootstrap-expect", strconv.Itoa(o.Nodes), "--join", strings.Join(seeds, ","),
 		}, o.Args...)
 		if err := c.startProcess(n); err != nil {
@@ -167,6 +160,33 @@ func freePorts(ip string, count int) ([]string, error) {
 		return nil, fmt.Errorf("local: no free ports on %s", ip)
 	}
 	return out, nil
+}
+
+// listen picks the node's ports and starts its proxies: raft and gossip
+// on the node's IP, the API's on 127.0.0.(20+i) with the API's own port
+// (an advertised API address is a host only).
+func (n *Node) listen() error {
+	var i int
+	fmt.Sscanf(n.IP, "127.0.0.%d", &i)
+	apiIP := fmt.Sprintf("127.0.0.%d", i+10)
+	var last error
+	for attempt := 0; attempt < 20; attempt++ {
+		ports, err := freePorts(n.IP, 3)
+		if err != nil {
+			return err
+		}
+		n.API, n.Raft, n.Gossip = ports[0], ports[1], ports[2]
+		_, apiPort, _ := net.SplitHostPort(n.API)
+		n.APIProxy = net.JoinHostPort(apiIP, apiPort)
+		p, err := faultproxy.ListenNode(faultproxy.NodeConfig{IP: n.IP, Raft: n.Raft, Gossip: n.Gossip, API: n.API, APIListen: n.APIProxy})
+		if err != nil {
+			last = err
+			continue
+		}
+		n.proxies, n.RaftProxy, n.GossipProxy = p, p.RaftAddr(), p.GossipAddr()
+		return nil
+	}
+	return fmt.Errorf("local: proxies for %s: %w", n.Name, last)
 }
 
 // Failpoints reports whether the binary supports the disk faults.
@@ -324,11 +344,7 @@ func (c *Cluster) pause(name string, stop bool) error {
 }
 
 // rule sets r on dst's proxies for traffic from src.
-func (c *Cluster) rule(dst, src *Node, r faultproxy.Rule) {
-	dst.raftP.SetRule(src.IP, r)
-	dst.gossipT.SetRule(src.IP, r)
-	dst.gossipU.SetRule(src.IP, r)
-}
+func (c *Cluster) rule(dst, src *Node, r faultproxy.Rule) { dst.proxies.SetRule(src.IP, r) }
 
 // Isolate cuts every link between name and the other nodes, both ways.
 func (c *Cluster) Isolate(name string) error {
@@ -381,9 +397,7 @@ func (c *Cluster) Delay(name string, d time.Duration) error {
 // Heal clears every network rule.
 func (c *Cluster) Heal() {
 	for _, n := range c.nodes {
-		n.raftP.ClearRules()
-		n.gossipT.ClearRules()
-		n.gossipU.ClearRules()
+		n.proxies.ClearRules()
 	}
 }
 
@@ -417,20 +431,8 @@ func (c *Cluster) failpoint(name, content string) error {
 func (c *Cluster) Close() {
 	for _, n := range c.nodes {
 		c.signal(n.Name, syscall.SIGKILL, 10*time.Second)
-		for _, p := range []interface{ Close() error }{n.raftP, n.gossipT, n.gossipU} {
-			if p != nil && !isNilProxy(p) {
-				p.Close()
-			}
+		if n.proxies != nil {
+			n.proxies.Close()
 		}
 	}
-}
-
-func isNilProxy(p interface{ Close() error }) bool {
-	switch v := p.(type) {
-	case *faultproxy.TCP:
-		return v == nil
-	case *faultproxy.UDP:
-		return v == nil
-	}
-	return false
 }

@@ -50,7 +50,7 @@ func (w *Workload) csrClient(ctx context.Context, id int, rng *mrand.Rand) {
 		cancel()
 		op.Return = w.rec.Now()
 		op.Outcome, op.Code, op.Reason = outcome(err)
-		w.rec.op(op)
+		w.record(op)
 		if op.Outcome != history.Fail {
 			w.approve(ctx, id, name, rng)
 		}
@@ -83,7 +83,7 @@ func (w *Workload) approve(ctx context.Context, id int, name string, rng *mrand.
 		cancel()
 		op.Return = w.rec.Now()
 		op.Outcome, op.Code, op.Reason = outcome(err)
-		w.rec.op(op)
+		w.record(op)
 		if op.Outcome != history.Fail {
 			return
 		}

@@ -75,12 +75,15 @@ type Workload struct {
 	// updates usually carry a precondition that can succeed.
 	mu    sync.Mutex
 	known map[string]uint64
+	// failing marks the clients whose last answer was a server or
+	// network error; they back off before the next request.
+	failing map[int]bool
 }
 
 // New builds a clientset per endpoint.
 func New(cfg Config, rec *Recorder) (*Workload, error) {
 	cfg.defaults()
-	w := &Workload{cfg: cfg, rec: rec, known: map[string]uint64{}}
+	w := &Workload{cfg: cfg, rec: rec, known: map[string]uint64{}, failing: map[int]bool{}}
 	for _, e := range cfg.Endpoints {
 		rc := rest.CopyConfig(e.Config)
 		rc.QPS, rc.Burst = 5000, 10000
@@ -197,12 +200,17 @@ func (w *Workload) lastRV(key string) uint64 {
 	return w.known[key]
 }
 
-// client is one writer/reader: each step picks a node, a key and an
-// operation.
+// client is one writer/reader: each step picks a key and an operation.
 func (w *Workload) client(ctx context.Context, id int, rng *rand.Rand) {
+	// Each client keeps to one node, as a real client keeps to the
+	// apiserver it connected to: a node that hangs stalls its own clients
+	// only, and the timeline shows the others carrying on.
+	node := id % len(w.clients)
 	seq := 0
 	for ctx.Err() == nil {
-		node := rng.Intn(len(w.clients))
+		if w.backoff(ctx, id) {
+			continue
+		}
 		key := w.key(rng.Intn(w.cfg.Keys))
 		seq++
 		value := fmt.Sprintf("c%d-%d", id, seq)
@@ -237,6 +245,38 @@ func (w *Workload) client(ctx context.Context, id int, rng *rand.Rand) {
 	}
 }
 
+// record keeps op in the history and marks its client for a backoff when
+// the answer was an error of the server or the network.
+func (w *Workload) record(op history.Op) {
+	w.rec.op(op)
+	bad := op.Outcome == history.Unknown || (op.Outcome == history.Fail && (op.Code == 0 || op.Code >= 500 || op.Code == 429))
+	if bad {
+		w.mu.Lock()
+		w.failing[op.Client] = true
+		w.mu.Unlock()
+	}
+}
+
+// backoff pauses a client whose last answer was an error of the server
+// or the network (not a refusal such as a 409): a client hammering a dead
+// node would only fill the history with refused connections.
+func (w *Workload) backoff(ctx context.Context, id int) bool {
+	w.mu.Lock()
+	failing := w.failing[id]
+	w.mu.Unlock()
+	if !failing {
+		return false
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(100 * time.Millisecond):
+	}
+	w.mu.Lock()
+	w.failing[id] = false
+	w.mu.Unlock()
+	return ctx.Err() != nil
+}
+
 func (w *Workload) cm(key, value string, rv uint64) *corev1.ConfigMap {
 	c := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: key, Namespace: w.cfg.Namespace, Labels: map[string]string{RunLabel: w.cfg.RunID}},
@@ -265,7 +305,7 @@ func (w *Workload) create(ctx context.Context, id, node int, key, value string) 
 		op.RV = parseRV(got.ResourceVersion)
 		w.remember(key, op.RV)
 	}
-	w.rec.op(op)
+	w.record(op)
 }
 
 func (w *Workload) update(ctx context.Context, id, node int, key, value string, rv uint64) {
@@ -279,7 +319,7 @@ func (w *Workload) update(ctx context.Context, id, node int, key, value string, 
 		op.RV = parseRV(got.ResourceVersion)
 		w.remember(key, op.RV)
 	}
-	w.rec.op(op)
+	w.record(op)
 }
 
 func (w *Workload) delete(ctx context.Context, id, node int, key string, rv uint64) {
@@ -297,7 +337,7 @@ func (w *Workload) delete(ctx context.Context, id, node int, key string, rv uint
 	if err == nil {
 		w.forget(key)
 	}
-	w.rec.op(op)
+	w.record(op)
 }
 
 func (w *Workload) get(ctx context.Context, id, node int, key string, local bool) {
@@ -322,7 +362,7 @@ func (w *Workload) get(ctx context.Context, id, node int, key string, local bool
 		_, op.Code, op.Reason = outcome(err)
 		op.Outcome = history.Unknown
 	}
-	w.rec.op(op)
+	w.record(op)
 }
 
 func (w *Workload) list(ctx context.Context, id, node int, local bool) {
@@ -338,7 +378,7 @@ func (w *Workload) list(ctx context.Context, id, node int, local bool) {
 	if err != nil {
 		_, op.Code, op.Reason = outcome(err)
 		op.Outcome = history.Unknown
-		w.rec.op(op)
+		w.record(op)
 		return
 	}
 	op.Outcome, op.RV = history.OK, parseRV(got.ResourceVersion)
@@ -346,7 +386,7 @@ func (w *Workload) list(ctx context.Context, id, node int, local bool) {
 	for _, it := range got.Items {
 		op.Items[it.Name] = history.Item{Value: it.Data["v"], RV: parseRV(it.ResourceVersion)}
 	}
-	w.rec.op(op)
+	w.record(op)
 }
 
 func parseRV(s string) uint64 {
