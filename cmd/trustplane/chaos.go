@@ -195,4 +195,3 @@ func (m mapFlag) keys() []string {
 	sort.Strings(out)
 	return out
 }
-
