@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -13,23 +14,27 @@ import (
 const (
 	freshSampleEvery = 100 * time.Millisecond
 	freshSamples     = 600
-	// inContactWithin: a sample counts only if this node led or heard
-	// from a leader this recently when it was taken, so that its commit
-	// index was the leader's, give or take a heartbeat.
+	// inContactWithin: without the internal RPC, a sample counts only if
+	// the follower heard from a leader this recently when it was taken.
 	inContactWithin = time.Second
+	// freshRPCTimeout bounds a follower's question to the leader; a
+	// sample that gets no answer counts for nothing.
+	freshRPCTimeout = 250 * time.Millisecond
 )
 
 type commitSample struct {
-	at     time.Time
+	at time.Time
+	// commit is an index every write acknowledged before at is at or
+	// below (the leader's applied index).
 	commit uint64
-	// known: the node was in contact with a leader, so commit is a
-	// commit index the cluster had reached.
+	// known: the leader answered (or this node led), so commit means
+	// something.
 	known bool
 }
 
-// freshness remembers the commit index this node knew over the last
-// minute, so it can tell whether its applied state holds every write the
-// cluster had committed d ago.
+// freshness remembers how far the cluster had got over the last minute,
+// so a node can tell whether its applied state holds every write the
+// cluster had acknowledged d ago.
 type freshness struct {
 	mu      sync.Mutex
 	ring    [freshSamples]commitSample
@@ -59,8 +64,14 @@ func (f *freshness) at(t time.Time) (commitSample, bool) {
 	return commitSample{}, false
 }
 
-// sampleCommits records the commit index every freshSampleEvery until the
-// node stops.
+// sampleCommits records, every freshSampleEvery until the node stops,
+// how far the cluster had got: on the leader its own applied index (every
+// write it acknowledged has applied there), on a follower the leader's
+// applied index asked over the internal RPC. A follower's own commit index
+// will not do: raft caps it at the follower's last log entry, so a
+// follower that cannot append (a full disk) would count itself current.
+// Without the internal RPC (in-process tests) the follower's commit index
+// while in contact stands in.
 func (n *Node) sampleCommits() {
 	defer n.wg.Done()
 	t := time.NewTicker(freshSampleEvery)
@@ -70,19 +81,36 @@ func (n *Node) sampleCommits() {
 		case <-n.ctx.Done():
 			return
 		case now := <-t.C:
-			known := n.raft.State() == raft.Leader
-			if lc := n.raft.LastContact(); !known && !lc.IsZero() && now.Sub(lc) <= inContactWithin {
-				known = true
-			}
-			n.fresh.add(commitSample{at: now, commit: n.raft.CommitIndex(), known: known})
+			n.fresh.add(n.sampleCommit(now))
 		}
 	}
 }
 
+func (n *Node) sampleCommit(now time.Time) commitSample {
+	if n.raft.State() == raft.Leader {
+		return commitSample{at: now, commit: n.fsm.AppliedIndex(), known: true}
+	}
+	addr, _ := n.raft.LeaderWithID()
+	if addr == "" {
+		return commitSample{at: now}
+	}
+	if n.dialRPC == nil {
+		lc := n.raft.LastContact()
+		known := !lc.IsZero() && now.Sub(lc) <= inContactWithin
+		return commitSample{at: now, commit: n.raft.CommitIndex(), known: known}
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, freshRPCTimeout)
+	defer cancel()
+	resp, err := n.call(ctx, addr, rpcRequest{Op: opStats})
+	if err != nil || resp.Stats == nil || resp.Stats.State != raft.Leader.String() {
+		return commitSample{at: now}
+	}
+	return commitSample{at: now, commit: resp.Stats.Applied, known: true}
+}
+
 // LeaderContactWithin reports whether this node's local state is at most
 // d old: it leads or has heard from a leader within d, and it has applied
-// every entry it knew to be committed d ago (while in contact with a
-// leader). The API serves resourceVersion=0 reads and watches from local
+// every entry the leader had applied d ago. The API serves resourceVersion=0 reads and watches from local
 // state only while this holds (--max-stale-read). Contact alone is not
 // enough: a node that has just restarted hears from the leader at once,
 // yet serves the state of its last snapshot until it has replayed the
