@@ -192,7 +192,7 @@ func startHogs(b *testing.B, n int, limit time.Duration) (stop func()) {
 }
 
 // adminClients is one admin HTTPS client per node.
-func adminClients(b *testing.B, nodes []*node) []*http.Client {
+func adminClients(t testing.TB, nodes []*node) []*http.Client {
 	out := make([]*http.Client, len(nodes))
 	for i, n := range nodes {
 		out[i] = n.httpClient()
