@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +11,8 @@ import (
 
 // TestRaftStatusEndpoint: on a three-node cluster every node answers GET
 // /debug/trustplane/raft with its own name, exactly one says it leads,
-// all name that leader, and a user outside system:masters gets 403.
+// all name that leader, kubectl get --raw reads it, and a user outside
+// system:masters gets 403.
 func TestRaftStatusEndpoint(t *testing.T) {
 	nodes := startCluster(t, 3)
 	admins := adminClients(t, nodes)
@@ -41,6 +43,11 @@ func TestRaftStatusEndpoint(t *testing.T) {
 		}
 		return leaders == 1
 	})
+
+	// The operator's way in (README): kubectl get --raw.
+	if out := nodes[1].mustKubectl("get", "--raw", "/debug/trustplane/raft"); !strings.Contains(out, `"node":"`+nodes[1].name+`"`) {
+		t.Fatalf("kubectl get --raw on %s: %s", nodes[1].name, out)
+	}
 
 	tr, err := rest.TransportFor(nodes[0].userConfig(t, "bob", "developers"))
 	if err != nil {
