@@ -210,6 +210,7 @@ func (s *Server) buildHandler() http.Handler {
 	r.Handler(http.MethodGet, "/debug/pprof/*profile", s.onlyMasters(http.HandlerFunc(servePprof)))
 	r.Handler(http.MethodGet, membersPath, s.onlyMasters(http.HandlerFunc(s.serveMembers)))
 	r.Handler(http.MethodDelete, membersPath+"/:name", s.onlyMasters(http.HandlerFunc(s.serveMembers)))
+	r.Handler(http.MethodGet, raftPath, s.onlyMasters(http.HandlerFunc(s.serveRaftStatus)))
 	for p, h := range s.cfg.Paths {
 		r.Handler(http.MethodGet, p, h)
 	}

@@ -24,18 +24,50 @@ import (
 //     followers' 50 ms leader poll when forwarding. Measured (docs/
 //     BENCHMARKS.md): median about 0.8 s, worst about 1.3 s over 10 kills.
 //     At 500 ms the median was about 1.07 s, over the target.
-//   - LeaderLeaseTimeout (200 ms) is how long a leader keeps leading
-//     without hearing from a quorum; it must be below HeartbeatTimeout so
-//     that a partitioned old leader steps down before a new one can be
-//     elected, and followers' reads through it stop promptly.
+//   - LeaderLeaseTimeout (350 ms, equal to HeartbeatTimeout, the most
+//     raft allows) is how long a leader keeps leading without a quorum's
+//     answers to its heartbeats. It is the tightest of the three under
+//     CPU saturation (issue 12): a follower starts an election only after
+//     HeartbeatTimeout of silence checked at a random moment in
+//     [HeartbeatTimeout, 2×HeartbeatTimeout], and with pre-vote the other
+//     follower refuses it while it still hears the leader; but a leader
+//     whose own process is starved sees both followers late at once and
+//     steps down. At 200 ms, with 3 nodes and 16 writers on 2 cores, 60 s
+//     runs had 1–3 elections each beside 4 spinning processes and one run
+//     in three had one beside 2; every election whose log was read began
+//     with such a step-down (both followers last heard 205–300 ms ago).
+//     At 350 ms, 6 runs beside 2, 4 and 8 spinning processes had none
+//     (BenchmarkElectionsUnderCPUSaturation, docs/BENCHMARKS.md).
+//     Raising it does not slow failover after a crash (followers detect a
+//     dead leader by HeartbeatTimeout), and it costs no safety: reads are
+//     confirmed by a quorum round (VerifyLeader), never by the lease, and
+//     writes must commit. A partitioned old leader steps down about
+//     LeaderLeaseTimeout after its last contact (raft checks again when
+//     the oldest contact would expire), about the earliest moment a
+//     follower may start an election, so two nodes rarely both act as
+//     leader, and then briefly; meanwhile only the old leader's local
+//     reads (resourceVersion=0, watches) may lag, which --max-stale-read
+//     already bounds more loosely.
+//   - The causes are scheduling, not disk or GC: the heartbeat path
+//     touches neither the log nor fsync (raft's leader sends heartbeats
+//     from their own goroutine on a connection no other RPC uses
+//     meanwhile, and a follower's transport answers them without its main
+//     loop), and Go's GC stop-the-world pauses measured under the same
+//     load were at most 8 ms (p50 0.15 ms), against a 35 ms heartbeat
+//     interval. What delays a heartbeat is the process not being run: the
+//     CPU shared with busy processes at the same priority, and the node's
+//     own goroutines (request handlers, the apply loop) in front of it in
+//     the Go run queue.
 //   - Not lower: raft sends heartbeats every HeartbeatTimeout/10 (35 ms);
-//     with fsync and GC pauses on a busy 2-core machine, timeouts in the
-//     100–200 ms range make followers start needless elections (flapping),
-//     which costs more availability than it saves.
+//     on a busy 2-core machine, timeouts in the 100–200 ms range make
+//     leaders step down and followers start needless elections
+//     (flapping), which costs more availability than it saves. Not
+//     higher: at 500 ms the median failover after a kill was about
+//     1.07 s, over the target.
 const (
 	raftHeartbeatTimeout   = 350 * time.Millisecond
 	raftElectionTimeout    = 350 * time.Millisecond
-	raftLeaderLeaseTimeout = 200 * time.Millisecond
+	raftLeaderLeaseTimeout = 350 * time.Millisecond
 )
 
 // Config is everything a Node needs. The cmd package fills it from flags;

@@ -77,6 +77,10 @@
 //     (membership.go). Peers of another cluster (ClusterID), with another
 //     key, reusing a server's name or raft address, or carrying raft state
 //     of another cluster are refused with a log line saying why.
+//   - Status (status.go) is this node's own raft view and never blocks.
+//     Its leader-change and election counts come from an observer whose
+//     filter raft calls synchronously for every observation, so none is
+//     lost to a full channel, and it takes LeaderCh from no one.
 //   - Bootstrap happens at most once: BootstrapExpect 1 on the first
 //     start, or bootstrap-expect's identical server list on every node
 //     that sees the same servers (bootstrapLoop).

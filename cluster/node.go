@@ -74,6 +74,11 @@ type Node struct {
 	// fresh samples the commit index for the staleness bound (fresh.go).
 	fresh freshness
 
+	// counters count leadership events for Status (status.go), from an
+	// observer whose filter counts and forwards nothing.
+	counters        raftCounters
+	counterObserver *raft.Observer
+
 	// excluded is set when the leader reported a configuration without
 	// this node (configcheck.go); InConfiguration is then false.
 	excluded atomic.Bool
@@ -305,6 +310,8 @@ func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
 	contactCh := make(chan raft.Observation, contactBuffer)
 	n.contactObserver = raft.NewObserver(contactCh, false, contactFilter)
 	r.RegisterObserver(n.contactObserver)
+	n.counterObserver = raft.NewObserver(nil, false, n.counters.count)
+	r.RegisterObserver(n.counterObserver)
 
 	n.local.kick = make(chan struct{}, 1)
 	n.remote.kick = make(chan struct{}, 1)
@@ -338,6 +345,7 @@ func (n *Node) stop() {
 	_ = n.raft.Shutdown().Error()
 	n.raft.DeregisterObserver(n.observer)
 	n.raft.DeregisterObserver(n.contactObserver)
+	n.raft.DeregisterObserver(n.counterObserver)
 	n.rpcPool.close()
 	if n.gossip != nil && n.gossip.ml != nil {
 		_ = n.gossip.ml.Shutdown()
@@ -363,6 +371,7 @@ func (n *Node) Shutdown() error {
 		}
 		n.raft.DeregisterObserver(n.observer)
 		n.raft.DeregisterObserver(n.contactObserver)
+		n.raft.DeregisterObserver(n.counterObserver)
 		n.rpcPool.close()
 		if c, ok := n.trans.(raft.WithClose); ok {
 			if err := c.Close(); err != nil {

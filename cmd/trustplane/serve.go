@@ -560,6 +560,16 @@ func (m membership) RemoveMember(ctx context.Context, name string) error {
 // resourceVersion=0 reads and watches while it is false.
 func (m membership) InConfiguration() bool { return m.node.InConfiguration() }
 
+// RaftStatus is api.RaftReporter (GET /debug/trustplane/raft).
+func (m membership) RaftStatus() api.RaftStatus {
+	s := m.node.Status()
+	return api.RaftStatus{
+		Node: s.Node, State: s.State, Term: s.Term, Leader: s.Leader,
+		LeaderChanges: s.LeaderChanges, Elections: s.Elections,
+		CommitIndex: s.CommitIndex, AppliedIndex: s.AppliedIndex, LastContact: api.ContactAge(s.LastContact),
+	}
+}
+
 // backend joins the node (writes, read index) and the fsm (local reads) into
 // what the registry needs.
 type backend struct {
