@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// monitor follows who leads, by asking the nodes' members endpoint, so
+// monitor follows who leads, by asking every node's raft status, so
 // that faults can aim at the leader and the report can count leader
 // changes as a client sees them.
 type monitor struct {
@@ -21,6 +21,9 @@ type monitor struct {
 	mu      sync.Mutex
 	leader  string
 	changes int
+	// firstTerm is the highest raft term at the first poll, maxTerm the
+	// highest seen since.
+	firstTerm, maxTerm uint64
 }
 
 func newMonitor(t Target) (*monitor, error) {
@@ -41,34 +44,46 @@ func newMonitor(t Target) (*monitor, error) {
 	return m, nil
 }
 
-// ask returns the leader's name as the first node that answers sees it.
+// ask returns the leader's name: the node that says it leads at the
+// highest term among those that answer /debug/trustplane/raft. It also
+// keeps the highest term seen, whose rise counts elections even when the
+// leader changed and changed back between two polls.
 func (m *monitor) ask() string {
+	leader, leaderTerm := "", uint64(0)
 	for i, hc := range m.clients {
-		resp, err := hc.Get(m.hosts[i] + "/debug/trustplane/members")
+		resp, err := hc.Get(m.hosts[i] + "/debug/trustplane/raft")
 		if err != nil {
 			continue
 		}
-		var members []struct {
-			Name      string `json:"name"`
-			RaftState string `json:"raftState"`
+		var st struct {
+			Node  string `json:"node"`
+			State string `json:"state"`
+			Term  uint64 `json:"term"`
 		}
-		err = json.NewDecoder(resp.Body).Decode(&members)
+		err = json.NewDecoder(resp.Body).Decode(&st)
 		resp.Body.Close()
 		if err != nil || resp.StatusCode != http.StatusOK {
 			continue
 		}
-		for _, mb := range members {
-			if mb.RaftState == "Leader" {
-				return mb.Name
-			}
+		m.mu.Lock()
+		m.maxTerm = max(m.maxTerm, st.Term)
+		m.mu.Unlock()
+		if st.State == "Leader" && st.Term >= leaderTerm {
+			leader, leaderTerm = st.Node, st.Term
 		}
 	}
-	return ""
+	return leader
 }
 
 func (m *monitor) run(ctx context.Context) {
 	for ctx.Err() == nil {
-		if l := m.ask(); l != "" {
+		l := m.ask()
+		m.mu.Lock()
+		if m.firstTerm == 0 {
+			m.firstTerm = m.maxTerm
+		}
+		m.mu.Unlock()
+		if l != "" {
 			m.mu.Lock()
 			if m.leader != "" && l != m.leader {
 				m.changes++
@@ -95,6 +110,14 @@ func (m *monitor) Changes() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.changes
+}
+
+// TermRise is how much the highest term rose over the run: one per
+// election round, won or not.
+func (m *monitor) TermRise() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return int(m.maxTerm - m.firstTerm)
 }
 
 // currentLeader asks now, falling back to the last one seen.

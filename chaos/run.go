@@ -183,6 +183,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	}
 	checks, files := runChecks(h, cfg)
 	r := report.Build(h, cfg.Mode, faults, mon.Changes(), checks)
+	r.TermRise = mon.TermRise()
 	hp := filepath.Join(cfg.Out, "history.json")
 	if f, err := os.Create(hp); err == nil {
 		h.Write(f)

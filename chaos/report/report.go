@@ -58,9 +58,11 @@ type Report struct {
 	Events        int
 	Sessions      int
 	LeaderChanges int
-	Checks        []Check
-	Faults        []Fault
-	Timeline      []Second
+	// TermRise is how far the raft term rose: one per election round.
+	TermRise int
+	Checks   []Check
+	Faults   []Fault
+	Timeline []Second
 	// Failover is, per fault, how long after it began the first write
 	// that was sent after it succeeded (-1: none did before the run ended).
 	Failover []time.Duration
@@ -171,7 +173,7 @@ func failovers(h *history.History, faults []Fault) []time.Duration {
 // timeline; otherwise one line per ten seconds.
 func (r *Report) Write(w io.Writer, full bool) {
 	fmt.Fprintf(w, "trustplane chaos: %s\n\n", r.Verdict)
-	fmt.Fprintf(w, "mode %s, %d nodes (%s), %v, %d leader changes observed\n", r.Mode, len(r.Nodes), strings.Join(r.Nodes, " "), r.Duration.Round(time.Second), r.LeaderChanges)
+	fmt.Fprintf(w, "mode %s, %d nodes (%s), %v, %d leader changes observed, raft term rose by %d\n", r.Mode, len(r.Nodes), strings.Join(r.Nodes, " "), r.Duration.Round(time.Second), r.LeaderChanges, r.TermRise)
 	kinds := make([]string, 0, len(r.Ops))
 	total := 0
 	for k, m := range r.Ops {
