@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -193,9 +194,21 @@ func (s *Server) withForwarding(next http.Handler) http.Handler {
 				s.writeError(w, req, noLeader(errors.New("leadership changed while the request was forwarded")))
 				return
 			}
-			resp, err := f.send(req, addr, body, u)
+			fctx, cancel := context.WithCancelCause(req.Context())
+			stop := f.watchLeader(fctx, cancel, addr)
+			resp, err := f.send(req.WithContext(fctx), addr, body, u)
+			stop()
 			if err == nil {
 				copyResponse(w, resp)
+				cancel(nil)
+				return
+			}
+			changed := errors.Is(context.Cause(fctx), errLeaderChanged)
+			cancel(nil)
+			if changed && !notSent(err) {
+				s.log.Warn("leadership moved while a forwarded write was in flight", "leader", addr)
+				s.writeError(w, req, apierrors.NewTimeoutError(
+					fmt.Sprintf("leadership moved away from %s while the write was in flight; the write may or may not have been applied", addr), 0))
 				return
 			}
 			if !notSent(err) {
@@ -218,6 +231,43 @@ func (s *Server) withForwarding(next http.Handler) http.Handler {
 			}
 		}
 	})
+}
+
+// errLeaderChanged cancels a forwarded write whose leader another node
+// has replaced.
+var errLeaderChanged = errors.New("leadership moved while the write was in flight")
+
+// watchLeader cancels a forward to addr as soon as this node knows another
+// leader (or leads itself). A leader cut off by a partition steps down
+// within its lease and a new one is elected within a second, but the
+// connection to the old one may be silent rather than closed: without
+// this the write would wait for the client's timeout, and every client
+// of this node with it. The returned stop ends the watch; call it once
+// the answer's headers are in.
+func (f *forwarder) watchLeader(ctx context.Context, cancel context.CancelCauseFunc, addr string) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(forwardPollInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-done:
+				return
+			case <-t.C:
+				if f.cfg.Leadership.IsLeader() {
+					cancel(errLeaderChanged)
+					return
+				}
+				if now, err := f.cfg.Leadership.LeaderAPIAddr(); err == nil && now != "" && now != addr {
+					cancel(errLeaderChanged)
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 // send forwards req with body to the leader at addr.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"crypto/tls"
+	"strings"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/apiserver/pkg/authentication/user"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/trustplane/trustplane/certs"
 )
@@ -86,5 +88,79 @@ func TestForwarderTrustsOnlyANodeAsLeader(t *testing.T) {
 				t.Fatalf("a refused leader certificate must count as not sent (the write can go elsewhere): %v", err)
 			}
 		})
+	}
+}
+
+// fakeLeadership is a Leadership whose leader the test moves.
+type fakeLeadership struct{ addr atomic.Value }
+
+func (l *fakeLeadership) IsLeader() bool { return false }
+func (l *fakeLeadership) LeaderAPIAddr() (string, error) {
+	a, _ := l.addr.Load().(string)
+	return a, nil
+}
+
+// TestForwardedWriteEndsWhenLeadershipMoves: a leader that stops answering
+// without closing the connection (a partition) is replaced within about a
+// second; the forwarded write must then end with a 504 that says it may
+// have been applied (no Retry-After), not hang until the client gives up.
+func TestForwardedWriteEndsWhenLeadershipMoves(t *testing.T) {
+	nodeCA, err := certs.LoadOrCreateNodeCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := certs.NewNodeVerifier(nodeCA)
+	pair := func(name string) tls.Certificate {
+		certPEM, keyPEM, err := nodeCA.Issue(certs.NodeRequest(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	silent := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release // never answers while the test runs
+	}))
+	silent.TLS = &tls.Config{Certificates: []tls.Certificate{pair("old-leader")}}
+	silent.StartTLS()
+	defer silent.Close()
+	defer close(release) // before Close, which waits for the handler
+
+	lead := &fakeLeadership{}
+	lead.addr.Store(silent.Listener.Addr().String())
+	s := testServer(t)
+	s.cfg.Forward = &ForwardConfig{TLS: nodes.ClientTLS(pair("follower")), Leadership: lead, WaitForLeader: 5 * time.Second}
+	h := s.withForwarding(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Error("a follower served a write itself")
+	}))
+	req := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", strings.NewReader(`{}`))
+	req = req.WithContext(genericapirequest.WithUser(genericapirequest.WithRequestInfo(req.Context(),
+		&genericapirequest.RequestInfo{IsResourceRequest: true, Verb: "create", APIVersion: "v1", Resource: "configmaps", Namespace: "default"}),
+		&user.DefaultInfo{Name: "alice"}))
+	rec := httptest.NewRecorder()
+	done := make(chan struct{})
+	go func() { h.ServeHTTP(rec, req); close(done) }()
+	select {
+	case <-arrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the write never reached the old leader")
+	}
+	lead.addr.Store("127.0.0.1:1") // a new leader is known
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the forwarded write still hangs after leadership moved")
+	}
+	if rec.Code != http.StatusGatewayTimeout || rec.Header().Get("Retry-After") != "" {
+		t.Fatalf("got %d Retry-After %q: %s; want 504 without Retry-After", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+	if !strings.Contains(rec.Body.String(), "may or may not have been applied") {
+		t.Fatalf("the 504 does not say the outcome is unknown: %s", rec.Body)
 	}
 }
