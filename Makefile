@@ -6,7 +6,7 @@ DATA_DIR ?= ./trustplane-data
 LISTEN   ?= 127.0.0.1:6443
 PKGS     := ./...
 
-.PHONY: all build run cluster cluster-stop test test-unit test-e2e lint bench fuzz chaos chaos-short chaos-bin clean
+.PHONY: all build run cluster cluster-stop test test-unit test-e2e test-failpoints lint bench fuzz chaos chaos-short chaos-bin clean
 
 all: build
 
@@ -33,7 +33,7 @@ lint:
 
 # test is what CI runs: lint, unit tests (race detector on the concurrent
 # core), and end-to-end tests against the real binary.
-test: lint test-unit test-e2e chaos-short
+test: lint test-unit test-e2e test-failpoints chaos-short
 
 test-unit:
 	$(GO) test -race -count=1 ./fsm/... ./cluster/... ./certs/... ./apply/... ./watchcache/... ./chaos/...
@@ -41,6 +41,12 @@ test-unit:
 
 test-e2e:
 	$(GO) test -count=1 -timeout 15m ./cmd/...
+
+# test-failpoints runs the tests that need the storage failpoints (a
+# -tags failpoints build of the packages and of the binary).
+test-failpoints:
+	$(GO) test -tags failpoints -count=1 ./internal/failpoint/
+	$(GO) test -tags failpoints -count=1 -run Failpoint ./cluster/ ./cmd/trustplane/
 
 # bench runs the benchmarks recorded in docs/BENCHMARKS.md.
 bench:

@@ -4,6 +4,7 @@ package main_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -120,5 +121,44 @@ func TestE2EFailpointFsyncDelay(t *testing.T) {
 	}
 	if took := time.Since(start); took < delay {
 		t.Fatalf("a write on a slow disk took %s, want at least %s", took, delay)
+	}
+}
+
+// TestE2EFailpointFullDiskFollowerStopsServingLocalReads is the regression
+// test of a trustplane chaos finding: a follower that cannot write its log
+// still hears the leader's heartbeats, and raft caps its commit index at
+// its own last entry, so it counted its frozen state as current and served
+// resourceVersion=0 lists older than --max-stale-read. Every such list it
+// answers must hold a write acknowledged more than the bound before.
+func TestE2EFailpointFullDiskFollowerStopsServingLocalReads(t *testing.T) {
+	const bound = 2 * time.Second
+	nodes := startCluster(t, 3, "--controllers=false", "--max-stale-read", bound.String())
+	leader := leaderOf(t, nodes)
+	f := followersOf(nodes, leader)[0]
+	f.setFailpoints(t, failpoint.State{DiskFull: true})
+	defer f.setFailpoints(t, failpoint.State{})
+	time.Sleep(500 * time.Millisecond) // the follower reads its failpoints every 100 ms
+
+	if _, err := createSA(leader.clientset(), "marker"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(bound + time.Second) // the marker is now older than the bound
+
+	// Such a read is now linearizable: it waits for an entry the follower
+	// cannot append, so it ends in an error or the client's timeout. Only
+	// an answer from the frozen state is wrong.
+	c := f.httpClient()
+	c.Timeout = 2 * time.Second
+	path := f.url() + "/api/v1/namespaces/default/serviceaccounts?resourceVersion=0"
+	for i := 0; i < 5; i++ {
+		resp, err := c.Get(path)
+		if err != nil {
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK && !strings.Contains(string(body), `"marker"`) {
+			t.Fatalf("a follower that cannot write its log answered a resourceVersion=0 list without a write acknowledged %v before (over --max-stale-read %v):\n%s", bound+time.Second, bound, body)
+		}
 	}
 }
