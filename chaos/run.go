@@ -181,16 +181,20 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	if cfg.Progress != nil {
 		fmt.Fprintf(cfg.Progress, "chaos: checking %d operations and %d events\n", len(h.Ops), len(h.Events))
 	}
+	// The history is written before the checks run, so that a run is
+	// never lost to a checker: "trustplane chaos check" can redo them.
+	hp := filepath.Join(cfg.Out, "history.json")
+	var written []string
+	if f, err := os.Create(hp); err == nil {
+		if h.Write(f) == nil {
+			written = append(written, hp)
+		}
+		f.Close()
+	}
 	checks, files := runChecks(h, cfg)
 	r := report.Build(h, cfg.Mode, faults, mon.Changes(), checks)
 	r.TermRise = mon.TermRise()
-	hp := filepath.Join(cfg.Out, "history.json")
-	if f, err := os.Create(hp); err == nil {
-		h.Write(f)
-		f.Close()
-		r.Files = append(r.Files, hp)
-	}
-	r.Files = append(r.Files, files...)
+	r.Files = append(written, files...)
 	rp := filepath.Join(cfg.Out, "report.txt")
 	if f, err := os.Create(rp); err == nil {
 		r.Write(f, true)

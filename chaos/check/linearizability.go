@@ -181,10 +181,11 @@ func (v *Visual) WriteHTML(w io.Writer) error {
 //   - Fail writes are dropped (they had no effect: Outcomes proves it),
 //     409 AlreadyExists creates included: they are not kept as reads;
 //   - Unknown writes are resolved first: a value seen at RV r makes the
-//     write an OK one at r; a value unseen when the log is complete for the
-//     run drops it; otherwise it stays, returning at the run's end, and the
-//     model takes both "applied" and "not applied". Unknown deletes always
-//     stay unresolved.
+//     write an OK one at r, returning when r was first observed; a value
+//     unseen when the log is complete for the run drops it; otherwise it
+//     stays, returning UnknownEffectBound after its call, and the model
+//     takes both "applied" and "not applied". Unknown deletes always stay
+//     unresolved.
 //
 // Keys share one timeout (a timeout <= 0 leaves no time at all); a timeout
 // makes the result inconclusive (Skipped), never OK. On a violation, the Visual draws the failing keys.
@@ -263,7 +264,20 @@ func visualise(byKey map[string][]porcupine.Operation, failed []string, startRV 
 	return &Visual{Keys: failed, model: model, info: info}
 }
 
-// linearOps turns the history into porcupine operations per key.
+// UnknownEffectBound is how long after its call a write whose answer was
+// unknown may still take effect. The server resolves a write it appended
+// within its apply timeout (10 s) and the workload's clients give up after
+// their request timeout (10 s); a minute is generous. Without a bound an
+// unknown write would stay concurrent with everything after it, and on a
+// long run porcupine's search grows without limit (a 30-minute history
+// exhausted 24 GiB).
+const UnknownEffectBound = time.Minute
+
+// linearOps turns the history into porcupine operations per key. An
+// unknown write found in the log returns when its resourceVersion was
+// first observed (or UnknownEffectBound after its call, if sooner); one
+// still unresolved returns UnknownEffectBound after its call.
+
 func linearOps(h *history.History, c *collector) map[string][]porcupine.Operation {
 	ref := buildRef(h, history.ConfigMaps)
 	obs := observe(h, ref)
@@ -284,6 +298,33 @@ func linearOps(h *history.History, c *collector) map[string][]porcupine.Operatio
 			ClientId: op.Client, Input: in, Output: out, Call: op.Call, Return: ret, Metadata: op.ID,
 		})
 	}
+	// seen is when each resourceVersion was first observed (a watch event
+	// delivered or a read answered with it): a write seen at RV r took
+	// effect before then, which bounds its linearization point.
+	seen := map[uint64]int64{}
+	see := func(rv uint64, at int64) {
+		if rv == 0 {
+			return
+		}
+		if t, ok := seen[rv]; !ok || at < t {
+			seen[rv] = at
+		}
+	}
+	for _, e := range h.Events {
+		if e.Resource == history.ConfigMaps && e.Type != history.Bookmark {
+			see(e.RV, e.At)
+		}
+	}
+	for i := range h.Ops {
+		op := &h.Ops[i]
+		if op.Kind == history.Get && op.Outcome == history.OK && op.Exists {
+			see(op.RV, op.Return)
+		}
+		for _, it := range op.Items {
+			see(it.RV, op.Return)
+		}
+	}
+	bound := func(op *history.Op) int64 { return min(end, op.Call+int64(UnknownEffectBound)) }
 	var resolvedApplied, resolvedNot, unresolved int
 	for i := range h.Ops {
 		op := &h.Ops[i]
@@ -294,9 +335,13 @@ func linearOps(h *history.History, c *collector) map[string][]porcupine.Operatio
 			case history.OK:
 				add(op, op.Key, in, regOutput{rv: op.RV}, op.Return)
 			case history.Unknown:
-				if rv, seen := obs.rv[op.Value]; seen && op.Kind != history.Delete {
+				if rv, found := obs.rv[op.Value]; found && op.Kind != history.Delete {
 					resolvedApplied++
-					add(op, op.Key, in, regOutput{rv: rv}, end)
+					ret := bound(op)
+					if t, ok := seen[rv]; ok && t > op.Call {
+						ret = min(ret, t)
+					}
+					add(op, op.Key, in, regOutput{rv: rv}, ret)
 					continue
 				}
 				if complete && op.Kind != history.Delete {
@@ -305,7 +350,7 @@ func linearOps(h *history.History, c *collector) map[string][]porcupine.Operatio
 				}
 				unresolved++
 				in.unknown = true
-				add(op, op.Key, in, regOutput{}, end)
+				add(op, op.Key, in, regOutput{}, bound(op))
 			}
 		case op.Kind == history.Get && !op.Local && readOK(op):
 			add(op, op.Key, regInput{id: op.ID, kind: history.Get, key: op.Key},
