@@ -2,10 +2,10 @@ package api
 
 import (
 	"crypto/tls"
-	"strings"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
