@@ -8,9 +8,9 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// freshSampleEvery is how often the commit index is sampled for the
-// staleness bound; freshSamples how many are kept (a minute's worth), so
-// bounds up to a minute are exact and longer ones use the oldest sample.
+// freshSampleEvery is how often the leader's progress is sampled for the
+// staleness bound; freshSamples how many are kept (a minute's worth):
+// a bound longer than that is held to the last minute.
 const (
 	freshSampleEvery = 100 * time.Millisecond
 	freshSamples     = 600
@@ -51,17 +51,24 @@ func (f *freshness) add(s commitSample) {
 	f.mu.Unlock()
 }
 
-// at returns the newest sample taken at or before t, if any.
-func (f *freshness) at(t time.Time) (commitSample, bool) {
+// oldestKnownSince returns the oldest sample taken at or after t in which
+// the leader answered. Its commit is at least every index acknowledged
+// before t, and of all such samples it asks the least of a node.
+func (f *freshness) oldestKnownSince(t time.Time) (commitSample, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	var out commitSample
+	found := false
 	for i := 1; i <= f.n; i++ {
 		s := f.ring[(f.next-i+freshSamples)%freshSamples]
-		if !s.at.After(t) {
-			return s, true
+		if s.at.Before(t) {
+			break
+		}
+		if s.known {
+			out, found = s, true
 		}
 	}
-	return commitSample{}, false
+	return out, found
 }
 
 // sampleCommits records, every freshSampleEvery until the node stops,
@@ -109,21 +116,30 @@ func (n *Node) sampleCommit(now time.Time) commitSample {
 }
 
 // LeaderContactWithin reports whether this node's local state is at most
-// d old: it leads or has heard from a leader within d, and it has applied
-// every entry the leader had applied d ago. The API serves resourceVersion=0 reads and watches from local
-// state only while this holds (--max-stale-read). Contact alone is not
-// enough: a node that has just restarted hears from the leader at once,
-// yet serves the state of its last snapshot until it has replayed the
-// log, and one that has just been re-admitted after a partition is as
-// far behind as the partition was long. For the first d after a start
-// there is no sample old enough, so the answer is no.
+// d old: it holds every write the cluster acknowledged more than d ago.
+// The API serves resourceVersion=0 reads and watches from local state only
+// while this holds (--max-stale-read).
+//
+// A leader that has applied its term's barrier holds every acknowledged
+// write. Any other node needs to have heard from a leader within d, and
+// to have applied at least the leader's applied index as sampled at some
+// moment within the last d (that index covers every write acknowledged
+// before the sample). Contact alone is not enough: a node that has just
+// restarted hears from the leader at once yet serves its last snapshot's
+// state until it has replayed the log, one whose disk is full hears the
+// leader but applies nothing, and one re-admitted after a partition is as
+// far behind as the partition was long.
 func (n *Node) LeaderContactWithin(d time.Duration) bool {
-	if n.raft.State() != raft.Leader {
+	if n.raft.State() == raft.Leader {
+		if n.readReady() {
+			return true
+		}
+	} else {
 		lc := n.raft.LastContact()
 		if lc.IsZero() || time.Since(lc) > d {
 			return false
 		}
 	}
-	s, ok := n.fresh.at(time.Now().Add(-d))
-	return ok && s.known && n.fsm.AppliedIndex() >= s.commit
+	s, ok := n.fresh.oldestKnownSince(time.Now().Add(-d))
+	return ok && n.fsm.AppliedIndex() >= s.commit
 }
