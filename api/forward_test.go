@@ -31,17 +31,7 @@ func TestForwarderTrustsOnlyANodeAsLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes := certs.NewNodeVerifier(nodeCA)
-	pair := func(ca *certs.CA, name string) tls.Certificate {
-		certPEM, keyPEM, err := ca.Issue(certs.NodeRequest(name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	pair := func(ca *certs.CA, name string) tls.Certificate { return nodePair(t, ca, name) }
 	follower := pair(nodeCA, "follower")
 	tests := []struct {
 		name     string
@@ -91,6 +81,20 @@ func TestForwarderTrustsOnlyANodeAsLeader(t *testing.T) {
 	}
 }
 
+// nodePair is a node certificate for name issued by ca.
+func nodePair(t *testing.T, ca *certs.CA, name string) tls.Certificate {
+	t.Helper()
+	certPEM, keyPEM, err := ca.Issue(certs.NodeRequest(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // fakeLeadership is a Leadership whose leader the test moves.
 type fakeLeadership struct{ addr atomic.Value }
 
@@ -110,17 +114,7 @@ func TestForwardedWriteEndsWhenLeadershipMoves(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes := certs.NewNodeVerifier(nodeCA)
-	pair := func(name string) tls.Certificate {
-		certPEM, keyPEM, err := nodeCA.Issue(certs.NodeRequest(name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	pair := func(name string) tls.Certificate { return nodePair(t, nodeCA, name) }
 	arrived := make(chan struct{}, 1)
 	release := make(chan struct{})
 	silent := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -69,11 +69,3 @@ func (r *Recorder) Fill(h *history.History) {
 	h.Events = append([]history.Event(nil), r.events...)
 	h.Sessions = append([]history.Session(nil), r.sessions...)
 }
-
-// Ops returns a copy of the operations recorded so far, for the report's
-// live figures.
-func (r *Recorder) Ops() []history.Op {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]history.Op(nil), r.ops...)
-}

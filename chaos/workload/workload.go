@@ -216,16 +216,16 @@ func (w *Workload) client(ctx context.Context, id int, rng *rand.Rand) {
 		value := fmt.Sprintf("c%d-%d", id, seq)
 		switch p := rng.Intn(100); {
 		case p < 15:
-			w.create(ctx, id, node, key, value)
+			w.put(ctx, id, node, key, value, 0)
 		case p < 50:
 			if rv := w.lastRV(key); rv != 0 {
 				// Now and then a stale precondition, to see a true 409.
 				if rng.Intn(10) == 0 {
 					rv--
 				}
-				w.update(ctx, id, node, key, value, rv)
+				w.put(ctx, id, node, key, value, rv)
 			} else {
-				w.create(ctx, id, node, key, value)
+				w.put(ctx, id, node, key, value, 0)
 			}
 		case p < 60:
 			rv := uint64(0)
@@ -294,24 +294,19 @@ func (w *Workload) reqCtx(ctx context.Context) (context.Context, context.CancelF
 	return context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Timeout)
 }
 
-func (w *Workload) create(ctx context.Context, id, node int, key, value string) {
-	op := history.Op{Client: id, Node: w.cfg.Endpoints[node].Name, Kind: history.Create, Key: key, Value: value, Call: w.rec.Now()}
+// put creates key (rv 0) or updates it with rv as its precondition.
+func (w *Workload) put(ctx context.Context, id, node int, key, value string, rv uint64) {
+	op := history.Op{Client: id, Node: w.cfg.Endpoints[node].Name, Kind: history.Create, Key: key, Value: value, ExpectRV: rv, Call: w.rec.Now()}
+	cms := w.clients[node].CoreV1().ConfigMaps(w.cfg.Namespace)
 	rctx, cancel := w.reqCtx(ctx)
-	got, err := w.clients[node].CoreV1().ConfigMaps(w.cfg.Namespace).Create(rctx, w.cm(key, value, 0), metav1.CreateOptions{})
-	cancel()
-	op.Return = w.rec.Now()
-	op.Outcome, op.Code, op.Reason = outcome(err)
-	if err == nil {
-		op.RV = parseRV(got.ResourceVersion)
-		w.remember(key, op.RV)
+	var got *corev1.ConfigMap
+	var err error
+	if rv == 0 {
+		got, err = cms.Create(rctx, w.cm(key, value, 0), metav1.CreateOptions{})
+	} else {
+		op.Kind = history.Update
+		got, err = cms.Update(rctx, w.cm(key, value, rv), metav1.UpdateOptions{})
 	}
-	w.record(op)
-}
-
-func (w *Workload) update(ctx context.Context, id, node int, key, value string, rv uint64) {
-	op := history.Op{Client: id, Node: w.cfg.Endpoints[node].Name, Kind: history.Update, Key: key, Value: value, ExpectRV: rv, Call: w.rec.Now()}
-	rctx, cancel := w.reqCtx(ctx)
-	got, err := w.clients[node].CoreV1().ConfigMaps(w.cfg.Namespace).Update(rctx, w.cm(key, value, rv), metav1.UpdateOptions{})
 	cancel()
 	op.Return = w.rec.Now()
 	op.Outcome, op.Code, op.Reason = outcome(err)
