@@ -6,7 +6,7 @@ DATA_DIR ?= ./trustplane-data
 LISTEN   ?= 127.0.0.1:6443
 PKGS     := ./...
 
-.PHONY: all build run cluster cluster-stop test test-unit test-e2e test-failpoints lint bench fuzz chaos chaos-short chaos-bin clean
+.PHONY: all build run cluster cluster-stop test test-unit test-e2e test-failpoints test-deploy lint bench fuzz chaos chaos-short chaos-bin clean
 
 all: build
 
@@ -30,10 +30,11 @@ lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
+	cd deploy && $(GO) vet ./...
 
 # test is what CI runs: lint, unit tests (race detector on the concurrent
 # core), and end-to-end tests against the real binary.
-test: lint test-unit test-e2e test-failpoints chaos-short
+test: lint test-unit test-e2e test-failpoints test-deploy chaos-short
 
 test-unit:
 	$(GO) test -race -count=1 ./fsm/... ./cluster/... ./certs/... ./apply/... ./watchcache/... ./chaos/...
@@ -47,6 +48,11 @@ test-e2e:
 test-failpoints:
 	$(GO) test -tags failpoints -count=1 ./internal/failpoint/
 	$(GO) test -tags failpoints -count=1 -run Failpoint ./cluster/ ./cmd/trustplane/
+
+# test-deploy runs the tests of the deploy module (its own go.mod): the Helm
+# chart and the container image.
+test-deploy:
+	cd deploy && $(GO) test -count=1 -timeout 15m ./...
 
 # bench runs the benchmarks recorded in docs/BENCHMARKS.md.
 bench:

@@ -1,0 +1,3 @@
+module github.com/trustplane/trustplane/deploy
+
+go 1.26.0
