@@ -10,7 +10,10 @@ import (
 // envTwins sets every flag not given on the command line from its
 // environment variable TRUSTPLANE_<NAME>, so the Helm chart can configure
 // nodes without templating arguments.
-func envTwins(fs *flag.FlagSet) error {
+func envTwins(fs *flag.FlagSet) error { return envTwinsWith(fs, envName) }
+
+// envTwinsWith is envTwins with the environment variable named by name.
+func envTwinsWith(fs *flag.FlagSet, name func(flagName string) string) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var err error
@@ -18,9 +21,9 @@ func envTwins(fs *flag.FlagSet) error {
 		if given[f.Name] || err != nil {
 			return
 		}
-		if v, ok := os.LookupEnv(envName(f.Name)); ok {
+		if v, ok := os.LookupEnv(name(f.Name)); ok {
 			if serr := fs.Set(f.Name, v); serr != nil {
-				err = fmt.Errorf("%s=%q: %w", envName(f.Name), v, serr)
+				err = fmt.Errorf("%s=%q: %w", name(f.Name), v, serr)
 			}
 		}
 	})

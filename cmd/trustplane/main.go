@@ -21,6 +21,8 @@ func main() {
 		err = membersCmd(args)
 	case "chaos":
 		err = chaosCmd(args)
+	case "bench":
+		err = benchCmd(args)
 	case "version":
 		fmt.Println(versionString())
 	case "help":
@@ -45,6 +47,10 @@ Usage:
   trustplane chaos local|attach|check [flags]
                                     kill, pause and partition nodes under a workload,
                                     then check linearizability and watches (docs/CHAOS.md)
+  trustplane bench [flags]          measure throughput and latency of any cluster (kube-apiserver
+                                    too) through its kubeconfigs; "bench -h" for the flags
+  trustplane bench compare A.json B.json
+                                    ratios B/A of two bench results
   trustplane version                print the version
 
 Run "trustplane serve -h" for the node's flags.

@@ -1,0 +1,96 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+)
+
+// Ratio compares one workload present in two results, as B/A: throughput
+// above 1 and latency below 1 mean B did better. A ratio whose A side is
+// zero is NaN.
+type Ratio struct {
+	Workload            string
+	A, B                WorkloadResult
+	OpsPerSec, P50, P99 float64
+}
+
+// Ratios pairs the workloads a and b both have, in a's order.
+func Ratios(a, b *Result) []Ratio {
+	var out []Ratio
+	for _, x := range a.Workloads {
+		y, ok := b.Workload(x.Name)
+		if !ok {
+			continue
+		}
+		out = append(out, Ratio{
+			Workload: x.Name, A: x, B: y,
+			OpsPerSec: ratio(y.OpsPerSec, x.OpsPerSec),
+			P50:       ratio(y.Latency.P50Ms, x.Latency.P50Ms),
+			P99:       ratio(y.Latency.P99Ms, x.Latency.P99Ms),
+		})
+	}
+	return out
+}
+
+func ratio(b, a float64) float64 {
+	if a == 0 {
+		return math.NaN()
+	}
+	return b / a
+}
+
+// WriteCompare prints the ratios of b to a, labelled with the names the
+// caller gives them (file names, say), and the workloads only one of them
+// has.
+func WriteCompare(w io.Writer, nameA string, a *Result, nameB string, b *Result) error {
+	fmt.Fprintf(w, "A = %s (server %s, %d node(s), %d client(s))\n", nameA, orUnknown(a.Environment.ServerVersion), a.Environment.Nodes, a.Environment.Clients)
+	fmt.Fprintf(w, "B = %s (server %s, %d node(s), %d client(s))\n", nameB, orUnknown(b.Environment.ServerVersion), b.Environment.Nodes, b.Environment.Clients)
+	fmt.Fprintln(w, "ratios are B/A: ops/s above 1.00 and latency below 1.00 mean B did better")
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "WORKLOAD\tA OPS/S\tB OPS/S\tOPS/S B/A\tA P50(ms)\tB P50(ms)\tP50 B/A\tA P99(ms)\tB P99(ms)\tP99 B/A\t")
+	for _, r := range Ratios(a, b) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Workload,
+			rate(r.A.OpsPerSec), rate(r.B.OpsPerSec), times(r.OpsPerSec),
+			millis(r.A.Latency.P50Ms), millis(r.B.Latency.P50Ms), times(r.P50),
+			millis(r.A.Latency.P99Ms), millis(r.B.Latency.P99Ms), times(r.P99))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if only := missing(a, b); len(only) > 0 {
+		fmt.Fprintf(w, "\nonly in A: %s\n", strings.Join(only, ", "))
+	}
+	if only := missing(b, a); len(only) > 0 {
+		fmt.Fprintf(w, "\nonly in B: %s\n", strings.Join(only, ", "))
+	}
+	return nil
+}
+
+// missing lists x's workloads that y lacks.
+func missing(x, y *Result) []string {
+	var out []string
+	for _, w := range x.Workloads {
+		if _, ok := y.Workload(w.Name); !ok {
+			out = append(out, w.Name)
+		}
+	}
+	return out
+}
+
+func times(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}

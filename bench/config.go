@@ -1,0 +1,121 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Config is one bench run. The command fills it from flags; nothing in
+// this package reads flags.
+type Config struct {
+	// Kubeconfigs are the files clients are built from, one or more (say,
+	// one per node). Client i uses Kubeconfigs[i%len(Kubeconfigs)].
+	Kubeconfigs []string
+	// Workloads are the names to run, in this order (see Workloads).
+	Workloads []string
+	// Clients is the number of concurrent clients of each workload.
+	Clients int
+	// Duration is how long each workload's timed phase lasts.
+	Duration time.Duration
+	// RequestTimeout bounds every single operation (a CSR's whole issue
+	// included).
+	RequestTimeout time.Duration
+	// SetupTimeout bounds each workload's preparation (seeding the list
+	// objects, minting a token) and CleanupTimeout the deletion at the end.
+	SetupTimeout, CleanupTimeout time.Duration
+	// CreateKind is what the create workload creates: "configmaps" or
+	// "serviceaccounts".
+	CreateKind string
+	// ListSize is how many ConfigMaps the list workloads list (seeded once)
+	// and ListPageSize the limit of the paged list.
+	ListSize, ListPageSize int
+	// Watchers is the number of watches of the watch workload, and
+	// WatchRate the writes per second its writer makes (0: as fast as one
+	// writer can).
+	Watchers  int
+	WatchRate float64
+	// Protobuf makes clients speak application/vnd.kubernetes.protobuf.
+	Protobuf bool
+	// QPS and Burst are client-go's client-side rate limit per client;
+	// QPS < 0 turns it off (the default: the limit would cap the figures).
+	QPS   float32
+	Burst int
+	// Progress receives the live line (nil: none). Terminal selects an
+	// updating line; otherwise a plain line is written every
+	// ProgressInterval.
+	Progress         io.Writer
+	Terminal         bool
+	ProgressInterval time.Duration
+	// Tool is the version string of the binary running the bench, and
+	// Flags the flags it was given; both go into the result as they are.
+	Tool  string
+	Flags map[string]string
+}
+
+// DefaultConfig is the configuration the command starts from.
+func DefaultConfig() Config {
+	return Config{
+		Workloads:        WorkloadNames(),
+		Clients:          16,
+		Duration:         10 * time.Second,
+		RequestTimeout:   30 * time.Second,
+		SetupTimeout:     5 * time.Minute,
+		CleanupTimeout:   2 * time.Minute,
+		CreateKind:       "configmaps",
+		ListSize:         10000,
+		ListPageSize:     500,
+		Watchers:         50,
+		WatchRate:        100,
+		QPS:              -1,
+		ProgressInterval: 5 * time.Second,
+	}
+}
+
+// Validate says what is wrong with c, naming the setting.
+func (c Config) Validate() error {
+	var errs []string
+	if len(c.Kubeconfigs) == 0 {
+		errs = append(errs, "at least one kubeconfig is needed")
+	}
+	if len(c.Workloads) == 0 {
+		errs = append(errs, "no workloads selected")
+	}
+	for _, w := range c.Workloads {
+		if lookup(w) == nil {
+			errs = append(errs, fmt.Sprintf("unknown workload %q (known: %s)", w, strings.Join(WorkloadNames(), ",")))
+		}
+	}
+	if c.Clients < 1 || c.Clients > 4096 {
+		errs = append(errs, fmt.Sprintf("clients %d: want 1..4096", c.Clients))
+	}
+	if c.Duration <= 0 {
+		errs = append(errs, "duration must be positive")
+	}
+	if c.RequestTimeout <= 0 || c.SetupTimeout <= 0 || c.CleanupTimeout <= 0 {
+		errs = append(errs, "timeouts must be positive")
+	}
+	if c.CreateKind != "configmaps" && c.CreateKind != "serviceaccounts" {
+		errs = append(errs, fmt.Sprintf("create kind %q: want configmaps or serviceaccounts", c.CreateKind))
+	}
+	if c.ListSize < 1 || c.ListSize > 1000000 {
+		errs = append(errs, fmt.Sprintf("list size %d: want 1..1000000", c.ListSize))
+	}
+	if c.ListPageSize < 1 {
+		errs = append(errs, "list page size must be positive")
+	}
+	if c.Watchers < 1 || c.Watchers > 100000 {
+		errs = append(errs, fmt.Sprintf("watchers %d: want 1..100000", c.Watchers))
+	}
+	if c.WatchRate < 0 {
+		errs = append(errs, "watch rate must not be negative")
+	}
+	if c.ProgressInterval <= 0 {
+		errs = append(errs, "progress interval must be positive")
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %s", ErrConfig, strings.Join(errs, "; "))
+	}
+	return nil
+}

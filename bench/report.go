@@ -1,0 +1,77 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTable writes r for people: one line about the environment, a table
+// (workload, ops, ops/s, p50, p90, p99, errors; latencies in
+// milliseconds), what one operation is per workload, and the first error
+// messages of each workload that had errors.
+func WriteTable(w io.Writer, r *Result) error {
+	e := r.Environment
+	server := e.ServerVersion
+	if server == "" {
+		server = "unknown"
+	}
+	fmt.Fprintf(w, "server %s, %d node(s), %d endpoint(s), %d client(s); client machine %s/%s, %d CPU\n\n",
+		server, e.Nodes, len(e.Endpoints), e.Clients, e.Machine.GOOS, e.Machine.GOARCH, e.Machine.NumCPU)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "WORKLOAD\tOPS\tOPS/S\tP50(ms)\tP90(ms)\tP99(ms)\tERRORS\t")
+	for _, x := range r.Workloads {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t\n", x.Name, x.Ops, rate(x.OpsPerSec),
+			millis(x.Latency.P50Ms), millis(x.Latency.P90Ms), millis(x.Latency.P99Ms), x.Errors)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var notes []string
+	for _, x := range r.Workloads {
+		if x.Detail != "" {
+			notes = append(notes, fmt.Sprintf("  %s: %s", x.Name, x.Detail))
+		}
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(w, "\none operation is:\n%s\n", strings.Join(notes, "\n"))
+	}
+	for _, x := range r.Workloads {
+		if x.Errors == 0 {
+			continue
+		}
+		state := "errors"
+		if x.Failed() {
+			state = "FAILED"
+		}
+		fmt.Fprintf(w, "\n%s %s (%d), first messages:\n", x.Name, state, x.Errors)
+		for _, m := range x.ErrorSamples {
+			fmt.Fprintf(w, "  - %s\n", m)
+		}
+	}
+	return nil
+}
+
+// rate formats operations per second.
+func rate(v float64) string {
+	if v >= 100 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// millis formats a latency in milliseconds with three significant digits
+// or so; "-" when there is none.
+func millis(v float64) string {
+	switch {
+	case v == 0:
+		return "-"
+	case v < 10:
+		return fmt.Sprintf("%.2f", v)
+	case v < 100:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.0f", v)
+	}
+}

@@ -1,0 +1,109 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Run measures every configured workload, one after another, against the
+// configured kubeconfigs, and deletes what it created.
+//
+// The result is returned whenever the servers were reached, even with an
+// error: ErrWorkloadFailed when a workload had no successful operation,
+// ErrCleanup when something could not be deleted, ctx's error when the run
+// was interrupted (the workloads run so far are in the result). Without a
+// result the error is ErrConfig or ErrUnreachable, and nothing was
+// created.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	prog := newProgress(cfg)
+	eps, err := loadEndpoints(cfg.Kubeconfigs)
+	if err != nil {
+		return nil, err
+	}
+	environment, err := probe(ctx, eps, cfg)
+	if err != nil {
+		return nil, err
+	}
+	e, err := newEnv(cfg, eps, prog)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.warmUp(ctx); err != nil {
+		return nil, err
+	}
+	res := &Result{Format: resultFormat, Environment: environment}
+	prog.logf("run %s: server %s, %d endpoint(s), %d client(s), %s per workload; objects in namespaces %s*",
+		e.runID, environment.ServerVersion, len(environment.Endpoints), cfg.Clients, cfg.Duration, e.ns(""))
+
+	var failed []string
+	for _, name := range cfg.Workloads {
+		if ctx.Err() != nil {
+			break
+		}
+		wr := runWorkload(ctx, e, lookup(name))
+		res.Workloads = append(res.Workloads, wr)
+		if wr.Failed() {
+			failed = append(failed, name)
+		}
+	}
+	e.close()
+	var errs []error
+	if ctx.Err() != nil {
+		errs = append(errs, fmt.Errorf("bench: interrupted: %w", ctx.Err()))
+	}
+	if len(failed) > 0 {
+		errs = append(errs, fmt.Errorf("%w: %s had no successful operation", ErrWorkloadFailed, strings.Join(failed, ", ")))
+	}
+	if err := cleanup(e); err != nil {
+		errs = append(errs, err)
+	}
+	return res, errors.Join(errs...)
+}
+
+// runWorkload prepares w (bounded by SetupTimeout), then runs it for the
+// configured duration. A failed preparation is the workload's one error.
+func runWorkload(ctx context.Context, e *env, w *workload) WorkloadResult {
+	rec := newRecorder()
+	pctx, cancel := context.WithTimeout(ctx, e.cfg.SetupTimeout)
+	l, err := w.prepare(pctx, e)
+	cancel()
+	if err != nil {
+		e.prog.logf("%s: preparation failed: %v", w.name, err)
+		rec.failure(fmt.Errorf("preparing: %w", err))
+		r := rec.result(w.name, 0)
+		r.Detail = w.detail(e.cfg)
+		return r
+	}
+	start := time.Now()
+	stop := e.prog.track(w.name, rec, start, e.cfg.Duration)
+	l.run(ctx, start.Add(e.cfg.Duration), rec)
+	elapsed := time.Since(start)
+	stop()
+	r := rec.result(w.name, elapsed)
+	r.Detail = w.detail(e.cfg)
+	if d, ok := l.(interface{ detail() string }); ok && d.detail() != "" {
+		r.Detail = d.detail()
+	}
+	return r
+}
+
+// warmUp has every client ask for /version once, so that each has its
+// connection (TLS handshake done) before the first workload's clock
+// starts, and so that a client that cannot connect fails the run before
+// anything is created.
+func (e *env) warmUp(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	return e.parallel(ctx, len(e.clients), func(i int) error {
+		if _, err := e.client(i).Discovery().RESTClient().Get().AbsPath("/version").DoRaw(ctx); err != nil {
+			return fmt.Errorf("%w: client %d (%s): %v", ErrUnreachable, i, e.eps[i%len(e.eps)].rest.Host, err)
+		}
+		return nil
+	})
+}
