@@ -82,10 +82,16 @@ func (c Config) Validate() error {
 	if len(c.Workloads) == 0 {
 		errs = append(errs, "no workloads selected")
 	}
+	seen := map[string]bool{}
 	for _, w := range c.Workloads {
 		if lookup(w) == nil {
 			errs = append(errs, fmt.Sprintf("unknown workload %q (known: %s)", w, strings.Join(WorkloadNames(), ",")))
 		}
+		if seen[w] {
+			// A second run would create objects under the names of the first.
+			errs = append(errs, fmt.Sprintf("workload %q given twice", w))
+		}
+		seen[w] = true
 	}
 	if c.Clients < 1 || c.Clients > 4096 {
 		errs = append(errs, fmt.Sprintf("clients %d: want 1..4096", c.Clients))

@@ -23,6 +23,7 @@ func TestValidate(t *testing.T) {
 	}{
 		{"a kubeconfig is needed", func(c *Config) { c.Kubeconfigs = nil }, "kubeconfig"},
 		{"workloads are known names", func(c *Config) { c.Workloads = []string{"get", "gte"} }, `unknown workload "gte"`},
+		{"a workload runs once", func(c *Config) { c.Workloads = []string{"create", "get", "create"} }, `workload "create" given twice`},
 		{"some workload is selected", func(c *Config) { c.Workloads = nil }, "no workloads"},
 		{"clients are at least one", func(c *Config) { c.Clients = 0 }, "clients 0"},
 		{"clients are bounded", func(c *Config) { c.Clients = 100000 }, "clients 100000"},

@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -19,9 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 )
-
-// errCSRRefused: the CSR was denied or failed instead of being issued.
-var errCSRRefused = errors.New("CSR denied or failed")
 
 // csrWaiter follows the run's CSRs (by RunLabel) with an informer and
 // wakes whoever waits for one to be issued.

@@ -20,3 +20,19 @@ var (
 	// ErrResultFormat: a result file is not a bench result.
 	ErrResultFormat = errors.New("bench: not a bench result")
 )
+
+// What a single operation can fail with, besides the server's own errors.
+// Each counts as one error of its workload (errMissingDeliveries as one
+// per missing delivery).
+var (
+	// errShortList: a list returned fewer objects than were seeded.
+	errShortList = errors.New("list returned fewer objects than seeded")
+	// errNotAuthenticated: a TokenReview did not authenticate the valid
+	// token the run minted.
+	errNotAuthenticated = errors.New("TokenReview did not authenticate the token")
+	// errCSRRefused: the CSR was denied or failed instead of being issued.
+	errCSRRefused = errors.New("CSR denied or failed")
+	// errMissingDeliveries: events the watchers had not received when the
+	// wait after the last write ended.
+	errMissingDeliveries = errors.New("deliveries missing after the last write")
+)

@@ -2,19 +2,12 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
-
-// errShortList: a list returned fewer objects than were seeded.
-var errShortList = errors.New("list returned fewer objects than seeded")
-
-// errNotAuthenticated: a TokenReview did not authenticate a valid token.
-var errNotAuthenticated = errors.New("TokenReview did not authenticate the token")
 
 func encoding(c Config) string {
 	if c.Protobuf {

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -26,10 +25,6 @@ const (
 	// write.
 	maxDrain = 10 * time.Second
 )
-
-// errMissingDeliveries: events that watchers had not received when the
-// drain wait ended.
-var errMissingDeliveries = errors.New("deliveries missing after the last write")
 
 var watchWorkload = &workload{
 	name: "watch",
