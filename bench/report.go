@@ -9,8 +9,9 @@ import (
 
 // WriteTable writes r for people: one line about the environment, a table
 // (workload, ops, ops/s, p50, p90, p99, errors; latencies in
-// milliseconds), what one operation is per workload, and the first error
-// messages of each workload that had errors.
+// milliseconds; then the cores the bench itself used), what one operation
+// is per workload, and the first error messages of each workload that had
+// errors.
 func WriteTable(w io.Writer, r *Result) error {
 	e := r.Environment
 	server := e.ServerVersion
@@ -20,14 +21,15 @@ func WriteTable(w io.Writer, r *Result) error {
 	fmt.Fprintf(w, "server %s, %d node(s), %d endpoint(s), %d client(s); client machine %s/%s, %d CPU\n\n",
 		server, e.Nodes, len(e.Endpoints), e.Clients, e.Machine.GOOS, e.Machine.GOARCH, e.Machine.NumCPU)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "WORKLOAD\tOPS\tOPS/S\tP50(ms)\tP90(ms)\tP99(ms)\tERRORS\t")
+	fmt.Fprintln(tw, "WORKLOAD\tOPS\tOPS/S\tP50(ms)\tP90(ms)\tP99(ms)\tERRORS\tBENCH CPU\t")
 	for _, x := range r.Workloads {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t\n", x.Name, x.Ops, rate(x.OpsPerSec),
-			millis(x.Latency.P50Ms), millis(x.Latency.P90Ms), millis(x.Latency.P99Ms), x.Errors)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t\n", x.Name, x.Ops, rate(x.OpsPerSec),
+			millis(x.Latency.P50Ms), millis(x.Latency.P90Ms), millis(x.Latency.P99Ms), x.Errors, cores(x.ClientCores))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintf(w, "\nBENCH CPU: cores the bench's own clients used (of %d on its machine)\n", e.Machine.NumCPU)
 	var notes []string
 	for _, x := range r.Workloads {
 		if x.Detail != "" {
@@ -51,6 +53,14 @@ func WriteTable(w io.Writer, r *Result) error {
 		}
 	}
 	return nil
+}
+
+// cores formats CPU use in cores; "-" when unknown.
+func cores(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
 }
 
 // rate formats operations per second.

@@ -21,9 +21,9 @@ func TestWriteTable(t *testing.T) {
 		line string
 		want []string
 	}{
-		{"header names the columns and the latency unit", table[0], []string{"WORKLOAD", "OPS", "OPS/S", "P50(ms)", "P90(ms)", "P99(ms)", "ERRORS"}},
-		{"a row has ops, rate, percentiles and errors", table[1], []string{"create", "50000", "4995", "2.50", "5.25", "12.1", "0"}},
-		{"a workload without operations has no latencies", table[2], []string{"csr", "0", "0.0", "-", "-", "-", "2"}},
+		{"header names the columns and the latency unit", table[0], []string{"WORKLOAD", "OPS", "OPS/S", "P50(ms)", "P90(ms)", "P99(ms)", "ERRORS", "BENCH", "CPU"}},
+		{"a row has ops, rate, percentiles and errors", table[1], []string{"create", "50000", "4995", "2.50", "5.25", "12.1", "0", "0.87"}},
+		{"a workload without operations has no latencies", table[2], []string{"csr", "0", "0.0", "-", "-", "-", "2", "-"}},
 	} {
 		if got := strings.Fields(tc.line); strings.Join(got, " ") != strings.Join(tc.want, " ") {
 			t.Errorf("%s: %q, want fields %q", tc.name, tc.line, tc.want)
@@ -36,6 +36,7 @@ func TestWriteTable(t *testing.T) {
 	}
 	out := buf.String()
 	for _, want := range []string{
+		"BENCH CPU: cores the bench's own clients used (of 2 on its machine)\n",
 		"one operation is:\n  create: create one ConfigMap (JSON)\n",
 		"csr FAILED (2), first messages:\n  - preparing: no signer\n  - other\n",
 	} {

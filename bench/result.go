@@ -57,6 +57,10 @@ type WorkloadResult struct {
 	Seconds   float64 `json:"seconds"`
 	OpsPerSec float64 `json:"opsPerSec"`
 	Latency   Latency `json:"latency"`
+	// ClientCores is the CPU the bench process itself used while the
+	// workload ran, in cores (CPU seconds per second): what the clients
+	// took from a machine they may share with the servers. 0: unknown.
+	ClientCores float64 `json:"clientCores"`
 	// Detail says what one operation is, in this run's terms.
 	Detail       string   `json:"detail,omitempty"`
 	ErrorSamples []string `json:"errorSamples,omitempty"`

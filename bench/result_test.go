@@ -21,7 +21,7 @@ func sample() *Result {
 			Flags:   map[string]string{"clients": "16", "duration": "10s"},
 		},
 		Workloads: []WorkloadResult{
-			{Name: "create", Ops: 50000, Errors: 0, Seconds: 10.01, OpsPerSec: 4995.0, Latency: Latency{P50Ms: 2.5, P90Ms: 5.25, P99Ms: 12.125, MaxMs: 40, MeanMs: 3.1}, Detail: "create one ConfigMap (JSON)"},
+			{Name: "create", Ops: 50000, Errors: 0, Seconds: 10.01, OpsPerSec: 4995.0, Latency: Latency{P50Ms: 2.5, P90Ms: 5.25, P99Ms: 12.125, MaxMs: 40, MeanMs: 3.1}, ClientCores: 0.87, Detail: "create one ConfigMap (JSON)"},
 			{Name: "csr", Ops: 0, Errors: 2, Seconds: 0, ErrorSamples: []string{"preparing: no signer", "other"}},
 		},
 	}

@@ -80,12 +80,15 @@ func runWorkload(ctx context.Context, e *env, w *workload) WorkloadResult {
 		r.Detail = w.detail(e.cfg)
 		return r
 	}
-	start := time.Now()
+	start, cpu := time.Now(), processCPU()
 	stop := e.prog.track(w.name, rec, start, e.cfg.Duration)
 	l.run(ctx, start.Add(e.cfg.Duration), rec)
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), processCPU()-cpu
 	stop()
 	r := rec.result(w.name, elapsed)
+	if cpu > 0 && elapsed > 0 {
+		r.ClientCores = cpu.Seconds() / elapsed.Seconds()
+	}
 	r.Detail = w.detail(e.cfg)
 	if d, ok := l.(interface{ detail() string }); ok && d.detail() != "" {
 		r.Detail = d.detail()

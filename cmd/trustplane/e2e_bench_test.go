@@ -87,7 +87,7 @@ func TestBench(t *testing.T) {
 		if w.Ops == 0 || w.Errors != 0 || w.OpsPerSec <= 0 || w.Latency.P50Ms <= 0 || w.Latency.P99Ms < w.Latency.P50Ms {
 			t.Errorf("workload %s: %+v", name, w)
 		}
-		if row := fieldsOf(stdout, name); len(row) != 7 {
+		if row := fieldsOf(stdout, name); len(row) != 8 {
 			t.Errorf("the table's row for %s is %q:\n%s", name, row, stdout)
 		}
 	}
