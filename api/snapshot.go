@@ -10,11 +10,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trustplane/trustplane/backup"
 	"github.com/trustplane/trustplane/fsm"
+	"github.com/trustplane/trustplane/fsm/backup"
 )
 
-// snapshotPath streams a backup file (package backup) of the whole
+// snapshotPath streams a backup file (package fsm/backup) of the whole
 // replicated state: `trustplane snapshot save`. Like the raft status it is
 // outside the Kubernetes API, limited to system:masters (a backup holds
 // every Secret and the token signing keys), and never forwarded: the node

@@ -13,8 +13,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/trustplane/trustplane/backup"
 	"github.com/trustplane/trustplane/fsm"
+	"github.com/trustplane/trustplane/fsm/backup"
 )
 
 // snapshotMembership is a Membership with the SnapshotSource capability,

@@ -39,7 +39,7 @@
 //     as Restore does. Export.WriteTo may leave out whole keys (a caller's
 //     choice, e.g. cluster-specific keys on restore), never parts of a
 //     key's history, so its output is still a state some FSM could have
-//     reached.
+//     reached. The backup file around it is fsm/backup's.
 //
 //   - Listeners never block. They run synchronously on the apply path, in
 //     log order, after the change is visible to readers; a slow listener

@@ -18,9 +18,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/trustplane/trustplane/api"
-	"github.com/trustplane/trustplane/backup"
 	"github.com/trustplane/trustplane/cluster"
 	"github.com/trustplane/trustplane/fsm"
+	"github.com/trustplane/trustplane/fsm/backup"
 )
 
 // snapshotCmd implements "trustplane snapshot save|inspect|restore"

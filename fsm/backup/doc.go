@@ -35,5 +35,7 @@
 //     business (cluster.SeedDataDir). Summaries read keys and the
 //     at-rest encryption prefix of values, never decrypt or decode them.
 //
-// It imports only fsm from trustplane.
+// It lives under fsm because the file is the fsm's state plus what it
+// takes to trust it; it imports only fsm from trustplane, and fsm never
+// imports it.
 package backup
