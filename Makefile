@@ -6,7 +6,12 @@ DATA_DIR ?= ./trustplane-data
 LISTEN   ?= 127.0.0.1:6443
 PKGS     := ./...
 
-.PHONY: all build run cluster cluster-stop test test-unit test-e2e test-failpoints test-deploy lint bench fuzz chaos chaos-short chaos-bin clean
+# Everything is built without cgo: the binary is static (the container image
+# needs that), and the image, the end-to-end tests and make build share one
+# build cache. Only the race detector needs cgo; its tests turn it back on.
+export CGO_ENABLED ?= 0
+
+.PHONY: all build image run cluster cluster-stop test test-unit test-e2e test-failpoints test-deploy lint bench fuzz chaos chaos-short chaos-bin clean
 
 all: build
 
@@ -37,7 +42,7 @@ lint:
 test: lint test-unit test-e2e test-failpoints test-deploy chaos-short
 
 test-unit:
-	$(GO) test -race -count=1 ./fsm/... ./cluster/... ./certs/... ./apply/... ./watchcache/... ./chaos/...
+	CGO_ENABLED=1 $(GO) test -race -count=1 ./fsm/... ./cluster/... ./certs/... ./apply/... ./watchcache/... ./chaos/...
 	$(GO) test -count=1 ./api/...
 
 test-e2e:
@@ -49,10 +54,23 @@ test-failpoints:
 	$(GO) test -tags failpoints -count=1 ./internal/failpoint/
 	$(GO) test -tags failpoints -count=1 -run Failpoint ./cluster/ ./cmd/trustplane/
 
+# image builds the container image without a Docker engine (deploy/image):
+# a static Linux binary for IMAGE_ARCH, then a docker-load tarball
+# (bin/trustplane-image.tar) and an OCI layout (bin/trustplane-oci), both
+# tagged IMAGE_TAG. deploy/Dockerfile builds the same image with Docker.
+IMAGE_ARCH    ?= $(shell $(GO) env GOARCH)
+IMAGE_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMAGE_TAG     ?= trustplane:$(IMAGE_VERSION)
+image:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -ldflags "-s -w" -o bin/trustplane-linux-$(IMAGE_ARCH) ./cmd/trustplane
+	rm -rf bin/trustplane-oci bin/trustplane-image.tar
+	cd deploy && $(GO) run ./cmd/trustplane-image --binary ../bin/trustplane-linux-$(IMAGE_ARCH) --arch $(IMAGE_ARCH) \
+		--version $(IMAGE_VERSION) --tag $(IMAGE_TAG) --tar ../bin/trustplane-image.tar --oci ../bin/trustplane-oci
+
 # test-deploy runs the tests of the deploy module (its own go.mod): the Helm
-# chart and the container image.
-test-deploy:
-	cd deploy && $(GO) test -count=1 -timeout 15m ./...
+# chart and the container image (the one make image just wrote).
+test-deploy: image
+	cd deploy && TRUSTPLANE_IMAGE_TAR=$(CURDIR)/bin/trustplane-image.tar $(GO) test -count=1 -timeout 15m ./...
 
 # bench runs the benchmarks recorded in docs/BENCHMARKS.md.
 bench:

@@ -30,6 +30,10 @@
 //     is a node (certs.NodeVerifier: the node CA only); the forwarder
 //     hands a write only to an API that presents a node certificate.
 //   - Only the health and version paths are served without credentials.
+//     The operator endpoints under /debug/trustplane (members, raft status,
+//     snapshot) and /debug/pprof are for system:masters alone. The snapshot
+//     (snapshot.go) is served by the node asked, from its own state after a
+//     read index, in package fsm/backup's file format, never forwarded.
 //   - A forwarded write leaves from the listen IP when that is a specific
 //     IP of the leader's class; otherwise the kernel chooses (dialsrc's
 //     rule), so a node bound to every interface is unchanged.

@@ -46,6 +46,12 @@ var longRunning = genericfilters.BasicLongRunningRequestCheck(
 	sets.NewString("attach", "exec", "proxy", "log", "portforward"),
 )
 
+// isLongRunning is longRunning plus the snapshot stream, whose length
+// grows with the state (snapshot.go).
+func isLongRunning(req *http.Request, info *genericapirequest.RequestInfo) bool {
+	return longRunning(req, info) || req.URL.Path == snapshotPath
+}
+
 // isHealthProbe reports the health paths (the public paths but /version),
 // which kube's priority-and-fairness exempts (the "probes" flow schema) so
 // that overload never fails a probe.
@@ -54,7 +60,7 @@ func isHealthProbe(path string) bool { return path != "/version" && isPublic(pat
 // notCountedInFlight is what the max-in-flight filter lets through without
 // a slot: long-running requests and health probes.
 func notCountedInFlight(req *http.Request, info *genericapirequest.RequestInfo) bool {
-	return longRunning(req, info) || isHealthProbe(req.URL.Path)
+	return isLongRunning(req, info) || isHealthProbe(req.URL.Path)
 }
 
 // withLimits wraps next in the overload filters, outermost first: max in
@@ -63,9 +69,9 @@ func notCountedInFlight(req *http.Request, info *genericapirequest.RequestInfo) 
 func (s *Server) withLimits(next http.Handler) http.Handler {
 	h := next
 	if s.cfg.RequestTimeout > 0 {
-		h = genericfilters.WithTimeoutForNonLongRunningRequests(h, longRunning)
+		h = genericfilters.WithTimeoutForNonLongRunningRequests(h, isLongRunning)
 		h = withBodyReadDeadline(h)
-		h = filters.WithRequestDeadline(h, nil, nil, longRunning, registry.Codecs, s.cfg.RequestTimeout)
+		h = filters.WithRequestDeadline(h, nil, nil, isLongRunning, registry.Codecs, s.cfg.RequestTimeout)
 	}
 	h = s.withWatchLimit(h)
 	return genericfilters.WithMaxInFlightLimit(h, s.cfg.MaxRequestsInFlight, s.cfg.MaxMutatingRequestsInFlight, notCountedInFlight)

@@ -211,6 +211,7 @@ func (s *Server) buildHandler() http.Handler {
 	r.Handler(http.MethodGet, membersPath, s.onlyMasters(http.HandlerFunc(s.serveMembers)))
 	r.Handler(http.MethodDelete, membersPath+"/:name", s.onlyMasters(http.HandlerFunc(s.serveMembers)))
 	r.Handler(http.MethodGet, raftPath, s.onlyMasters(http.HandlerFunc(s.serveRaftStatus)))
+	r.Handler(http.MethodGet, snapshotPath, s.onlyMasters(http.HandlerFunc(s.serveSnapshot)))
 	for p, h := range s.cfg.Paths {
 		r.Handler(http.MethodGet, p, h)
 	}

@@ -81,6 +81,15 @@
 //     Its leader-change and election counts come from an observer whose
 //     filter raft calls synchronously for every observation, so none is
 //     lost to a full channel, and it takes LeaderCh from no one.
+//   - Backups (backup.go): Export serves a copy of the state only after a
+//     read index confirmed by the leader, so it holds every acknowledged
+//     write, on any node. SeedDataDir writes a copy into an empty data
+//     directory as a one-voter cluster (a snapshot at the copy's index and
+//     term, CurrentTerm = that term, an empty log), so objects keep their
+//     resourceVersions and new writes get larger ones; it refuses a data
+//     directory with any raft state, builds in a temporary folder renamed
+//     into place, and drops the removal markers, which belong to the old
+//     cluster's configuration.
 //   - Bootstrap happens at most once: BootstrapExpect 1 on the first
 //     start, or bootstrap-expect's identical server list on every node
 //     that sees the same servers (bootstrapLoop).

@@ -34,6 +34,13 @@
 //     CompactTargetForBytes let the leader's compactor bound history in
 //     bytes; they read, they never drop.
 //
+//   - Backups use the snapshot path. Export is the same O(1) clone a raft
+//     snapshot takes, and writes the same format; ReadExport verifies bytes
+//     as Restore does. Export.WriteTo may leave out whole keys (a caller's
+//     choice, e.g. cluster-specific keys on restore), never parts of a
+//     key's history, so its output is still a state some FSM could have
+//     reached. The backup file around it is fsm/backup's.
+//
 //   - Listeners never block. They run synchronously on the apply path, in
 //     log order, after the change is visible to readers; a slow listener
 //     would stall Raft, so listeners queue their work. WaitApplied callers

@@ -43,8 +43,10 @@ const (
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// errBadSnapshot wraps every Restore failure caused by the snapshot's bytes.
-var errBadSnapshot = errors.New("fsm: bad snapshot")
+// ErrBadSnapshot wraps every Restore and ReadExport failure caused by the
+// snapshot's bytes (bad structure, unknown version, truncation, checksum).
+// Nothing was changed.
+var ErrBadSnapshot = errors.New("fsm: bad snapshot")
 
 // fsmSnapshot is a point-in-time copy-on-write clone of the store. Apply
 // keeps writing to the live tree while Persist reads this one, so neither
@@ -59,7 +61,7 @@ type fsmSnapshot struct {
 // the I/O never stalls writes. On any error the sink is cancelled so raft
 // discards the partial snapshot.
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if err := s.writeTo(sink); err != nil {
+	if err := s.writeTo(sink, nil); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("fsm: persist snapshot at %d: %w", s.applied, err)
 	}
@@ -72,7 +74,20 @@ func (s *fsmSnapshot) Release() {}
 // flushAt is how much encoded data is buffered before it is written.
 const flushAt = 64 << 10
 
-func (s *fsmSnapshot) writeTo(w io.Writer) error {
+// writeTo writes the snapshot format. Keys for which drop returns true
+// are left out with their whole history (drop nil: none), so the result is
+// still a snapshot some FSM could have persisted.
+func (s *fsmSnapshot) writeTo(w io.Writer, drop func(Key) bool) error {
+	nkeys := s.tree.Len()
+	if drop != nil {
+		nkeys = 0
+		s.tree.Ascend(func(e entry) bool {
+			if !drop(keyOf(e)) {
+				nkeys++
+			}
+			return true
+		})
+	}
 	h := crc32.New(crcTable)
 	buf := make([]byte, 0, flushAt+4096)
 	var werr error
@@ -90,9 +105,12 @@ func (s *fsmSnapshot) writeTo(w io.Writer) error {
 	buf = append(buf, snapshotVersion)
 	buf = binary.AppendUvarint(buf, s.applied)
 	buf = binary.AppendUvarint(buf, s.compacted)
-	buf = binary.AppendUvarint(buf, uint64(s.tree.Len()))
+	buf = binary.AppendUvarint(buf, uint64(nkeys))
 	s.tree.Ascend(func(e entry) bool {
 		k := keyOf(e)
+		if drop != nil && drop(k) {
+			return true
+		}
 		buf = appendString(buf, k.Group)
 		buf = appendString(buf, k.Resource)
 		buf = appendString(buf, k.Namespace)
@@ -206,13 +224,13 @@ func (r *snapReader) string() (string, error) {
 func readSnapshot(rd io.Reader) (*store, error) {
 	r := &snapReader{r: bufio.NewReaderSize(rd, 64<<10), crc: crc32.New(crcTable)}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", errBadSnapshot, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: %s", ErrBadSnapshot, fmt.Sprintf(format, args...))
 	}
 	eof := func(err error) error {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return fmt.Errorf("%w: %w", errBadSnapshot, err)
+		return fmt.Errorf("%w: %w", ErrBadSnapshot, err)
 	}
 
 	var hdr [len(snapshotMagic) + 1]byte

@@ -4,6 +4,10 @@
 //	trustplane certs init --dir D  create a shared cluster CA, node CA and gossip key
 //	trustplane members [remove N]  list nodes, or remove a voter for good (until
 //	                               it returns with an empty data dir)
+//	trustplane snapshot save|inspect|restore
+//	                               back up a running cluster (any node, after a
+//	                               read index), verify a backup, seed a new
+//	                               one-voter cluster from one (docs/OPERATIONS.md)
 //
 // Flags fill config structs here and nowhere else; every flag has an
 // environment-variable twin (TRUSTPLANE_<FLAG>, dashes as underscores).

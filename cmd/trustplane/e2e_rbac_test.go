@@ -404,9 +404,14 @@ func TestRBACAcrossNodes(t *testing.T) {
 		_, err := far.CoreV1().ConfigMaps("spread").Create(ctx, cm, metav1.CreateOptions{})
 		return err == nil
 	})
+	// Every node authorizes from its own RBAC cache, fed by its own applied
+	// stream (as kube-apiserver's informers): each gets there on its own
+	// schedule, bounded here.
 	for _, n := range nodes {
-		if _, err := n.userClientset(t, "alice").CoreV1().ConfigMaps("spread").Get(ctx, "c", metav1.GetOptions{}); err != nil {
-			t.Fatalf("%s: %v", n.name, err)
-		}
+		c := n.userClientset(t, "alice")
+		waitFor(t, 30*time.Second, n.name+" to let alice read the ConfigMap", func() bool {
+			_, err := c.CoreV1().ConfigMaps("spread").Get(ctx, "c", metav1.GetOptions{})
+			return err == nil
+		})
 	}
 }

@@ -24,6 +24,17 @@ func TestHundredWatchersSeeOneSequence(t *testing.T) {
 		t.Fatal(err)
 	}
 	sas := cs.CoreV1().ServiceAccounts("seq")
+	// The ServiceAccount controller adds "default" to the new namespace on
+	// its own schedule; let it, so its event is not among the writer's.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := sas.Get(ctx, "default", metav1.GetOptions{}); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the namespace's default ServiceAccount never appeared: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 
 	// The writer: creates, updates and deletes, recording every change as
 	// "TYPE name rv" in log order.

@@ -19,6 +19,8 @@ func main() {
 		err = certsCmd(args)
 	case "members":
 		err = membersCmd(args)
+	case "snapshot":
+		err = snapshotCmd(args)
 	case "chaos":
 		err = chaosCmd(args)
 	case "bench":
@@ -44,6 +46,9 @@ Usage:
   trustplane [serve] [flags]        run a node (default)
   trustplane certs init --dir DIR   create a shared cluster CA and gossip key
   trustplane members [remove NAME]  list the cluster's nodes, or remove a dead one
+  trustplane snapshot save|inspect|restore
+                                    back up a running cluster, check a backup, seed a
+                                    new cluster from one (docs/OPERATIONS.md)
   trustplane chaos local|attach|check [flags]
                                     kill, pause and partition nodes under a workload,
                                     then check linearizability and watches (docs/CHAOS.md)

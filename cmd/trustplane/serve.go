@@ -331,7 +331,7 @@ func serve(args []string) error {
 			return nil
 		}),
 	}
-	acfg.Membership = membership{node}
+	acfg.Membership = membership{node: node, clusterID: ca.ID()}
 	acfg.MaxStaleRead = o.maxStaleRead
 	acfg.Authenticator = ident.authenticator
 	acfg.Paths = ident.paths
@@ -531,7 +531,11 @@ func readGossipKey(caDir string) ([]byte, error) {
 }
 
 // membership adapts the cluster's member view to the API's.
-type membership struct{ node *cluster.Node }
+type membership struct {
+	node *cluster.Node
+	// clusterID is the cluster CA's id, recorded in snapshots (snapshot.go).
+	clusterID string
+}
 
 func (m membership) Members(ctx context.Context) ([]api.Member, error) {
 	ms, err := m.node.Members(ctx)
