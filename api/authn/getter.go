@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path"
 	"reflect"
+	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	v1 "k8s.io/api/core/v1"
@@ -70,33 +71,54 @@ func (g getter) local(ns, name string, out runtime.Object) error {
 	return registry.Scheme.Convert(obj, out, nil)
 }
 
+// consistentFallback bounds the linearizable read a local miss falls back
+// to: it needs the leader, and a token review must not hang without one.
+const consistentFallback = 10 * time.Second
+
+// read is local, and on a miss a linearizable read (read index through the
+// leader), as kube's clientGetter falls back from its informer cache to a
+// live GET: a token minted on the leader for an object this node has not
+// applied yet must still verify here.
+func (g getter) read(ns, name string, out runtime.Object) error {
+	if err := g.local(ns, name, out); err == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(genericapirequest.WithNamespace(context.Background(), ns), consistentFallback)
+	defer cancel()
+	obj, err := g.Get(ctx, name, &metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	return registry.Scheme.Convert(obj, out, nil)
+}
+
 // tokenGetter is kube's ServiceAccountTokenGetter over the registry: the
 // validators use it to check that the objects a token names still exist
 // with the uid it carries.
 type tokenGetter struct{ stores Stores }
 
 // NewTokenGetter returns a ServiceAccountTokenGetter reading this node's
-// applied state.
+// applied state, and the leader's on a miss.
 func NewTokenGetter(s Stores) serviceaccount.ServiceAccountTokenGetter { return tokenGetter{s} }
 
 func (t tokenGetter) GetServiceAccount(ns, name string) (*v1.ServiceAccount, error) {
 	out := &v1.ServiceAccount{}
-	return out, getter{t.stores, serviceAccountsGVR}.local(ns, name, out)
+	return out, getter{t.stores, serviceAccountsGVR}.read(ns, name, out)
 }
 
 func (t tokenGetter) GetPod(ns, name string) (*v1.Pod, error) {
 	out := &v1.Pod{}
-	return out, getter{t.stores, podsGVR}.local(ns, name, out)
+	return out, getter{t.stores, podsGVR}.read(ns, name, out)
 }
 
 func (t tokenGetter) GetSecret(ns, name string) (*v1.Secret, error) {
 	out := &v1.Secret{}
-	return out, getter{t.stores, secretsGVR}.local(ns, name, out)
+	return out, getter{t.stores, secretsGVR}.read(ns, name, out)
 }
 
 func (t tokenGetter) GetNode(name string) (*v1.Node, error) {
 	out := &v1.Node{}
-	return out, getter{t.stores, nodesGVR}.local("", name, out)
+	return out, getter{t.stores, nodesGVR}.read("", name, out)
 }
 
 // secretsWriter is the in-process secrets client kube's legacy validator

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -160,5 +161,29 @@ func TestE2EFailpointFullDiskFollowerStopsServingLocalReads(t *testing.T) {
 		if resp.StatusCode == http.StatusOK && !strings.Contains(string(body), `"marker"`) {
 			t.Fatalf("a follower that cannot write its log answered a resourceVersion=0 list without a write acknowledged %v before (over --max-stale-read %v):\n%s", bound+time.Second, bound, body)
 		}
+	}
+}
+
+// TestE2EFailpointTokenReviewOnALaggingFollower is the regression test of
+// a trustplane bench finding: a token minted on the leader for a
+// ServiceAccount created a moment before was rejected by a follower that
+// had not applied the ServiceAccount yet ("serviceaccounts ... not
+// found"). Like kube's token getter, a local miss now falls back to a
+// linearizable read. The follower's slow disk makes it lag for certain.
+func TestE2EFailpointTokenReviewOnALaggingFollower(t *testing.T) {
+	nodes := startCluster(t, 3, "--controllers=false")
+	leader := leaderOf(t, nodes)
+	f := followersOf(nodes, leader)[0]
+	f.setFailpoints(t, failpoint.State{FsyncDelay: 1500 * time.Millisecond})
+	defer f.setFailpoints(t, failpoint.State{})
+	time.Sleep(500 * time.Millisecond) // the follower reads its failpoints every 100 ms
+
+	if _, err := createSA(leader.clientset(), "fresh"); err != nil {
+		t.Fatal(err)
+	}
+	tr := requestToken(t, leader.clientset(), "default", "fresh", authenticationv1.TokenRequestSpec{})
+	st := review(t, f.clientset(), tr.Status.Token)
+	if !st.Authenticated || st.User.Username != "system:serviceaccount:default:fresh" {
+		t.Fatalf("a lagging follower rejected a token minted on the leader: authenticated %v, user %q, error %q", st.Authenticated, st.User.Username, st.Error)
 	}
 }
