@@ -525,13 +525,13 @@ func hostOf(addr string) string {
 
 // readGossipKey reads <ca-dir>/gossip.key (trustplane certs init writes it).
 func readGossipKey(caDir string) ([]byte, error) {
-	b, err := os.ReadFile(filepath.Join(caDir, "gossip.key"))
+	b, err := os.ReadFile(filepath.Join(caDir, gossipKeyFile))
 	if err != nil {
 		return nil, fmt.Errorf("gossip key (create it with trustplane certs init --dir %s): %w", caDir, err)
 	}
 	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
 	if err != nil || len(key) != 32 {
-		return nil, fmt.Errorf("gossip key %s: want base64 of 32 bytes", filepath.Join(caDir, "gossip.key"))
+		return nil, fmt.Errorf("gossip key %s: want base64 of 32 bytes", filepath.Join(caDir, gossipKeyFile))
 	}
 	return key, nil
 }
