@@ -19,6 +19,8 @@ func main() {
 		err = certsCmd(args)
 	case "members":
 		err = membersCmd(args)
+	case "kubeconfig":
+		err = kubeconfigCmd(args, os.Stdout)
 	case "chaos":
 		err = chaosCmd(args)
 	case "version":
@@ -41,6 +43,10 @@ func usage() {
 Usage:
   trustplane [serve] [flags]        run a node (default)
   trustplane certs init --dir DIR   create a shared cluster CA and gossip key
+  trustplane certs init --secret NAME [--namespace NS] [--kubeconfig F]
+                                    the same, into a Kubernetes Secret (kept if it exists)
+  trustplane kubeconfig [--data-dir D] [--server URL]
+                                    print the node's admin kubeconfig
   trustplane members [remove NAME]  list the cluster's nodes, or remove a dead one
   trustplane chaos local|attach|check [flags]
                                     kill, pause and partition nodes under a workload,
