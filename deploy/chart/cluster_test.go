@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"k8s.io/kubernetes/third_party/forked/golang/expansion"
@@ -168,6 +170,63 @@ func TestRenderedStatefulSetFormsACluster(t *testing.T) {
 	if err != nil || out != followers[0] {
 		t.Fatalf("kubectl get configmap on %s: %v %q, want %q", followers[1], err, out, followers[0])
 	}
+
+	// The certs-init hook with its own RBAC: its ServiceAccount, Role and
+	// RoleBinding applied to this cluster, its Job's exact command run with
+	// that ServiceAccount's token (standing in for the in-cluster
+	// configuration): the Role must be enough to create the CA Secret, and
+	// a second run (a pre-upgrade hook) must find it and change nothing.
+	t.Run("certs-init hook", func(t *testing.T) {
+		admin := kubeconfigs[leader]
+		if out, err := kubectl(t, admin, "create", "namespace", namespace); err != nil {
+			t.Fatalf("kubectl create namespace: %v\n%s", err, out)
+		}
+		var rbac []string
+		for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding"} {
+			rbac = append(rbac, string(only(t, ms, kind, "trustplane-certs-init").YAML))
+		}
+		rbacFile := filepath.Join(t.TempDir(), "rbac.yaml")
+		if err := os.WriteFile(rbacFile, []byte(strings.Join(rbac, "\n---\n")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := kubectl(t, admin, "create", "-f", rbacFile); err != nil {
+			t.Fatalf("kubectl create the hook's RBAC: %v\n%s", err, out)
+		}
+		token, err := kubectl(t, admin, "create", "token", "trustplane-certs-init", "-n", namespace)
+		if err != nil {
+			t.Fatalf("kubectl create token: %v\n%s", err, token)
+		}
+		hookKubeconfig := filepath.Join(t.TempDir(), "hook.kubeconfig")
+		kc := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: tp\n  cluster:\n    server: https://%s\n    certificate-authority: %s\nusers:\n- name: hook\n  user:\n    token: %s\ncontexts:\n- name: tp\n  context: {cluster: tp, user: hook, namespace: %s}\ncurrent-context: tp\n",
+			pods[0].vars["TRUSTPLANE_LISTEN"], filepath.Join(caDir, "ca.crt"), token, namespace)
+		if err := os.WriteFile(hookKubeconfig, []byte(kc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		job := &batchv1.Job{}
+		decodeStrict(t, only(t, ms, "Job", "trustplane-certs-init"), job)
+		jc := job.Spec.Template.Spec.Containers[0]
+		if len(jc.Command) != 1 || jc.Command[0] != "/trustplane" || len(jc.Env) != 0 {
+			t.Fatalf("the hook runs %q with env %v; the test runs /trustplane with no environment", jc.Command, jc.Env)
+		}
+		args := append(slices.Clone(jc.Args), "--kubeconfig", hookKubeconfig)
+		for run := 1; run <= 2; run++ {
+			out, stderr, err := runTrustplane(t, []string{"TMPDIR=" + t.TempDir()}, args...)
+			if err != nil {
+				t.Fatalf("hook run %d: %v\n%s%s", run, err, out, stderr)
+			}
+			if run == 2 && !strings.Contains(out, "left as it is") {
+				t.Fatalf("second hook run did not keep the Secret:\n%s", out)
+			}
+		}
+		keys, err := kubectl(t, admin, "get", "secret", "trustplane-ca", "-n", namespace, "-o", "go-template={{range $k, $v := .data}}{{$k}} {{end}}")
+		if err != nil || keys != "ca.crt ca.key gossip.key node-ca.crt node-ca.key" {
+			t.Fatalf("the hook's Secret has keys %q (%v), want the five CA files", keys, err)
+		}
+		// The Role allows nothing more: not reading another Secret.
+		if out, err := kubectl(t, hookKubeconfig, "get", "secret", "other", "-n", namespace); err == nil || !strings.Contains(out, "forbidden") {
+			t.Fatalf("the hook's ServiceAccount may read other Secrets: %v\n%s", err, out)
+		}
+	})
 
 	// The serving certificate covers the client Service and the pod's
 	// DNS names (--tls-san from the chart).

@@ -26,4 +26,8 @@
 //     the pod network (DNS names and 0.0.0.0 to the pod's loopback IP) and
 //     the volume mounts (to temporary directories). The test stops exactly
 //     the processes it started.
+//   - The certs-init hook runs as rendered too: its ServiceAccount, Role and
+//     RoleBinding are created in that cluster and its Job's command runs
+//     with the ServiceAccount's token (standing in for the in-cluster
+//     configuration), so the Role is shown to be enough, and no more.
 package chart
