@@ -21,6 +21,8 @@ func main() {
 		err = membersCmd(args)
 	case "snapshot":
 		err = snapshotCmd(args)
+	case "kubeconfig":
+		err = kubeconfigCmd(args, os.Stdout)
 	case "chaos":
 		err = chaosCmd(args)
 	case "bench":
@@ -45,6 +47,10 @@ func usage() {
 Usage:
   trustplane [serve] [flags]        run a node (default)
   trustplane certs init --dir DIR   create a shared cluster CA and gossip key
+  trustplane certs init --secret NAME [--namespace NS] [--kubeconfig F]
+                                    the same, into a Kubernetes Secret (kept if it exists)
+  trustplane kubeconfig [--data-dir D] [--server URL]
+                                    print the node's admin kubeconfig
   trustplane members [remove NAME]  list the cluster's nodes, or remove a dead one
   trustplane snapshot save|inspect|restore
                                     back up a running cluster, check a backup, seed a

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/klog/v2"
 
@@ -44,6 +45,7 @@ type options struct {
 	join             string
 	bootstrapExpect  int
 	caDir            string
+	tlsSANs          string
 	runtimeConfig    string
 	saIssuer         string
 	serviceCIDR      string
@@ -87,6 +89,7 @@ func parseServe(args []string) (*options, error) {
 	fs.StringVar(&o.join, "join", "", "gossip addresses of other nodes, host:port[,...]")
 	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 1, "servers to see before the first election (1 bootstraps a one-node cluster; with --join the default is 0: join an existing cluster)")
 	fs.StringVar(&o.caDir, "ca-dir", "", "shared cluster CA directory (default <data-dir>/pki, generated when absent)")
+	fs.StringVar(&o.tlsSANs, "tls-san", "", "extra DNS names or IP addresses for the API's serving certificate, comma-separated (k3s' --tls-san): the names clients reach the node by, such as a Service's DNS names")
 	fs.StringVar(&o.runtimeConfig, "runtime-config", "", "enable or disable API versions, kube-apiserver's syntax: certificates.k8s.io/v1alpha1=true,...")
 	fs.StringVar(&o.saIssuer, "service-account-issuer", authn.DefaultIssuer, "service account token issuer URL (the \"iss\" of issued tokens and the API audience)")
 	fs.StringVar(&o.tokenAuthFile, "token-auth-file", "", "static bearer tokens, kube's CSV format: token,user,uid[,\"group1,group2\"]")
@@ -138,6 +141,9 @@ func parseServe(args []string) (*options, error) {
 		return nil, errors.New("--node-name is required")
 	}
 	if _, err := parseRuntimeConfig(o.runtimeConfig); err != nil {
+		return nil, err
+	}
+	if err := validateTLSSANs(o.tlsSANs); err != nil {
 		return nil, err
 	}
 	if err := o.signing.validate(); err != nil {
@@ -196,7 +202,7 @@ func serve(args []string) error {
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
-	serving, err := ca.EnsurePair(filepath.Join(pki, "apiserver.crt"), filepath.Join(pki, "apiserver.key"), servingRequest(o.nodeName, clusterIP, listenHost, o.advertise.address))
+	serving, err := ca.EnsurePair(filepath.Join(pki, "apiserver.crt"), filepath.Join(pki, "apiserver.key"), servingRequest(o.nodeName, clusterIP, append([]string{listenHost, o.advertise.address}, splitList(o.tlsSANs)...)...))
 	if err != nil {
 		return fmt.Errorf("serving certificate: %w", err)
 	}
@@ -519,13 +525,13 @@ func hostOf(addr string) string {
 
 // readGossipKey reads <ca-dir>/gossip.key (trustplane certs init writes it).
 func readGossipKey(caDir string) ([]byte, error) {
-	b, err := os.ReadFile(filepath.Join(caDir, "gossip.key"))
+	b, err := os.ReadFile(filepath.Join(caDir, gossipKeyFile))
 	if err != nil {
 		return nil, fmt.Errorf("gossip key (create it with trustplane certs init --dir %s): %w", caDir, err)
 	}
 	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
 	if err != nil || len(key) != 32 {
-		return nil, fmt.Errorf("gossip key %s: want base64 of 32 bytes", filepath.Join(caDir, "gossip.key"))
+		return nil, fmt.Errorf("gossip key %s: want base64 of 32 bytes", filepath.Join(caDir, gossipKeyFile))
 	}
 	return key, nil
 }
@@ -637,6 +643,12 @@ func refuseNodeCASigners(nodeCA *certs.CA, s controllers.Signers) error {
 	return nil
 }
 
+// servingRequest is the API's serving certificate: kube's names for the
+// kubernetes Service, loopback, the node name and hosts (the listen host,
+// the advertised address and --tls-san). EnsurePair reissues the stored
+// pair whenever one of these is missing from it, so a node restarted with
+// another address (a pod's new IP) or new --tls-san names gets a matching
+// certificate on its next start.
 func servingRequest(nodeName string, clusterIP net.IP, hosts ...string) certs.Request {
 	r := certs.Request{
 		CommonName:  "trustplane-apiserver",
@@ -649,6 +661,24 @@ func servingRequest(nodeName string, clusterIP net.IP, hosts ...string) certs.Re
 		r.AddHost(h)
 	}
 	return r
+}
+
+// validateTLSSANs checks --tls-san: every entry an IP address or a DNS
+// name (a leading "*." wildcard allowed), as a certificate SAN must be.
+func validateTLSSANs(list string) error {
+	for _, h := range splitList(list) {
+		if net.ParseIP(h) != nil {
+			continue
+		}
+		errs := validation.IsDNS1123Subdomain(h)
+		if strings.HasPrefix(h, "*.") {
+			errs = validation.IsWildcardDNS1123Subdomain(h)
+		}
+		if len(errs) > 0 {
+			return fmt.Errorf("--tls-san %q: neither an IP address nor a DNS name: %s", h, strings.Join(errs, "; "))
+		}
+	}
+	return nil
 }
 
 // firstServiceIP is the first host address of the service range, the

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"net"
+	"slices"
 	"testing"
 )
 
@@ -64,6 +65,22 @@ func TestServingCertificateCoversEveryName(t *testing.T) {
 	}
 }
 
+func TestServingCertificateCarriesTLSSANs(t *testing.T) {
+	o, err := parseServe([]string{"--tls-san", "trustplane.ns.svc,trustplane-0.trustplane-headless.ns.svc.cluster.local,10.0.0.9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := servingRequest("n1", net.ParseIP("10.96.0.1"), splitList(o.tlsSANs)...)
+	for _, want := range []string{"trustplane.ns.svc", "trustplane-0.trustplane-headless.ns.svc.cluster.local"} {
+		if !slices.Contains(r.DNSNames, want) {
+			t.Errorf("serving certificate lacks --tls-san DNS name %s: %v", want, r.DNSNames)
+		}
+	}
+	if !slices.ContainsFunc(r.IPAddresses, net.ParseIP("10.0.0.9").Equal) {
+		t.Errorf("serving certificate lacks --tls-san IP 10.0.0.9: %v", r.IPAddresses)
+	}
+}
+
 func TestEnvTwinsFillFlagsNotGivenOnTheCommandLine(t *testing.T) {
 	t.Setenv("TRUSTPLANE_DATA_DIR", "/from/env")
 	t.Setenv("TRUSTPLANE_LISTEN", "127.0.0.1:1")
@@ -96,6 +113,9 @@ func TestParseServe(t *testing.T) {
 		{"an explicit expect with join is kept", []string{"--join", "10.0.0.1:6445", "--bootstrap-expect", "3"}, 3, false},
 		{"a negative expect is refused", []string{"--bootstrap-expect", "-1"}, 0, true},
 		{"a stray argument is refused", []string{"stray"}, 0, true},
+		{"tls-san takes DNS names, wildcards and IPs", []string{"--tls-san", "trustplane.ns.svc, *.trustplane-headless.ns.svc,10.0.0.9,fd00::9"}, 1, false},
+		{"tls-san refuses what is no SAN", []string{"--tls-san", "trustplane.ns.svc,not a name"}, 0, true},
+		{"tls-san refuses a URL", []string{"--tls-san", "https://trustplane.example"}, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
