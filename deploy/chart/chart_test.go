@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/trustplane/trustplane/deploy/image"
 )
 
 // TestLint: helm lint passes, plain and --strict, with every values file.
@@ -457,13 +459,13 @@ func checkHook(t *testing.T, ms []manifest, objs map[string]any, w want) {
 	checkSecurity(t, "Job", pod)
 }
 
-// checkSecurity: non-root 65532, read-only root, no privilege escalation,
+// checkSecurity: the image's non-root user, read-only root, no privilege escalation,
 // no capabilities, the runtime's seccomp profile.
 func checkSecurity(t *testing.T, what string, pod corev1.PodSpec) {
 	t.Helper()
 	psc := pod.SecurityContext
-	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser != 65532 || psc.FSGroup == nil {
-		t.Errorf("%s pod securityContext %+v: want runAsNonRoot, runAsUser 65532 and an fsGroup", what, psc)
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser != image.NonRootUID || psc.FSGroup == nil {
+		t.Errorf("%s pod securityContext %+v: want runAsNonRoot, runAsUser %d and an fsGroup", what, psc, image.NonRootUID)
 	}
 	for _, c := range pod.Containers {
 		sc := c.SecurityContext
@@ -471,8 +473,8 @@ func checkSecurity(t *testing.T, what string, pod corev1.PodSpec) {
 			t.Errorf("%s container %s has no securityContext", what, c.Name)
 			continue
 		}
-		if sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser != 65532 {
-			t.Errorf("%s container %s: runAsNonRoot %v runAsUser %v, want true and 65532", what, c.Name, sc.RunAsNonRoot, sc.RunAsUser)
+		if sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser != image.NonRootUID {
+			t.Errorf("%s container %s: runAsNonRoot %v runAsUser %v, want true and %d", what, c.Name, sc.RunAsNonRoot, sc.RunAsUser, image.NonRootUID)
 		}
 		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 			t.Errorf("%s container %s: root filesystem is writable", what, c.Name)
