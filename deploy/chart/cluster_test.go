@@ -22,13 +22,18 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"k8s.io/kubernetes/third_party/forked/golang/expansion"
 )
 
-// podIPs stand in for the three pods' IPs: loopback addresses no other
-// test uses (the chaos tool has 127.0.0.11-13 and 127.0.0.21 up).
-var podIPs = []string{"127.0.0.31", "127.0.0.32", "127.0.0.33"}
+// podIPs stand in for the pods' IPs: loopback addresses no other test
+// uses (the chaos tool has 127.0.0.11-13 and 127.0.0.21 up). The first
+// three are the default install; the last two the scale-up to five.
+var podIPs = []string{"127.0.0.31", "127.0.0.32", "127.0.0.33", "127.0.0.34", "127.0.0.35"}
+
+// initialPods is the chart's default replicas, the cluster the test forms.
+const initialPods = 3
 
 // runTrustplane runs the built trustplane binary with exactly env (nil:
 // the test's environment) and returns stdout, stderr and the error.
@@ -72,8 +77,8 @@ func TestRenderedStatefulSetFormsACluster(t *testing.T) {
 	decodeStrict(t, only(t, ms, "StatefulSet", "trustplane"), ss)
 	cm := &corev1.ConfigMap{}
 	decodeStrict(t, only(t, ms, "ConfigMap", "trustplane-cluster"), cm)
-	if int(*ss.Spec.Replicas) != len(podIPs) {
-		t.Fatalf("default replicas %d, the test runs %d pods", *ss.Spec.Replicas, len(podIPs))
+	if int(*ss.Spec.Replicas) != initialPods {
+		t.Fatalf("default replicas %d, the test runs %d pods", *ss.Spec.Replicas, initialPods)
 	}
 	c := ss.Spec.Template.Spec.Containers[0]
 	if len(c.Command) == 0 || c.Command[0] != "/trustplane" {
@@ -91,7 +96,7 @@ func TestRenderedStatefulSetFormsACluster(t *testing.T) {
 	}
 	podDomain := fmt.Sprintf("%s.%s.svc.cluster.local", ss.Spec.ServiceName, namespace)
 	var pods []*localPod
-	for i, ip := range podIPs {
+	for i, ip := range podIPs[:initialPods] {
 		pods = append(pods, podFor(t, ss, cm, i, ip, podDomain, caDir))
 	}
 	for _, p := range pods {
@@ -225,6 +230,87 @@ func TestRenderedStatefulSetFormsACluster(t *testing.T) {
 		// The Role allows nothing more: not reading another Secret.
 		if out, err := kubectl(t, hookKubeconfig, "get", "secret", "other", "-n", namespace); err == nil || !strings.Contains(out, "forbidden") {
 			t.Fatalf("the hook's ServiceAccount may read other Secrets: %v\n%s", err, out)
+		}
+	})
+
+	// helm upgrade --set replicas=5, then back to 3, as the chart README
+	// describes it: the new pods join and become voters without a restart
+	// of the running ones; before scaling down, the operator removes the
+	// two highest ordinals with trustplane members remove while all five
+	// are healthy, then their pods go, leaving three voters that hold
+	// every write and take new ones.
+	t.Run("scale to 5 and back to 3", func(t *testing.T) {
+		admin := kubeconfigs[pods[0].name]
+		ms5 := render(t, nil, "replicas=5")
+		ss5 := &appsv1.StatefulSet{}
+		decodeStrict(t, only(t, ms5, "StatefulSet", "trustplane"), ss5)
+		cm5 := &corev1.ConfigMap{}
+		decodeStrict(t, only(t, ms5, "ConfigMap", "trustplane-cluster"), cm5)
+		if !equality.Semantic.DeepEqual(ss.Spec.Template, ss5.Spec.Template) {
+			t.Fatal("replicas=5 changes the pod template: helm upgrade would restart the running nodes while the new ones join")
+		}
+		var added []*localPod
+		for i := initialPods; i < len(podIPs); i++ {
+			p := podFor(t, ss5, cm5, i, podIPs[i], podDomain, caDir)
+			p.start(t)
+			added = append(added, p)
+		}
+		t.Cleanup(func() {
+			for _, p := range added {
+				p.stop()
+			}
+		})
+		for _, p := range added {
+			url := fmt.Sprintf("%s://%s%s", strings.ToLower(string(probe.Scheme)), net.JoinHostPort(p.ip, strconv.Itoa(portOf(t, c, probe.Port))), probe.Path)
+			p.waitReady(t, url, pool, time.Now().Add(120*time.Second))
+		}
+		voters := func() []string {
+			out, err := kubectl(t, admin, "get", "--raw", "/debug/trustplane/members")
+			if err != nil {
+				return nil
+			}
+			var members []struct {
+				Name  string
+				Voter bool
+			}
+			if json.Unmarshal([]byte(out), &members) != nil {
+				return nil
+			}
+			var names []string
+			for _, m := range members {
+				if m.Voter {
+					names = append(names, m.Name)
+				}
+			}
+			sort.Strings(names)
+			return names
+		}
+		want5 := []string{"trustplane-0", "trustplane-1", "trustplane-2", "trustplane-3", "trustplane-4"}
+		waitUntil(t, 90*time.Second, "five voters after the scale-up", func() bool { return slices.Equal(voters(), want5) })
+		if out, err := kubectl(t, kubeconfigs[followers[0]], "create", "configmap", "five-voters", "-n", "default"); err != nil {
+			t.Fatalf("a write with five voters: %v\n%s", err, out)
+		}
+
+		// The README's order: remove the two members while all five are
+		// healthy, then let the scale-down delete their pods.
+		for _, p := range []*localPod{added[1], added[0]} {
+			if out, stderr, err := runTrustplane(t, nil, "members", "--kubeconfig", admin, "remove", p.name); err != nil {
+				t.Fatalf("trustplane members remove %s: %v\n%s%s", p.name, err, out, stderr)
+			}
+		}
+		want3 := []string{"trustplane-0", "trustplane-1", "trustplane-2"}
+		waitUntil(t, 60*time.Second, "three voters after the removals", func() bool { return slices.Equal(voters(), want3) })
+		for _, p := range added {
+			p.stop()
+		}
+		for _, p := range pods {
+			out, err := kubectl(t, kubeconfigs[p.name], "get", "configmap", "five-voters", "-n", "default", "-o", "name")
+			if err != nil || out != "configmap/five-voters" {
+				t.Fatalf("%s after the scale-down: %v %q", p.name, err, out)
+			}
+		}
+		if out, err := kubectl(t, admin, "create", "configmap", "three-voters", "-n", "default"); err != nil {
+			t.Fatalf("a write with three voters: %v\n%s", err, out)
 		}
 	})
 
