@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -25,16 +26,11 @@ func membersCmd(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	if err != nil {
-		return fmt.Errorf("kubeconfig %s: %w", *kubeconfig, err)
-	}
-	client, err := rest.HTTPClientFor(cfg)
+	client, url, err := operatorClient(*kubeconfig, "/debug/trustplane/members")
 	if err != nil {
 		return err
 	}
 	client.Timeout = 15 * time.Second
-	url := cfg.Host + "/debug/trustplane/members"
 	switch rest := fs.Args(); {
 	case len(rest) == 0:
 		return listMembers(client, url)
@@ -53,6 +49,21 @@ func membersCmd(args []string) error {
 	default:
 		return errors.New("usage: trustplane members [--kubeconfig F] [remove NAME]")
 	}
+}
+
+// operatorClient is an HTTP client with kubeconfig's credentials and the
+// URL of path on its server: the operator endpoints (members, snapshot)
+// are plain HTTP, not API resources, so they need no client-go clientset.
+func operatorClient(kubeconfig, path string) (*http.Client, string, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, "", fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+	}
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	return client, strings.TrimSuffix(cfg.Host, "/") + path, nil
 }
 
 func defaultKubeconfig() string {

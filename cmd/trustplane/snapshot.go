@@ -14,9 +14,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/trustplane/trustplane/api"
 	"github.com/trustplane/trustplane/cluster"
 	"github.com/trustplane/trustplane/fsm"
@@ -62,17 +59,13 @@ func snapshotSave(args []string) error {
 	if _, err := os.Lstat(*out); err == nil {
 		return fmt.Errorf("%s exists; snapshot save never overwrites a file", *out)
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	if err != nil {
-		return fmt.Errorf("kubeconfig %s: %w", *kubeconfig, err)
-	}
-	client, err := rest.HTTPClientFor(cfg)
+	client, url, err := operatorClient(*kubeconfig, "/debug/trustplane/snapshot")
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/debug/trustplane/snapshot", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
