@@ -15,6 +15,8 @@ type Ratio struct {
 	Workload            string
 	A, B                WorkloadResult
 	OpsPerSec, P50, P99 float64
+	// ServerCPUPerOp is NaN unless both runs measured their servers.
+	ServerCPUPerOp float64
 }
 
 // Ratios pairs the workloads a and b both have, in a's order.
@@ -27,9 +29,10 @@ func Ratios(a, b *Result) []Ratio {
 		}
 		out = append(out, Ratio{
 			Workload: x.Name, A: x, B: y,
-			OpsPerSec: ratio(y.OpsPerSec, x.OpsPerSec),
-			P50:       ratio(y.Latency.P50Ms, x.Latency.P50Ms),
-			P99:       ratio(y.Latency.P99Ms, x.Latency.P99Ms),
+			OpsPerSec:      ratio(y.OpsPerSec, x.OpsPerSec),
+			P50:            ratio(y.Latency.P50Ms, x.Latency.P50Ms),
+			P99:            ratio(y.Latency.P99Ms, x.Latency.P99Ms),
+			ServerCPUPerOp: ratio(y.ServerCPUPerOpMs, x.ServerCPUPerOpMs),
 		})
 	}
 	return out
@@ -50,16 +53,29 @@ func WriteCompare(w io.Writer, nameA string, a *Result, nameB string, b *Result)
 	fmt.Fprintf(w, "B = %s (server %s, %d node(s), %d client(s))\n", nameB, orUnknown(b.Environment.ServerVersion), b.Environment.Nodes, b.Environment.Clients)
 	fmt.Fprintln(w, "ratios are B/A: ops/s above 1.00 and latency below 1.00 mean B did better")
 	fmt.Fprintln(w)
+	srv := a.Server != nil && b.Server != nil
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "WORKLOAD\tA OPS/S\tB OPS/S\tOPS/S B/A\tA P50(ms)\tB P50(ms)\tP50 B/A\tA P99(ms)\tB P99(ms)\tP99 B/A\t")
+	head := "WORKLOAD\tA OPS/S\tB OPS/S\tOPS/S B/A\tA P50(ms)\tB P50(ms)\tP50 B/A\tA P99(ms)\tB P99(ms)\tP99 B/A\t"
+	if srv {
+		head += "A SRV CPU/OP(ms)\tB SRV CPU/OP(ms)\tSRV CPU/OP B/A\t"
+	}
+	fmt.Fprintln(tw, head)
 	for _, r := range Ratios(a, b) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Workload,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t", r.Workload,
 			rate(r.A.OpsPerSec), rate(r.B.OpsPerSec), times(r.OpsPerSec),
 			millis(r.A.Latency.P50Ms), millis(r.B.Latency.P50Ms), times(r.P50),
 			millis(r.A.Latency.P99Ms), millis(r.B.Latency.P99Ms), times(r.P99))
+		if srv {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t", millis(r.A.ServerCPUPerOpMs), millis(r.B.ServerCPUPerOpMs), times(r.ServerCPUPerOp))
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if srv {
+		fmt.Fprintf(w, "\nserver peak RSS: A %s, B %s, B/A %s (server CPU per op and memory: below 1.00 means B did better)\n",
+			mib(a.Server.PeakRSSBytes), mib(b.Server.PeakRSSBytes), times(ratio(float64(b.Server.PeakRSSBytes), float64(a.Server.PeakRSSBytes))))
 	}
 	if only := missing(a, b); len(only) > 0 {
 		fmt.Fprintf(w, "\nonly in A: %s\n", strings.Join(only, ", "))

@@ -48,6 +48,12 @@ type Config struct {
 	Progress         io.Writer
 	Terminal         bool
 	ProgressInterval time.Duration
+	// ServerPIDs are the server processes on this machine (every node of
+	// a local cluster; kube-apiserver and etcd) whose CPU and memory each
+	// workload records, summed. Empty: none are recorded.
+	ServerPIDs []int
+	// procDir is where process state is read (/proc; tests change it).
+	procDir string
 	// Tool is the version string of the binary running the bench, and
 	// Flags the flags it was given; both go into the result as they are.
 	Tool  string
@@ -70,6 +76,7 @@ func DefaultConfig() Config {
 		WatchRate:        100,
 		QPS:              -1,
 		ProgressInterval: 5 * time.Second,
+		procDir:          "/proc",
 	}
 }
 
@@ -119,6 +126,14 @@ func (c Config) Validate() error {
 	}
 	if c.ProgressInterval <= 0 {
 		errs = append(errs, "progress interval must be positive")
+	}
+	pids := map[int]bool{}
+	for _, pid := range c.ServerPIDs {
+		if pid <= 0 || pids[pid] {
+			// Counting a process twice would double its figures.
+			errs = append(errs, fmt.Sprintf("server pid %d: want distinct positive PIDs", pid))
+		}
+		pids[pid] = true
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %s", ErrConfig, strings.Join(errs, "; "))

@@ -3,10 +3,12 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 )
 
 func encoding(c Config) string {
@@ -50,6 +52,39 @@ func createOp(ctx context.Context, e *env, prefix string) (opFunc, error) {
 		} else {
 			_, err = e.client(client).CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: meta, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
 		}
+		return err
+	}, nil
+}
+
+// applyObjects is how many ConfigMaps each client of the apply workload
+// applies in turn: after the first pass every apply is an update.
+const applyObjects = 10
+
+var applyWorkload = &workload{
+	name: "apply",
+	detail: func(c Config) string {
+		return fmt.Sprintf("server-side apply (force) of one of %d ConfigMaps per client, changing one value; the first pass creates them (%s)", applyObjects, encoding(c))
+	},
+	prepare: func(ctx context.Context, e *env) (load, error) {
+		op, err := applyOp(ctx, e)
+		return closedLoop{e, op}, err
+	},
+}
+
+// applyOp applies a ConfigMap per operation as one field manager: the
+// path kubectl apply --server-side and controllers take, with its
+// managedFields bookkeeping on every write.
+func applyOp(ctx context.Context, e *env) (opFunc, error) {
+	if err := e.ensureNamespace(ctx, ""); err != nil {
+		return nil, err
+	}
+	ns := e.ns("")
+	return func(ctx context.Context, client, seq int) error {
+		name := fmt.Sprintf("a-%d-%d", client, seq%applyObjects)
+		cm := corev1ac.ConfigMap(name, ns).
+			WithLabels(map[string]string{"app": "bench"}).
+			WithData(map[string]string{"static": "v", "n": strconv.Itoa(seq)})
+		_, err := e.client(client).CoreV1().ConfigMaps(ns).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: "trustplane-bench", Force: true})
 		return err
 	}, nil
 }

@@ -20,16 +20,29 @@ func WriteTable(w io.Writer, r *Result) error {
 	}
 	fmt.Fprintf(w, "server %s, %d node(s), %d endpoint(s), %d client(s); client machine %s/%s, %d CPU\n\n",
 		server, e.Nodes, len(e.Endpoints), e.Clients, e.Machine.GOOS, e.Machine.GOARCH, e.Machine.NumCPU)
+	srv := r.Server != nil
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "WORKLOAD\tOPS\tOPS/S\tP50(ms)\tP90(ms)\tP99(ms)\tERRORS\tBENCH CPU\t")
+	head := "WORKLOAD\tOPS\tOPS/S\tP50(ms)\tP90(ms)\tP99(ms)\tERRORS\tBENCH CPU\t"
+	if srv {
+		head += "SERVER CPU\tSERVER CPU/OP(ms)\t"
+	}
+	fmt.Fprintln(tw, head)
 	for _, x := range r.Workloads {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t\n", x.Name, x.Ops, rate(x.OpsPerSec),
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t", x.Name, x.Ops, rate(x.OpsPerSec),
 			millis(x.Latency.P50Ms), millis(x.Latency.P90Ms), millis(x.Latency.P99Ms), x.Errors, cores(x.ClientCores))
+		if srv {
+			fmt.Fprintf(tw, "%s\t%s\t", cores(x.ServerCores), millis(x.ServerCPUPerOpMs))
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\nBENCH CPU: cores the bench's own clients used (of %d on its machine)\n", e.Machine.NumCPU)
+	if srv {
+		fmt.Fprintf(w, "SERVER CPU: cores the server processes %v used; per op: CPU milliseconds per successful operation\n", r.Server.PIDs)
+		fmt.Fprintf(w, "server memory: peak RSS %s (sum of each process's peak since it started), RSS at the end %s\n", mib(r.Server.PeakRSSBytes), mib(r.Server.RSSBytes))
+	}
 	var notes []string
 	for _, x := range r.Workloads {
 		if x.Detail != "" {
@@ -62,6 +75,9 @@ func cores(v float64) string {
 	}
 	return fmt.Sprintf("%.2f", v)
 }
+
+// mib formats a byte count in MiB.
+func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
 // rate formats operations per second.
 func rate(v float64) string {

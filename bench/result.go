@@ -16,6 +16,19 @@ type Result struct {
 	Format      string           `json:"format"`
 	Environment Environment      `json:"environment"`
 	Workloads   []WorkloadResult `json:"workloads"`
+	// Server is the server processes' memory, when their PIDs were given.
+	Server *ServerSummary `json:"server,omitempty"`
+}
+
+// ServerSummary is what the server processes held, summed over their PIDs.
+type ServerSummary struct {
+	PIDs []int `json:"pids"`
+	// PeakRSSBytes is the sum of each process's peak resident memory since
+	// it started (VmHWM), read at the end of the run before cleanup: start
+	// the servers fresh for a comparison. RSSBytes is the resident memory
+	// at that moment.
+	PeakRSSBytes int64 `json:"peakRSSBytes"`
+	RSSBytes     int64 `json:"rssBytes"`
 }
 
 // Environment is what a reader needs to judge the figures.
@@ -61,6 +74,13 @@ type WorkloadResult struct {
 	// workload ran, in cores (CPU seconds per second): what the clients
 	// took from a machine they may share with the servers. 0: unknown.
 	ClientCores float64 `json:"clientCores"`
+	// ServerCores is the CPU the server processes used while the workload
+	// ran, in cores, ServerCPUPerOpMs that CPU per successful operation,
+	// and ServerRSSBytes their resident memory at its end; all 0 when no
+	// server PIDs were given (or they could not be read).
+	ServerCores      float64 `json:"serverCores,omitempty"`
+	ServerCPUPerOpMs float64 `json:"serverCPUPerOpMs,omitempty"`
+	ServerRSSBytes   int64   `json:"serverRSSBytes,omitempty"`
 	// Detail says what one operation is, in this run's terms.
 	Detail       string   `json:"detail,omitempty"`
 	ErrorSamples []string `json:"errorSamples,omitempty"`

@@ -22,6 +22,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	prog := newProgress(cfg)
+	if len(cfg.ServerPIDs) > 0 {
+		if _, err := sampleProcs(cfg.procDir, cfg.ServerPIDs); err != nil {
+			return nil, err
+		}
+	}
 	eps, err := loadEndpoints(cfg.Kubeconfigs)
 	if err != nil {
 		return nil, err
@@ -53,6 +58,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	e.close()
+	if len(cfg.ServerPIDs) > 0 {
+		if s, err := sampleProcs(cfg.procDir, cfg.ServerPIDs); err != nil {
+			prog.logf("server memory: %v", err)
+		} else {
+			res.Server = &ServerSummary{PIDs: cfg.ServerPIDs, PeakRSSBytes: s.hwm, RSSBytes: s.rss}
+		}
+	}
 	var errs []error
 	if ctx.Err() != nil {
 		errs = append(errs, fmt.Errorf("bench: interrupted: %w", ctx.Err()))
@@ -80,20 +92,37 @@ func runWorkload(ctx context.Context, e *env, w *workload) WorkloadResult {
 		r.Detail = w.detail(e.cfg)
 		return r
 	}
+	srvBefore, srvErr := e.sampleServer()
 	start, cpu := time.Now(), processCPU()
 	stop := e.prog.track(w.name, rec, start, e.cfg.Duration)
 	l.run(ctx, start.Add(e.cfg.Duration), rec)
 	elapsed, cpu := time.Since(start), processCPU()-cpu
+	srvAfter, srvErr2 := e.sampleServer()
 	stop()
 	r := rec.result(w.name, elapsed)
 	if cpu > 0 && elapsed > 0 {
 		r.ClientCores = cpu.Seconds() / elapsed.Seconds()
+	}
+	switch err := errors.Join(srvErr, srvErr2); {
+	case err != nil:
+		e.prog.logf("%s: no server figures: %v", w.name, err)
+	case len(e.cfg.ServerPIDs) > 0:
+		serverFigures(&r, srvBefore, srvAfter, elapsed)
 	}
 	r.Detail = w.detail(e.cfg)
 	if d, ok := l.(interface{ detail() string }); ok && d.detail() != "" {
 		r.Detail = d.detail()
 	}
 	return r
+}
+
+// sampleServer samples the server processes; the zero sample when none
+// were given.
+func (e *env) sampleServer() (procSample, error) {
+	if len(e.cfg.ServerPIDs) == 0 {
+		return procSample{}, nil
+	}
+	return sampleProcs(e.cfg.procDir, e.cfg.ServerPIDs)
 }
 
 // warmUp has every client ask for /version once, so that each has its

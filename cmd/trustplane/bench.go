@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -72,6 +73,8 @@ func benchFlags(args []string) (bench.Config, string, error) {
 	qps := fs.Float64("qps", float64(cfg.QPS), "client-go rate limit per client (negative: none, so that the client does not cap the figures)")
 	fs.IntVar(&cfg.Burst, "burst", cfg.Burst, "client-go burst per client, with --qps")
 	fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "how often a progress line is written when stderr is not a terminal")
+	var serverPIDs listFlag
+	fs.Var(&serverPIDs, "server-pid", "PID of a server process on this machine whose CPU and memory each workload records; repeat it (or give a comma-separated list) for every node of a local cluster, or for kube-apiserver and etcd: their figures are summed")
 	out := fs.String("out", "", "write the result as JSON to this file (for \"trustplane bench compare\")")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: trustplane bench [flags]\n       trustplane bench compare A.json B.json\n\nworkloads: %s\nEvery flag also reads TRUSTPLANE_BENCH_<FLAG>.\n\n", strings.Join(bench.WorkloadNames(), ", "))
@@ -90,6 +93,13 @@ func benchFlags(args []string) (bench.Config, string, error) {
 		kubeconfigs = listFlag{defaultKubeconfig()}
 	}
 	cfg.Kubeconfigs = kubeconfigs
+	for _, p := range serverPIDs {
+		pid, err := strconv.Atoi(p)
+		if err != nil {
+			return cfg, "", fmt.Errorf("%w: server pid %q is not a number", bench.ErrConfig, p)
+		}
+		cfg.ServerPIDs = append(cfg.ServerPIDs, pid)
+	}
 	cfg.Workloads = splitList(*workloads)
 	cfg.QPS = float32(*qps)
 	cfg.Progress = os.Stderr

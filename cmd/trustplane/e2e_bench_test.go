@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,10 +67,13 @@ func readBenchResult(t *testing.T, path string) *bench.Result {
 // result with itself as ratios of 1.00.
 func TestBench(t *testing.T) {
 	n := startNode(t)
+	n.mu.Lock()
+	pid := n.cmd.Process.Pid
+	n.mu.Unlock()
 	out := filepath.Join(t.TempDir(), "result.json")
 	stdout, stderr, err := runBench(t, 4*time.Minute, "bench", "--kubeconfig", n.kubeconfigPath(),
 		"--duration", "1s", "--clients", "3", "--list-size", "200", "--list-page-size", "50",
-		"--watchers", "3", "--watch-rate", "50", "--out", out)
+		"--watchers", "3", "--watch-rate", "50", "--server-pid", strconv.Itoa(pid), "--out", out)
 	if err != nil {
 		t.Fatalf("trustplane bench: %v\nstdout:\n%s\nstderr:\n%s\n%s", err, stdout, stderr, n.logTail())
 	}
@@ -87,9 +92,16 @@ func TestBench(t *testing.T) {
 		if w.Ops == 0 || w.Errors != 0 || w.OpsPerSec <= 0 || w.Latency.P50Ms <= 0 || w.Latency.P99Ms < w.Latency.P50Ms {
 			t.Errorf("workload %s: %+v", name, w)
 		}
-		if row := fieldsOf(stdout, name); len(row) != 8 {
+		// The node served every workload for a second: its CPU shows.
+		if w.ServerCores <= 0 || w.ServerCPUPerOpMs <= 0 || w.ServerRSSBytes <= 0 {
+			t.Errorf("workload %s has no server figures: %+v", name, w)
+		}
+		if row := fieldsOf(stdout, name); len(row) != 10 {
 			t.Errorf("the table's row for %s is %q:\n%s", name, row, stdout)
 		}
+	}
+	if res.Server == nil || !slices.Equal(res.Server.PIDs, []int{pid}) || res.Server.PeakRSSBytes < res.Server.RSSBytes || res.Server.RSSBytes <= 0 {
+		t.Errorf("server summary %+v, want the node's pid %d and its memory", res.Server, pid)
 	}
 	if !strings.Contains(stdout, "WORKLOAD") || !strings.Contains(stderr, "bench: run ") {
 		t.Errorf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
@@ -133,7 +145,7 @@ func TestBench(t *testing.T) {
 		t.Fatalf("bench compare: %v\n%s", err, stderr)
 	}
 	for _, name := range bench.WorkloadNames() {
-		if row := fieldsOf(cmp, name); len(row) != 10 || row[3] != "1.00" || row[6] != "1.00" || row[9] != "1.00" {
+		if row := fieldsOf(cmp, name); len(row) != 13 || row[3] != "1.00" || row[6] != "1.00" || row[9] != "1.00" || row[12] != "1.00" {
 			t.Errorf("compare row for %s: %q\n%s", name, row, cmp)
 		}
 	}
@@ -215,6 +227,8 @@ current-context: x
 		{"a kubeconfig that does not exist", []string{"bench", "--kubeconfig", filepath.Join(dir, "missing"), "--duration", "1s"}, "missing"},
 		{"an unknown workload", []string{"bench", "--kubeconfig", dead, "--workloads", "get,fly"}, `unknown workload "fly"`},
 		{"no clients", []string{"bench", "--kubeconfig", dead, "--clients", "0"}, "clients 0"},
+		{"a server pid that is no number", []string{"bench", "--kubeconfig", dead, "--server-pid", "etcd"}, `server pid "etcd" is not a number`},
+		{"a server pid that runs nothing", []string{"bench", "--kubeconfig", dead, "--server-pid", "2147483647"}, "cannot read server process 2147483647"},
 		{"compare without two files", []string{"bench", "compare", notResult}, "usage: trustplane bench compare"},
 		{"compare of a file that is no result", []string{"bench", "compare", notResult, notResult}, "not a bench result"},
 	} {
