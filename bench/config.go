@@ -31,6 +31,11 @@ type Config struct {
 	// ListSize is how many ConfigMaps the list workloads list (seeded once)
 	// and ListPageSize the limit of the paged list.
 	ListSize, ListPageSize int
+	// Objects is how many objects (ServiceAccounts, ConfigMaps and
+	// Secrets, 1 KiB each) are stored before the first workload and kept
+	// until cleanup, so that every workload runs against a store of that
+	// size; 0: none.
+	Objects int
 	// Watchers is the number of watches of the watch workload, and
 	// WatchRate the writes per second its writer makes (0: as fast as one
 	// writer can).
@@ -114,6 +119,9 @@ func (c Config) Validate() error {
 	}
 	if c.ListSize < 1 || c.ListSize > 1000000 {
 		errs = append(errs, fmt.Sprintf("list size %d: want 1..1000000", c.ListSize))
+	}
+	if c.Objects < 0 || c.Objects > 10000000 {
+		errs = append(errs, fmt.Sprintf("objects %d: want 0..10000000", c.Objects))
 	}
 	if c.ListPageSize < 1 {
 		errs = append(errs, "list page size must be positive")

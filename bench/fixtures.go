@@ -59,14 +59,23 @@ func (e *env) ensureListObjects(ctx context.Context) error {
 }
 
 // createSeed creates one ConfigMap through client i, retrying a few times
-// on the next clients; AlreadyExists after a retry means an earlier attempt
-// landed.
+// on the next clients.
 func (e *env) createSeed(ctx context.Context, i int, ns, name string, data map[string]string) error {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}
+	return e.retryCreate(ctx, i, "ConfigMap "+ns+"/"+name, func(ctx context.Context, client int) error {
+		_, err := e.client(client).CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+		return err
+	})
+}
+
+// retryCreate runs create on client i, then on the next clients, up to
+// seedAttempts times, each bounded by the request timeout; AlreadyExists
+// after a retry means an earlier attempt landed.
+func (e *env) retryCreate(ctx context.Context, i int, what string, create func(ctx context.Context, client int) error) error {
 	var err error
 	for attempt := 0; attempt < seedAttempts; attempt++ {
 		rctx, cancel := context.WithTimeout(ctx, e.cfg.RequestTimeout)
-		_, err = e.client(i+attempt).CoreV1().ConfigMaps(ns).Create(rctx, cm, metav1.CreateOptions{})
+		err = create(rctx, i+attempt)
 		cancel()
 		if err == nil || (attempt > 0 && apierrors.IsAlreadyExists(err)) {
 			return nil
@@ -75,7 +84,7 @@ func (e *env) createSeed(ctx context.Context, i int, ns, name string, data map[s
 			break
 		}
 	}
-	return fmt.Errorf("creating ConfigMap %s/%s: %w", ns, name, err)
+	return fmt.Errorf("creating %s: %w", what, err)
 }
 
 // parallel runs f(0..n-1) on the run's clients, one worker per client,

@@ -47,8 +47,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		e.runID, environment.ServerVersion, len(environment.Endpoints), cfg.Clients, cfg.Duration, e.ns(""))
 
 	var failed []string
+	var fillErr error
+	if cfg.Objects > 0 {
+		wr, err := runFill(ctx, e)
+		res.Workloads = append(res.Workloads, wr)
+		fillErr = err
+	}
 	for _, name := range cfg.Workloads {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || fillErr != nil {
 			break
 		}
 		wr := runWorkload(ctx, e, lookup(name))
@@ -65,7 +71,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			res.Server = &ServerSummary{PIDs: cfg.ServerPIDs, PeakRSSBytes: s.hwm, RSSBytes: s.rss}
 		}
 	}
-	var errs []error
+	errs := []error{fillErr}
 	if ctx.Err() != nil {
 		errs = append(errs, fmt.Errorf("bench: interrupted: %w", ctx.Err()))
 	}

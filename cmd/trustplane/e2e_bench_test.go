@@ -73,7 +73,7 @@ func TestBench(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "result.json")
 	stdout, stderr, err := runBench(t, 4*time.Minute, "bench", "--kubeconfig", n.kubeconfigPath(),
 		"--duration", "1s", "--clients", "3", "--list-size", "200", "--list-page-size", "50",
-		"--watchers", "3", "--watch-rate", "50", "--server-pid", strconv.Itoa(pid), "--out", out)
+		"--watchers", "3", "--watch-rate", "50", "--server-pid", strconv.Itoa(pid), "--objects", "30", "--out", out)
 	if err != nil {
 		t.Fatalf("trustplane bench: %v\nstdout:\n%s\nstderr:\n%s\n%s", err, stdout, stderr, n.logTail())
 	}
@@ -99,6 +99,9 @@ func TestBench(t *testing.T) {
 		if row := fieldsOf(stdout, name); len(row) != 10 {
 			t.Errorf("the table's row for %s is %q:\n%s", name, row, stdout)
 		}
+	}
+	if fill, ok := res.Workload("fill"); !ok || fill.Ops != 30 || fill.Errors != 0 || res.Workloads[0].Name != "fill" {
+		t.Errorf("fill: %+v, want 30 objects stored first, without errors", fill)
 	}
 	if res.Server == nil || !slices.Equal(res.Server.PIDs, []int{pid}) || res.Server.PeakRSSBytes < res.Server.RSSBytes || res.Server.RSSBytes <= 0 {
 		t.Errorf("server summary %+v, want the node's pid %d and its memory", res.Server, pid)
