@@ -22,6 +22,9 @@ func benchCmd(args []string) error {
 	if len(args) > 0 && args[0] == "compare" {
 		return benchCompare(args[1:])
 	}
+	if len(args) > 0 && args[0] == "plot" {
+		return benchPlot(args[1:])
+	}
 	cfg, out, err := benchFlags(args)
 	if err != nil {
 		return err
@@ -78,7 +81,7 @@ func benchFlags(args []string) (bench.Config, string, error) {
 	fs.Var(&serverPIDs, "server-pid", "PID of a server process on this machine whose CPU and memory each workload records; repeat it (or give a comma-separated list) for every node of a local cluster, or for kube-apiserver and etcd: their figures are summed")
 	out := fs.String("out", "", "write the result as JSON to this file (for \"trustplane bench compare\")")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: trustplane bench [flags]\n       trustplane bench compare A.json B.json\n\nworkloads: %s\nEvery flag also reads TRUSTPLANE_BENCH_<FLAG>.\n\n", strings.Join(bench.WorkloadNames(), ", "))
+		fmt.Fprintf(fs.Output(), "Usage: trustplane bench [flags]\n       trustplane bench compare A.json B.json\n       trustplane bench plot --x FLAG --y WORKLOAD:METRIC --out plot.svg RESULT.json...\n\nworkloads: %s\nEvery flag also reads TRUSTPLANE_BENCH_<FLAG>.\n\n", strings.Join(bench.WorkloadNames(), ", "))
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -133,6 +136,52 @@ func benchCompare(args []string) error {
 		return err
 	}
 	return bench.WriteCompare(os.Stdout, args[0], a, args[1], b)
+}
+
+// benchPlot draws results as an SVG line chart: a flag's value against
+// workload metrics, one line per metric and server.
+func benchPlot(args []string) error {
+	fs := flag.NewFlagSet("bench plot", flag.ContinueOnError)
+	var spec bench.PlotSpec
+	var ys listFlag
+	fs.StringVar(&spec.X, "x", "objects", "the bench flag on the x axis (objects, watchers, list-size, clients, ...)")
+	fs.Var(&ys, "y", "WORKLOAD:METRIC on the y axis, METRIC one of ops, p50, p90, p99, cpu (server CPU ms per op); repeat for more lines")
+	fs.BoolVar(&spec.LogX, "log-x", false, "log10 x axis")
+	fs.BoolVar(&spec.LogY, "log-y", false, "log10 y axis")
+	fs.StringVar(&spec.Title, "title", "", "the plot's title")
+	out := fs.String("out", "", "the SVG file to write (required)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: trustplane bench plot --x FLAG --y WORKLOAD:METRIC [--y ...] --out plot.svg RESULT.json...\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *out == "" || fs.NArg() == 0 {
+		return errors.New("usage: trustplane bench plot --x FLAG --y WORKLOAD:METRIC [--y ...] --out plot.svg RESULT.json...")
+	}
+	spec.Y = ys
+	var results []*bench.Result
+	for _, path := range fs.Args() {
+		r, err := readResult(path)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+	}
+	series, err := bench.PlotSeries(spec, results)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(*out)
+	if err != nil {
+		return err
+	}
+	if err := bench.WriteSVG(f, spec, series); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func readResult(path string) (*bench.Result, error) {

@@ -142,6 +142,15 @@ func TestBench(t *testing.T) {
 		}
 	}
 
+	// A plot of the result is an SVG with the run's get line.
+	svg := filepath.Join(t.TempDir(), "plot.svg")
+	if _, stderr, err := runBench(t, 30*time.Second, "bench", "plot", "--x", "list-size", "--y", "get:p50", "--y", "get:p99", "--out", svg, out); err != nil {
+		t.Fatalf("bench plot: %v\n%s", err, stderr)
+	}
+	if b, err := os.ReadFile(svg); err != nil || !strings.HasPrefix(string(b), "<svg") || !strings.Contains(string(b), "get:p99 — trustplane, 1 node(s)") {
+		t.Errorf("plot: %v\n%s", err, b)
+	}
+
 	// Compared with itself, every ratio is 1.00.
 	cmp, stderr, err := runBench(t, 30*time.Second, "bench", "compare", out, out)
 	if err != nil {
@@ -233,6 +242,8 @@ current-context: x
 		{"a server pid that is no number", []string{"bench", "--kubeconfig", dead, "--server-pid", "etcd"}, `server pid "etcd" is not a number`},
 		{"a server pid that runs nothing", []string{"bench", "--kubeconfig", dead, "--server-pid", "2147483647"}, "cannot read server process 2147483647"},
 		{"compare without two files", []string{"bench", "compare", notResult}, "usage: trustplane bench compare"},
+		{"plot without an output file", []string{"bench", "plot", "--y", "get:p99", notResult}, "usage: trustplane bench plot"},
+		{"plot of a file that is no result", []string{"bench", "plot", "--y", "get:p99", "--out", filepath.Join(dir, "p.svg"), notResult}, "not a bench result"},
 		{"compare of a file that is no result", []string{"bench", "compare", notResult, notResult}, "not a bench result"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
