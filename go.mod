@@ -12,6 +12,7 @@ require (
 	github.com/hashicorp/raft v1.7.3
 	github.com/hashicorp/raft-boltdb/v2 v2.3.1
 	github.com/julienschmidt/httprouter v1.3.0
+	github.com/klauspost/compress v1.20.1
 	go.etcd.io/bbolt v1.3.11
 	golang.org/x/sync v0.23.0
 	golang.org/x/sys v0.48.0

@@ -85,7 +85,7 @@ func (s *Server) writeObject(w http.ResponseWriter, req *http.Request, out *outp
 		gv = out.mt.Convert.GroupVersion()
 	}
 	encoder := registry.Codecs.EncoderForVersion(out.info.Serializer, gv)
-	responsewriters.SerializeObject(out.info.MediaType, encoder, w, req, code, obj)
+	serializeObject(out.info.MediaType, encoder, w, req, code, obj)
 }
 
 // plainJSON is the JSON serializer a request gets unless it asks for pretty
@@ -104,7 +104,7 @@ func (s *Server) writeList(w http.ResponseWriter, req *http.Request, format *out
 		s.writeObject(w, req, format, http.StatusOK, st, list)
 		return
 	}
-	responsewriters.SerializeObject(format.info.MediaType, cachedListEncoder{st: st, kvs: kvs}, w, req, http.StatusOK, list)
+	serializeObject(format.info.MediaType, cachedListEncoder{st: st, kvs: kvs}, w, req, http.StatusOK, list)
 }
 
 // cachedListEncoder adapts Store.WriteListJSON to the response writer, which

@@ -6,7 +6,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/warning"
 
@@ -62,5 +61,5 @@ func (s *Server) serveVirtual(w http.ResponseWriter, req *http.Request, v *regis
 	}
 	var encodeTo runtime.GroupVersioner = gvk.GroupVersion()
 	encoder := registry.Codecs.EncoderForVersion(format.info.Serializer, encodeTo)
-	responsewriters.SerializeObject(format.info.MediaType, encoder, w, req, http.StatusCreated, out)
+	serializeObject(format.info.MediaType, encoder, w, req, http.StatusCreated, out)
 }
