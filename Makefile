@@ -50,7 +50,7 @@ test-unit:
 # built; its log is bin/deploy-prebuild.log.
 test-e2e:
 	@mkdir -p bin && ( $(MAKE) --no-print-directory deploy-prebuild > bin/deploy-prebuild.log 2>&1 & )
-	$(GO) test -count=1 -timeout 15m ./cmd/...
+	$(GO) test -count=1 -timeout 15m ./cmd/... ./e2e/...
 
 deploy-prebuild:
 	cd deploy && $(GO) vet ./... && $(GO) tool -n helm > /dev/null && \
@@ -60,7 +60,7 @@ deploy-prebuild:
 # -tags failpoints build of the packages and of the binary).
 test-failpoints:
 	$(GO) test -tags failpoints -count=1 ./internal/failpoint/
-	$(GO) test -tags failpoints -count=1 -run Failpoint ./cluster/ ./cmd/trustplane/
+	$(GO) test -tags failpoints -count=1 -run Failpoint ./cluster/ ./e2e/
 
 # image builds the container image without a Docker engine (deploy/image):
 # a static Linux binary for IMAGE_ARCH, then a docker-load tarball
@@ -84,7 +84,7 @@ test-deploy: image
 # bench runs the benchmarks recorded in docs/BENCHMARKS.md.
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 5s ./fsm/
-	$(GO) test -run '^$$' -bench . -benchtime 10s -timeout 30m ./cmd/trustplane/
+	$(GO) test -run '^$$' -bench . -benchtime 10s -timeout 30m ./e2e/
 
 # fuzz runs every fuzz target for FUZZTIME (default 30s) each, one after
 # another with one worker; plain go test (CI) runs only their seed corpora.

@@ -1,0 +1,23 @@
+// Package e2e holds trustplane's end-to-end scenarios: tests that build the
+// binary, start real nodes on loopback ports (one node, or clusters of
+// three and five that form through gossip) and drive them with client-go,
+// kubectl and plain HTTPS, as users do.
+//
+// Rules it keeps:
+//   - Real parts only: the real binary, real TLS, real raft with fsync,
+//     real kubectl. Nothing is mocked.
+//   - Every scenario owns what it starts (processes, ports, data
+//     directories) and stops it when it ends; every wait is bounded, and
+//     every address is loopback.
+//   - One harness, two targets. By default each scenario starts the
+//     trustplane processes it needs. With TRUSTPLANE_E2E_KUBECONFIG set,
+//     the single-node scenarios run against that server instead (another
+//     trustplane cluster, or kube-apiserver from make reference), so that
+//     the same scenarios show where behaviour differs; scenarios that must
+//     own a process (restarts, kills, server flags, several nodes, the data
+//     directory) skip with the reason. TRUSTPLANE_E2E_CA_DIR gives the
+//     server's client CA (ca.crt, ca.key) to scenarios that act as other
+//     users.
+//   - No wall-clock assertions: timings are reported by the benchmarks
+//     here (go test -bench), never asserted.
+package e2e
