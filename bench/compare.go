@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -109,4 +110,81 @@ func orUnknown(s string) string {
 		return "unknown"
 	}
 	return s
+}
+
+// Median combines runs of one setup (rounds of an A/B comparison) into one
+// result: per workload, the median of each figure over the runs that have
+// it; the peak memory is the median of the runs' peaks. The environment is
+// the first run's. A workload missing from some runs is the median of the
+// others; one that failed in a run counts with its zero figures, so that
+// a failure is not hidden.
+func Median(runs []*Result) *Result {
+	if len(runs) == 0 {
+		return nil
+	}
+	if len(runs) == 1 {
+		return runs[0]
+	}
+	out := &Result{Format: resultFormat, Environment: runs[0].Environment}
+	for _, w := range runs[0].Workloads {
+		var ws []WorkloadResult
+		for _, r := range runs {
+			if x, ok := r.Workload(w.Name); ok {
+				ws = append(ws, x)
+			}
+		}
+		m := WorkloadResult{Name: w.Name, Detail: w.Detail}
+		m.Ops = int64(median(ws, func(x WorkloadResult) float64 { return float64(x.Ops) }))
+		m.Errors = int64(median(ws, func(x WorkloadResult) float64 { return float64(x.Errors) }))
+		m.Seconds = median(ws, func(x WorkloadResult) float64 { return x.Seconds })
+		m.OpsPerSec = median(ws, func(x WorkloadResult) float64 { return x.OpsPerSec })
+		m.Latency = Latency{
+			P50Ms:  median(ws, func(x WorkloadResult) float64 { return x.Latency.P50Ms }),
+			P90Ms:  median(ws, func(x WorkloadResult) float64 { return x.Latency.P90Ms }),
+			P99Ms:  median(ws, func(x WorkloadResult) float64 { return x.Latency.P99Ms }),
+			MaxMs:  median(ws, func(x WorkloadResult) float64 { return x.Latency.MaxMs }),
+			MeanMs: median(ws, func(x WorkloadResult) float64 { return x.Latency.MeanMs }),
+		}
+		m.ClientCores = median(ws, func(x WorkloadResult) float64 { return x.ClientCores })
+		m.ServerCores = median(ws, func(x WorkloadResult) float64 { return x.ServerCores })
+		m.ServerCPUPerOpMs = median(ws, func(x WorkloadResult) float64 { return x.ServerCPUPerOpMs })
+		m.ServerRSSBytes = int64(median(ws, func(x WorkloadResult) float64 { return float64(x.ServerRSSBytes) }))
+		out.Workloads = append(out.Workloads, m)
+	}
+	var servers []*ServerSummary
+	for _, r := range runs {
+		if r.Server != nil {
+			servers = append(servers, r.Server)
+		}
+	}
+	if len(servers) == len(runs) {
+		peak := make([]float64, len(servers))
+		rss := make([]float64, len(servers))
+		for i, s := range servers {
+			peak[i], rss[i] = float64(s.PeakRSSBytes), float64(s.RSSBytes)
+		}
+		out.Server = &ServerSummary{PIDs: servers[0].PIDs, PeakRSSBytes: int64(medianOf(peak)), RSSBytes: int64(medianOf(rss))}
+	}
+	return out
+}
+
+func median(ws []WorkloadResult, f func(WorkloadResult) float64) float64 {
+	vs := make([]float64, len(ws))
+	for i, w := range ws {
+		vs[i] = f(w)
+	}
+	return medianOf(vs)
+}
+
+// medianOf is the middle value, or the mean of the two middle values.
+func medianOf(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -98,3 +98,30 @@ func line(out, word string) string {
 	}
 	return ""
 }
+
+func TestMedian(t *testing.T) {
+	mk := func(ops, p99, cpu float64, peak int64) *Result {
+		r := result(wl("create", ops, 1, p99))
+		r.Workloads[0].ServerCPUPerOpMs = cpu
+		r.Server = &ServerSummary{PIDs: []int{1}, PeakRSSBytes: peak}
+		return r
+	}
+	m := Median([]*Result{mk(100, 30, 2, 300), mk(300, 10, 1, 100), mk(200, 20, 3, 200)})
+	w, _ := m.Workload("create")
+	if w.OpsPerSec != 200 || w.Latency.P99Ms != 20 || w.ServerCPUPerOpMs != 2 || m.Server.PeakRSSBytes != 200 {
+		t.Fatalf("median %+v, server %+v: want each figure's middle value (200 ops/s, p99 20, 2 ms/op, 200 B)", w, m.Server)
+	}
+	even := Median([]*Result{mk(100, 10, 1, 100), mk(300, 30, 3, 300)})
+	if w, _ := even.Workload("create"); w.OpsPerSec != 200 || w.Latency.P99Ms != 20 {
+		t.Fatalf("median of two %+v, want the mean of the two", w)
+	}
+	// A run without server figures drops them from the median.
+	noSrv := mk(100, 10, 1, 100)
+	noSrv.Server = nil
+	if got := Median([]*Result{noSrv, mk(300, 30, 3, 300)}); got.Server != nil {
+		t.Fatalf("server summary %+v from runs where one has none", got.Server)
+	}
+	if Median(nil) != nil {
+		t.Fatal("median of no runs is not nil")
+	}
+}

@@ -81,7 +81,7 @@ func benchFlags(args []string) (bench.Config, string, error) {
 	fs.Var(&serverPIDs, "server-pid", "PID of a server process on this machine whose CPU and memory each workload records; repeat it (or give a comma-separated list) for every node of a local cluster, or for kube-apiserver and etcd: their figures are summed")
 	out := fs.String("out", "", "write the result as JSON to this file (for \"trustplane bench compare\")")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: trustplane bench [flags]\n       trustplane bench compare A.json B.json\n       trustplane bench plot --x FLAG --y WORKLOAD:METRIC --out plot.svg RESULT.json...\n\nworkloads: %s\nEvery flag also reads TRUSTPLANE_BENCH_<FLAG>.\n\n", strings.Join(bench.WorkloadNames(), ", "))
+		fmt.Fprintf(fs.Output(), "Usage: trustplane bench [flags]\n       trustplane bench compare A.json[,A2.json...] B.json[,B2.json...]\n       trustplane bench plot --x FLAG --y WORKLOAD:METRIC --out plot.svg RESULT.json...\n\nworkloads: %s\nEvery flag also reads TRUSTPLANE_BENCH_<FLAG>.\n\n", strings.Join(bench.WorkloadNames(), ", "))
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -122,20 +122,34 @@ func benchEnvName(flagName string) string {
 	return "TRUSTPLANE_BENCH_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// benchCompare prints the ratios of B to A.
+// benchCompare prints the ratios of B to A. Each side may be several
+// results, comma-separated (the rounds of an A/B run): it is then their
+// median.
 func benchCompare(args []string) error {
 	if len(args) != 2 {
-		return errors.New("usage: trustplane bench compare A.json B.json")
+		return errors.New("usage: trustplane bench compare A.json[,A2.json...] B.json[,B2.json...]")
 	}
-	a, err := readResult(args[0])
-	if err != nil {
-		return err
+	var sides [2]*bench.Result
+	var names [2]string
+	for i, arg := range args {
+		paths := splitList(arg)
+		var runs []*bench.Result
+		for _, p := range paths {
+			r, err := readResult(p)
+			if err != nil {
+				return err
+			}
+			runs = append(runs, r)
+		}
+		if len(runs) == 0 {
+			return errors.New("usage: trustplane bench compare A.json[,A2.json...] B.json[,B2.json...]")
+		}
+		sides[i], names[i] = bench.Median(runs), arg
+		if len(runs) > 1 {
+			names[i] = fmt.Sprintf("median of %d runs: %s", len(runs), arg)
+		}
 	}
-	b, err := readResult(args[1])
-	if err != nil {
-		return err
-	}
-	return bench.WriteCompare(os.Stdout, args[0], a, args[1], b)
+	return bench.WriteCompare(os.Stdout, names[0], sides[0], names[1], sides[1])
 }
 
 // benchPlot draws results as an SVG line chart: a flag's value against
