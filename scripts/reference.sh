@@ -17,6 +17,12 @@ SERVICE_CIDR=${REFERENCE_SERVICE_CIDR:-10.96.0.0/12}
 SERVICE_IP=${REFERENCE_SERVICE_IP:-10.96.0.1}
 ISSUER=${REFERENCE_SA_ISSUER:-https://kubernetes.default.svc.cluster.local}
 READY_TIMEOUT=${REFERENCE_READY_TIMEOUT:-120}
+# Each controller client's rate limit: trustplane's defaults
+# (--controllers-api-qps, --controllers-api-burst), not
+# kube-controller-manager's 20 and 30, which would cap the CSR signer, one
+# status update per certificate, near 20 certificates a second.
+KCM_QPS=${REFERENCE_KCM_QPS:-1000}
+KCM_BURST=${REFERENCE_KCM_BURST:-2000}
 # The controllers trustplane runs itself (api/controllers), by their
 # kube-controller-manager names: all of them need no nodes or kubelets.
 CONTROLLERS=serviceaccount,serviceaccount-token,root-ca-cert-publisher,clusterrole-aggregation,csrsigning,csrapproving,csrcleaner,garbagecollector,namespace
@@ -132,6 +138,7 @@ start() {
     --kubeconfig "$pki/controller-manager.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$KCM_PORT" \
     --leader-elect=false \
+    --kube-api-qps "$KCM_QPS" --kube-api-burst "$KCM_BURST" \
     --controllers "$CONTROLLERS" \
     --use-service-account-credentials \
     --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
