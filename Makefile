@@ -11,7 +11,7 @@ PKGS     := ./...
 # build cache. Only the race detector needs cgo; its tests turn it back on.
 export CGO_ENABLED ?= 0
 
-.PHONY: all build image run cluster cluster-stop test test-unit test-e2e test-failpoints test-deploy deploy-prebuild lint bench fuzz chaos chaos-short chaos-bin clean
+.PHONY: all build image run cluster cluster-stop reference reference-build reference-stop test test-unit test-e2e test-failpoints test-deploy deploy-prebuild lint bench fuzz chaos chaos-short chaos-bin clean
 
 all: build
 
@@ -30,6 +30,29 @@ cluster: build
 
 cluster-stop:
 	scripts/cluster.sh stop
+
+# reference builds upstream etcd, kube-apiserver and kube-controller-manager
+# at the versions reference/go.mod pins (its own module) into bin/reference
+# and starts them on loopback, the side trustplane bench compares with;
+# reference-stop stops exactly those processes (docs/BENCHMARKS.md). Not
+# part of make test.
+reference: reference-build
+	scripts/reference.sh start
+
+# The kube binaries get the version stamps upstream's build gives them
+# (hack/lib/version.sh), read from reference/go.mod, so /version and
+# kubectl version say v1.33.13 rather than v0.0.0-master.
+reference-build:
+	cd reference && v=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) && \
+	minor=$${v#v1.} && minor=$${minor%%.*} && \
+	x="" && for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do \
+		x="$$x -X $$p.gitVersion=$$v -X $$p.gitMajor=1 -X $$p.gitMinor=$$minor -X $$p.gitTreeState=archive"; \
+	done && \
+	$(GO) build -ldflags "$$x" -o ../bin/reference/ ./cmd/etcd ./cmd/kube-apiserver \
+		./cmd/kube-controller-manager ./cmd/reference-certs
+
+reference-stop:
+	scripts/reference.sh stop
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
