@@ -231,10 +231,16 @@ func (n *Node) gossipAddr() string {
 	return n.gossip.addr
 }
 
-// joinLoop joins the seeds, retrying with backoff until one answers, and
-// afterwards whenever this node knows fewer alive peers than raft has
-// servers (a restarted node whose peers forgot it, or a healed
-// partition).
+// joinLoop joins the seeds, retrying with backoff until another node
+// answers, and afterwards whenever this node knows no other alive node or
+// fewer alive peers than raft has servers (a restarted node whose peers
+// forgot it, or a healed partition).
+//
+// A seed may name this node by a spelling the filter below cannot
+// recognise (its own DNS name, as a StatefulSet's seed list does, or
+// localhost): memberlist then "joins" itself and counts it as contacted.
+// So joined means another member was reached (NumMembers > 1), never
+// merely that Join contacted someone.
 func (n *Node) joinLoop() {
 	defer n.wg.Done()
 	self := n.gossipAddr()
@@ -264,12 +270,15 @@ func (n *Node) joinLoop() {
 		}
 		cnt, err := n.gossip.ml.Join(seeds)
 		switch {
-		case cnt > 0:
+		case cnt > 0 && n.gossip.ml.NumMembers() > 1:
 			if !joined {
 				n.logger.Info("joined gossip", "seeds", seeds, "contacted", cnt)
 			}
 			joined = true
 			wait = joinRetryMax
+		case cnt > 0:
+			n.logger.Info("gossip join reached no other node (a seed names this node); retrying", "seeds", seeds, "error", err)
+			wait = min(max(2*wait, joinRetryMin), joinRetryMax)
 		case isKeyError(err):
 			n.logger.Error("gossip join refused: the seeds cannot decrypt this node's messages or it cannot decrypt theirs; this node's gossip key does not match the cluster's (check <ca-dir>/gossip.key)", "seeds", seeds, "error", err)
 			wait = min(max(2*wait, joinRetryMin), joinRetryMax)
@@ -280,14 +289,20 @@ func (n *Node) joinLoop() {
 	}
 }
 
-// needRejoin reports whether this node sees fewer alive gossip peers than
-// the raft configuration has servers.
+// needRejoin reports whether this node knows no other alive gossip member,
+// or fewer than the raft configuration has servers. (A node without a
+// configuration yet, waiting to bootstrap or to be added, needs a peer all
+// the more.)
 func (n *Node) needRejoin() bool {
+	alive := n.gossip.ml.NumMembers()
+	if alive <= 1 {
+		return true
+	}
 	fut := n.raft.GetConfiguration()
 	if fut.Error() != nil {
 		return false
 	}
-	return n.gossip.ml.NumMembers() < len(fut.Configuration().Servers)
+	return alive < len(fut.Configuration().Servers)
 }
 
 // isKeyError recognises memberlist's errors for a gossip key mismatch.
