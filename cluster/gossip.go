@@ -36,6 +36,30 @@ const (
 	joinRetryMin = 500 * time.Millisecond
 	joinRetryMax = 10 * time.Second
 
+	// gossipDeadNodeReclaim is memberlist's DeadNodeReclaimTime: how long
+	// a member must have been dead before its name is accepted from
+	// another gossip address. memberlist's default, 0, never accepts it,
+	// so a node restarted at a new address (a pod with a new IP) stays
+	// refused ("conflicting address") until memberlist forgets the dead
+	// entry, GossipToTheDeadTime (30s) after its death, and the restarted
+	// node's next push/pull after that.
+	//
+	// The default guards against two live processes claiming one name:
+	// the one known first keeps it. A reclaim time only lets a name move
+	// once its old holder has failed every probe (direct and indirect) and
+	// its suspicion timeout for this long, which gives a live but
+	// unreachable holder time to refute first; memberlist's forgetting
+	// lets any address take the name at GossipToTheDeadTime anyway, so
+	// this shortens an existing window and opens no new one. Nor does the
+	// gossip name grant anything in raft: a node name is admitted only
+	// with the raft address the configuration has for it (admit), raft
+	// dials that address and its mutual TLS requires a node-CA
+	// certificate valid for that host, and a node whose name is held by
+	// another process is told so (NotifyConflict). Consul uses 30s, equal
+	// to GossipToTheDeadTime; ours is shorter so that a restarted pod is
+	// back in everyone's view within seconds of its old entry's death.
+	gossipDeadNodeReclaim = 10 * time.Second
+
 	// refusalLogEvery rate-limits the log line for a refused peer, which
 	// gossip would otherwise repeat for every alive message.
 	refusalLogEvery = 30 * time.Second
@@ -188,6 +212,7 @@ func (n *Node) startGossip(tune func(*memberlist.Config)) error {
 	mc.SecretKey = append([]byte(nil), n.cfg.GossipKey...)
 	mc.GossipVerifyIncoming = true
 	mc.GossipVerifyOutgoing = true
+	mc.DeadNodeReclaimTime = gossipDeadNodeReclaim
 	d := &gossipDelegate{n: n}
 	mc.Delegate = d
 	mc.Events = d
