@@ -184,6 +184,9 @@ type haOpts struct {
 	// state, if set, is a stopped node whose raft stores the new node
 	// takes over: a restart with the same data directory.
 	state *haNode
+	// raftCut starts the node with its raft transport connected to no
+	// one (gossip and the internal RPC work); reconnectRaft heals it.
+	raftCut bool
 	// raftAt, if set, is the raft address to use (a node restarted at
 	// another raft address).
 	raftAt raft.ServerAddress
@@ -213,7 +216,7 @@ func (c *haCluster) addE(name string, o haOpts) (*haNode, error) {
 	}
 	addr, tr := raft.NewInmemTransport(want)
 	for oaddr, otr := range c.trans {
-		if oaddr == addr {
+		if oaddr == addr || o.raftCut {
 			continue
 		}
 		tr.Connect(oaddr, otr)
@@ -420,4 +423,32 @@ func (c *haCluster) disconnect(a, b *haNode) {
 	a.trans.Disconnect(b.addr)
 	b.trans.Disconnect(a.addr)
 	c.router.partition(a.addr, b.addr, true)
+}
+
+// reconnectRaft connects n's raft transport to every other node's, both
+// ways (after haOpts.raftCut or a disconnect).
+func (c *haCluster) reconnectRaft(n *haNode) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for oaddr, otr := range c.trans {
+		if oaddr == n.addr {
+			continue
+		}
+		n.trans.Connect(oaddr, otr)
+		otr.Connect(n.addr, n.trans)
+	}
+}
+
+// disconnectRaft cuts n's raft transport from every other node's, both
+// ways; gossip and the internal RPC are untouched.
+func (c *haCluster) disconnectRaft(n *haNode) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for oaddr, otr := range c.trans {
+		if oaddr == n.addr {
+			continue
+		}
+		n.trans.Disconnect(oaddr)
+		otr.Disconnect(n.addr)
+	}
 }

@@ -202,6 +202,7 @@ func (n *Node) reconcileLoop() {
 	tick := time.NewTicker(reconcileInterval)
 	defer tick.Stop()
 	missing := map[raft.ServerID]time.Time{}
+	catchup := map[raft.ServerID]uint64{}
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -218,17 +219,19 @@ func (n *Node) reconcileLoop() {
 			// applied: its fsm may still lack removal markers.
 			if n.raft.State() != raft.Leader {
 				clear(missing)
+				clear(catchup)
 			}
 			continue
 		}
-		n.reconcile(missing)
+		n.reconcile(missing, catchup)
 	}
 }
 
 // reconcile makes the raft configuration follow gossip (leader only).
 // missing remembers since when a voter has been absent from gossip
-// altogether, which the autopilot rule treats like failed.
-func (n *Node) reconcile(missing map[raft.ServerID]time.Time) {
+// altogether, which the autopilot rule treats like failed; catchup is
+// reconcileDataDirs' (datadir.go).
+func (n *Node) reconcile(missing map[raft.ServerID]time.Time, catchup map[raft.ServerID]uint64) {
 	fut := n.raft.GetConfiguration()
 	if fut.Error() != nil {
 		return
@@ -268,6 +271,10 @@ func (n *Node) reconcile(missing map[raft.ServerID]time.Time) {
 			n.logOnce(level, "membership: not adding voter", name, "", err)
 			continue
 		}
+		if err := n.recordDataDir(name, m.meta.Dir); err != nil {
+			n.logger.Warn("adding voter: recording its data directory failed; will retry", "member", name, "error", err)
+			return
+		}
 		err := n.raft.AddVoter(id, raft.ServerAddress(m.meta.Raft), 0, n.cfg.ApplyTimeout).Error()
 		if err != nil {
 			n.logger.Warn("adding voter failed; will retry", "member", name, "raft_addr", m.meta.Raft, "error", err)
@@ -276,6 +283,9 @@ func (n *Node) reconcile(missing map[raft.ServerID]time.Time) {
 		n.logger.Info("added voter", "member", name, "raft_addr", m.meta.Raft)
 		inConf[id] = raft.Server{Suffrage: raft.Voter, ID: id, Address: raft.ServerAddress(m.meta.Raft)}
 	}
+
+	// Voters with a new (emptied) data directory vote only once caught up.
+	n.reconcileDataDirs(inConf, members, catchup)
 
 	// Members that left gracefully are removed.
 	for _, s := range servers {

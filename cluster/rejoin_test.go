@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -104,5 +105,100 @@ func TestRestartAtNewGossipAddress(t *testing.T) {
 	}
 	if back.node.fsm.AppliedIndex() < before {
 		t.Fatal("the restarted node lost its state")
+	}
+}
+
+// suffrage is name's suffrage in n's latest configuration ("" if absent).
+func suffrage(n *Node, name string) string {
+	fut := n.raft.GetConfiguration()
+	if fut.Error() != nil {
+		return ""
+	}
+	for _, s := range fut.Configuration().Servers {
+		if string(s.ID) == name {
+			return s.Suffrage.String()
+		}
+	}
+	return ""
+}
+
+// A voter that comes back with an emptied data directory (a lost PVC)
+// under its name and raft address holds none of the log it acknowledged,
+// so it must not vote or count toward a quorum: the leader makes it a
+// non-voter until it has caught up, then a voter again, and no
+// acknowledged write is lost when another original node stops afterwards.
+func TestEmptiedVoterVotesOnlyOnceCaughtUp(t *testing.T) {
+	ctx := testCtx(t)
+	c := newHACluster(t)
+	c.startGossipCluster(3, func(cfg *Config) { cfg.DeadServerTimeout = -1 })
+	l := c.leader()
+	x := c.others(l)[0]
+	waitFor(t, "the leader to record every follower's data directory", func() bool {
+		for _, n := range c.others(l) {
+			if l.node.recordedDataDir(n.name) != n.node.dataDir {
+				return false
+			}
+		}
+		return true
+	})
+	var keys []string
+	var last uint64
+	for i := range 20 {
+		k := fmt.Sprintf("acked-%d", i)
+		last = l.propose(t, ctx, k)
+		keys = append(keys, k)
+	}
+	if err := x.node.WaitApplied(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	gossipAt := x.node.gossipAddr()
+	_ = x.node.Shutdown()
+	for i := range 5 {
+		k := fmt.Sprintf("while-down-%d", i)
+		l.propose(t, ctx, k)
+		keys = append(keys, k)
+	}
+
+	// Same name, raft and gossip address; empty stores. Its raft is cut
+	// off so that it stays behind for as long as the test needs.
+	back := c.add(x.name, haOpts{expect: 3, gossip: true, gossipAt: gossipAt, join: []string{l.node.gossipAddr()}, sameAddr: true, raftCut: true})
+	if back.node.dataDir == x.node.dataDir {
+		t.Fatal("an emptied data directory kept its identity")
+	}
+	waitFor(t, x.name+" to be demoted to non-voter", func() bool { return suffrage(l.node, x.name) == "Nonvoter" })
+	time.Sleep(2*reconcileInterval + 500*time.Millisecond)
+	if got := suffrage(l.node, x.name); got != "Nonvoter" {
+		t.Fatalf("%s is %s while it has applied nothing", x.name, got)
+	}
+	if back.node.AppliedIndex() >= last {
+		t.Fatalf("%s caught up while cut off", x.name)
+	}
+	if back.logs.contains("bootstrapped the cluster") {
+		t.Fatal("the emptied node bootstrapped a cluster of its own")
+	}
+
+	c.reconnectRaft(back)
+	waitFor(t, x.name+" to be a voter again", func() bool { return suffrage(l.node, x.name) == "Voter" })
+	if back.node.AppliedIndex() < last {
+		t.Fatalf("%s promoted at applied index %d, before the last acknowledged write %d", x.name, back.node.AppliedIndex(), last)
+	}
+	if l.node.recordedDataDir(x.name) != back.node.dataDir {
+		t.Fatal("the new data directory was not recorded")
+	}
+
+	// Stop the leader, an original node: the two left hold every write.
+	_ = l.node.Shutdown()
+	rest := c.running()
+	nl := c.leader(rest...)
+	final := nl.propose(t, ctx, "after-leader-stop")
+	for _, n := range rest {
+		if err := n.node.WaitApplied(ctx, final); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if kv, _, err := n.fsm.Get(testKey(k), 0); err != nil || kv == nil {
+				t.Fatalf("%s lost acknowledged write %s: %v", n.name, k, err)
+			}
+		}
 	}
 }

@@ -78,10 +78,14 @@ type rpcResponse struct {
 	Servers []string `json:"servers,omitempty"`
 	// Leader: the answering node leads (has_state), so Servers is the
 	// configuration the cluster acts on.
-	Leader bool       `json:"leader,omitempty"`
-	Stats  *nodeStats `json:"stats,omitempty"`
-	Code   string     `json:"code,omitempty"` // see errCodes
-	Err    string     `json:"err,omitempty"`
+	Leader bool `json:"leader,omitempty"`
+	// Name and Dir (has_state) are the answering node's name and data
+	// directory identity (datadir.go).
+	Name  string     `json:"name,omitempty"`
+	Dir   string     `json:"dir,omitempty"`
+	Stats *nodeStats `json:"stats,omitempty"`
+	Code  string     `json:"code,omitempty"` // see errCodes
+	Err   string     `json:"err,omitempty"`
 }
 
 // nodeStats is what Stats reports about a node.
@@ -220,6 +224,7 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest, caller string, ca
 	case opHasState:
 		resp.HasState = n.hasState()
 		resp.Leader = n.raft.State() == raft.Leader
+		resp.Name, resp.Dir = n.cfg.NodeName, n.dataDir
 		if fut := n.raft.GetConfiguration(); fut.Error() == nil {
 			for _, s := range fut.Configuration().Servers {
 				resp.Servers = append(resp.Servers, string(s.ID))
