@@ -82,8 +82,14 @@
 //   - Gossip is encrypted with the shared key and only informs: raft's
 //     configuration decides who votes, and only the leader changes it
 //     (membership.go). Peers of another cluster (ClusterID), with another
-//     key, reusing a server's name or raft address, or carrying raft state
-//     of another cluster are refused with a log line saying why.
+//     key, reusing a live member's name or another server's raft address,
+//     or carrying raft state of another cluster are refused with a log
+//     line saying why. A member dead for gossipDeadNodeReclaim may come
+//     back from a new gossip address (a pod's new IP). A server that comes
+//     back at a new raft address is moved there (moveServer) only when
+//     raft no longer reaches the old one and the node at the new one
+//     answers with the server's name, raft state of this cluster and the
+//     recorded data directory; one with no raft state is refused.
 //   - Status (status.go) is this node's own raft view and never blocks.
 //     Its leader-change and election counts come from an observer whose
 //     filter raft calls synchronously for every observation, so none is

@@ -443,8 +443,8 @@ func (d *gossipDelegate) update(p *memberlist.Node) {
 }
 
 // admit decides whether a gossip peer may be a member: it must speak our
-// metadata format, belong to our cluster, and not reuse the name or the
-// raft address of another server.
+// metadata format, belong to our cluster, not claim this node's name, and
+// not reuse the raft address of another server.
 func (n *Node) admit(name string, rawMeta []byte) error {
 	meta, err := decodeMeta(rawMeta)
 	if err != nil {
@@ -469,10 +469,11 @@ func (n *Node) admit(name string, rawMeta []byte) error {
 	if fut.Error() != nil {
 		return nil
 	}
+	// A server of the configuration that comes back at another raft
+	// address is admitted: the leader moves it only once the node there
+	// proves to be that server (moveServer), and memberlist itself refuses
+	// a name held by a live member.
 	for _, s := range fut.Configuration().Servers {
-		if string(s.ID) == name && string(s.Address) != meta.Raft {
-			return fmt.Errorf("duplicate node name: server %q is in the raft configuration at %s, this one is at %s (remove the old member first if it moved)", name, s.Address, meta.Raft)
-		}
 		if string(s.ID) != name && s.Address == raft.ServerAddress(meta.Raft) {
 			return fmt.Errorf("raft address %s of node %q is already used by server %q", meta.Raft, name, s.ID)
 		}

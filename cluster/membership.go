@@ -258,7 +258,12 @@ func (n *Node) reconcile(missing map[raft.ServerID]time.Time, catchup map[raft.S
 		}
 		if s, ok := inConf[id]; ok {
 			if string(s.Address) != m.meta.Raft {
-				n.logOnce(slog.LevelWarn, "membership: address mismatch", name, "", fmt.Errorf("server %q is in the raft configuration at %s but gossip advertises %s; not changing it (remove the member first)", name, s.Address, m.meta.Raft))
+				if err := n.moveServer(s, raft.ServerAddress(m.meta.Raft), inConf); err != nil {
+					n.logOnce(slog.LevelError, "membership: not moving a server to a new raft address", name, "", err)
+					continue
+				}
+				s.Address = raft.ServerAddress(m.meta.Raft)
+				inConf[id] = s
 			}
 			continue
 		}
@@ -390,15 +395,70 @@ func (n *Node) checkJoiner(name string, addr raft.ServerAddress, conf map[raft.S
 	if removed {
 		return n.readmitRemoved(name, resp)
 	}
-	if !resp.HasState || len(resp.Servers) == 0 {
+	if !resp.HasState || len(resp.Servers) == 0 || sharesServer(resp.Servers, conf, name) {
 		return nil
 	}
-	for _, s := range resp.Servers {
+	return fmt.Errorf("refusing to add %q: it has raft state of another cluster (its configuration %v shares no server with ours; did it bootstrap itself?). Wipe its data directory to join this cluster", name, resp.Servers)
+}
+
+// sharesServer reports whether servers (a node's configuration, by ID)
+// lists a server of conf other than name itself: the node's raft state is
+// of this cluster.
+func sharesServer(servers []string, conf map[raft.ServerID]raft.Server, name string) bool {
+	for _, s := range servers {
 		if _, ok := conf[raft.ServerID(s)]; ok && s != name {
-			return nil
+			return true
 		}
 	}
-	return fmt.Errorf("refusing to add %q: it has raft state of another cluster (its configuration %v shares no server with ours; did it bootstrap itself?). Wipe its data directory to join this cluster", name, resp.Servers)
+	return false
+}
+
+// moveServer changes the raft address of server s to addr, where gossip
+// now reports it (a node restarted with another --raft-addr), keeping its
+// suffrage. Raft's AddVoter (AddNonvoter) of a known ID does exactly that.
+// It is done only when the node at addr proves to be s: it answers, over
+// the internal RPC's mutual TLS, with s's name and raft state of this
+// cluster (its configuration shares a server with ours), and with the
+// data directory recorded for s (datadir.go) when one is; and the
+// leader's raft no longer reaches s at its old address, so no second
+// process holds the name there. A node without raft state at a new
+// address proves nothing (any node could claim the name): the operator
+// removes the member, and it joins as a new server. Otherwise it says
+// why not.
+func (n *Node) moveServer(s raft.Server, addr raft.ServerAddress, conf map[raft.ServerID]raft.Server) error {
+	name := string(s.ID)
+	if n.raftReaches(s.ID) {
+		return fmt.Errorf("server %q is in the raft configuration at %s, which raft still reaches, and gossip advertises %s; not moving it while the old address answers (two processes with one name?)", name, s.Address, addr)
+	}
+	if n.dialRPC == nil {
+		return fmt.Errorf("server %q is in the raft configuration at %s and gossip advertises %s; without the internal RPC the node there cannot prove it is %q", name, s.Address, addr, name)
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, hasStateTimeout)
+	defer cancel()
+	resp, err := n.call(ctx, addr, rpcRequest{Op: opHasState})
+	if err != nil {
+		return fmt.Errorf("not moving server %q from %s to %s yet: cannot ask it for its raft state: %w", name, s.Address, addr, err)
+	}
+	switch {
+	case resp.Name != name:
+		return fmt.Errorf("not moving server %q from %s to %s: the node there answers as %q", name, s.Address, addr, resp.Name)
+	case !resp.HasState:
+		return fmt.Errorf("not moving server %q from %s to %s: the node there has no raft state, so it cannot prove it is the member it names; remove the member (trustplane members remove %s) and it joins as a new server", name, s.Address, addr, name)
+	case !sharesServer(resp.Servers, conf, name):
+		return fmt.Errorf("not moving server %q from %s to %s: the node there has raft state of another cluster (its configuration %v shares no server with ours)", name, s.Address, addr, resp.Servers)
+	}
+	if rec := n.recordedDataDir(name); rec != "" && resp.Dir != rec {
+		return fmt.Errorf("not moving server %q from %s to %s: the node there has raft state of this cluster but not the data directory recorded for %q (a copy of another node's?); remove the member (trustplane members remove %s) first", name, s.Address, addr, name, name)
+	}
+	fut := n.raft.AddVoter(s.ID, addr, 0, n.cfg.ApplyTimeout)
+	if s.Suffrage != raft.Voter {
+		fut = n.raft.AddNonvoter(s.ID, addr, 0, n.cfg.ApplyTimeout)
+	}
+	if err := fut.Error(); err != nil {
+		return fmt.Errorf("moving server %q from %s to %s: %w", name, s.Address, addr, err)
+	}
+	n.logger.Info("membership: moved a server to its new raft address", "member", name, "from", s.Address, "to", addr, "suffrage", s.Suffrage.String())
+	return nil
 }
 
 // voterHealth counts the voters in conf (except exclude) and how many of

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
 )
 
 // Findings from running on Kubernetes: StatefulSet pods whose raft
@@ -200,5 +201,71 @@ func TestEmptiedVoterVotesOnlyOnceCaughtUp(t *testing.T) {
 				t.Fatalf("%s lost acknowledged write %s: %v", n.name, k, err)
 			}
 		}
+	}
+}
+
+// addressOf is name's raft address in n's latest configuration.
+func addressOf(n *Node, name string) raft.ServerAddress {
+	fut := n.raft.GetConfiguration()
+	if fut.Error() != nil {
+		return ""
+	}
+	for _, s := range fut.Configuration().Servers {
+		if string(s.ID) == name {
+			return s.Address
+		}
+	}
+	return ""
+}
+
+// A server restarted at another raft address (by hand, with another
+// --raft-addr) is moved there once the node at the new address proves to
+// be it: same name, raft state of this cluster, the recorded data
+// directory. A node that claims the name at a new address with no raft
+// state proves nothing and is refused, saying what to do instead.
+func TestRaftAddressChangeNeedsProof(t *testing.T) {
+	ctx := testCtx(t)
+	c := newHACluster(t)
+	c.startGossipCluster(3, func(cfg *Config) { cfg.DeadServerTimeout = -1 })
+	l := c.leader()
+	x := c.others(l)[0]
+	oldAddr := x.addr
+	waitFor(t, "the leader to record "+x.name+"'s data directory", func() bool { return l.node.recordedDataDir(x.name) == x.node.dataDir })
+	before := l.propose(t, ctx, "before-move")
+	if err := x.node.WaitApplied(ctx, before); err != nil {
+		t.Fatal(err)
+	}
+	gossipAt := x.node.gossipAddr()
+	_ = x.node.Shutdown()
+	waitFor(t, "the leader to report "+x.name+" failed", func() bool { return memberStatus(l.node, x.name) == StatusFailed })
+
+	// An empty node under the name, at a new raft address: refused.
+	empty := c.add(x.name, haOpts{gossip: true, gossipAt: gossipAt, join: []string{l.node.gossipAddr()}, raftAt: "inmem-claimant"})
+	waitFor(t, "the leader to refuse the move", func() bool { return l.logs.contains("cannot prove it is the member it names") })
+	if got := addressOf(l.node, x.name); got != oldAddr {
+		t.Fatalf("%s moved to %s on an empty node's word", x.name, got)
+	}
+	_ = empty.node.Shutdown()
+	waitFor(t, "the leader to report the claimant failed", func() bool { return memberStatus(l.node, x.name) == StatusFailed })
+
+	// The real node, with its state, at a new raft address: moved.
+	moved := c.add(x.name, haOpts{gossip: true, gossipAt: gossipAt, join: []string{l.node.gossipAddr()}, raftAt: "inmem-moved", state: x})
+	for _, n := range c.others(x, empty, moved) {
+		waitFor(t, n.name+" to see "+x.name+" at its new raft address", func() bool { return addressOf(n.node, x.name) == moved.addr })
+	}
+	waitVoters(t, names(c.others(x, empty)...), c.others(x, empty)...)
+	l = c.leader(c.others(x, empty)...)
+	after := l.propose(t, ctx, "after-move")
+	if err := moved.node.WaitApplied(ctx, after); err != nil {
+		t.Fatalf("the moved node does not replicate: %v", err)
+	}
+	// It counts in the quorum at its new address: with the other original
+	// follower stopped, the leader and the moved node still commit.
+	for _, n := range c.others(x, empty, moved, l) {
+		_ = n.node.Shutdown()
+	}
+	final := c.leader(l, moved).propose(t, ctx, "two-of-three")
+	if err := moved.node.WaitApplied(ctx, final); err != nil {
+		t.Fatal(err)
 	}
 }
