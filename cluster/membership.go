@@ -31,6 +31,10 @@ import (
 //     as a voter, unless an operator removed it (removed.go); a member
 //     that left gracefully is removed; a member that failed stays a voter
 //     until RemoveMember or the autopilot rule (Config.DeadServerTimeout).
+//     A server that gossip reports at a new raft address is moved there
+//     once the node there proves to be it (moveServer). A voter back with
+//     another data directory is a non-voter until it has caught up, and
+//     a caught-up non-voter becomes a voter (datadir.go).
 //   - A voter counts as alive for every quorum check when the leader's
 //     raft reaches it (contact.go) and gossip does not report it failed or
 //     left. No removal (RemoveMember, Leave, a left member, autopilot)
