@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -347,7 +346,7 @@ func (c *Config) validateGossip() error {
 			return bad("Join address %q: %v", j, err)
 		}
 	}
-	if m := (nodeMeta{V: metaVersion, Name: c.NodeName, Raft: c.raftAdvertise(), API: c.APIAddr, Cluster: c.ClusterID, Expect: c.BootstrapExpect, Dir: strings.Repeat("0", dataDirIDLen)}).encode(); len(m) > memberlist.MetaMaxSize {
+	if m := (nodeMeta{V: metaVersion, Name: c.NodeName, Raft: c.raftAdvertise(), API: c.APIAddr, Cluster: c.ClusterID, Expect: c.BootstrapExpect}).encode(); len(m) > memberlist.MetaMaxSize {
 		return bad("NodeName, RaftAddr, APIAddr and ClusterID are too long for gossip metadata (%d bytes, at most %d)", len(m), memberlist.MetaMaxSize)
 	}
 	return nil

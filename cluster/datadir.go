@@ -24,10 +24,11 @@ import (
 // writes are lost.
 //
 // So every data directory gets a random identity when a node first opens
-// it (dataDirKey in raft's stable store, next to CurrentTerm), advertised
-// in gossip metadata and answered over HasState. The leader records each
-// voter's identity through the log (dataDirPrefix, like the removal
-// markers) and, when a voter shows up with another one, demotes it to a
+// it (dataDirKey in raft's stable store, next to CurrentTerm), which it
+// answers over HasState. Each reconcile, the leader asks every server it
+// can reach, at its configured raft address, and records each voter's
+// identity through the log (dataDirPrefix, like the removal markers).
+// When a voter answers with another one, the leader demotes it to a
 // non-voter, under the quorum rule of every removal, until it has applied
 // everything the leader had logged when it noticed (the most the old
 // directory can have acknowledged); then it records the new identity and
@@ -43,10 +44,10 @@ import (
 // What stays open: a voter emptied before any leader recorded its
 // identity (within seconds of the cluster forming, or of the first leader
 // running this rule) is not recognised. The leader notices within a
-// gossip round or a reconcile interval, and until the demotion commits the
-// emptied node is still a voter. It does not start elections itself (raft campaigns only
-// with a configuration), so the hazard in that window is its vote in an
-// election that happens to run then.
+// reconcile interval (reconcileInterval), and until the demotion commits
+// the emptied node is still a voter. It does not start elections itself
+// (raft campaigns only with a configuration), so the hazard in that window
+// is its vote in an election that happens to run then.
 
 // dataDirKey is the stable-store key of the data directory's identity.
 var dataDirKey = []byte("TrustplaneDataDirID")
@@ -108,12 +109,17 @@ func (n *Node) recordDataDir(name, id string) error {
 	return nil
 }
 
-// reconcileDataDirs is reconcile's data-directory rule (see above) for the
-// servers in conf that gossip shows alive at their configured raft
-// address. catchup holds, per demoted server, the index it must apply
-// before it votes again; it lives as long as this node leads. conf is
-// updated with the changes made.
+// reconcileDataDirs is reconcile's data-directory rule (see above). It
+// asks every server in conf that raft reaches or gossip shows alive for
+// its name, data directory and applied index over the internal RPC (at
+// its configured raft address, so gossip's word is not needed: a pod with
+// a new IP is checked before gossip takes it back). catchup holds, per
+// demoted server, the index it must apply before it votes again; it lives
+// as long as this node leads. conf is updated with the changes made.
 func (n *Node) reconcileDataDirs(conf map[raft.ServerID]raft.Server, members map[string]member, catchup map[raft.ServerID]uint64) {
+	if n.dialRPC == nil {
+		return
+	}
 	for id := range catchup {
 		if s, ok := conf[id]; !ok || s.Suffrage == raft.Voter {
 			delete(catchup, id)
@@ -127,14 +133,21 @@ func (n *Node) reconcileDataDirs(conf map[raft.ServerID]raft.Server, members map
 	for _, name := range ids {
 		id := raft.ServerID(name)
 		s := conf[id]
-		m, ok := members[name]
-		if name == n.cfg.NodeName || !ok || m.status != StatusAlive || m.meta.Raft != string(s.Address) {
+		if name == n.cfg.NodeName || s.Suffrage == raft.Staging {
+			continue
+		}
+		if m, ok := members[name]; !n.raftReaches(id) && (!ok || m.status != StatusAlive) {
+			continue // down: nothing to ask
+		}
+		st, err := n.peerState(s.Address, name)
+		if err != nil {
+			n.logOnce(slog.LevelDebug, "membership: cannot check a server's data directory", name, "", err)
 			continue
 		}
 		recorded := n.recordedDataDir(name)
 		switch s.Suffrage {
 		case raft.Voter:
-			if m.meta.Dir == "" || m.meta.Dir == recorded {
+			if st.Dir == "" || st.Dir == recorded {
 				continue // an older node that reports none, or the same directory
 			}
 			if recorded == "" {
@@ -142,40 +155,38 @@ func (n *Node) reconcileDataDirs(conf map[raft.ServerID]raft.Server, members map
 				// upgraded from before this rule): record its
 				// directory once it has state. An initial voter that
 				// has not received any log yet acknowledged nothing.
-				if n.answersWithState(s.Address, name) {
-					if err := n.recordDataDir(name, m.meta.Dir); err != nil {
+				if st.HasState {
+					if err := n.recordDataDir(name, st.Dir); err != nil {
 						n.logger.Warn("membership: recording a voter's data directory failed; will retry", "member", name, "error", err)
 						return
 					}
 				}
 				continue
 			}
-			const why = "it came back with another data directory than the one recorded for it"
 			if err := n.removalKeepsQuorum(conf, members, id); err != nil {
-				n.logOnce(slog.LevelError, "membership: not demoting a voter that lost its data", name, "", fmt.Errorf("voter %q must not vote until it has caught up (%s), but making it a non-voter now would leave no quorum: %w; acknowledged writes are at risk if another voter fails before it catches up", name, why, err))
+				n.logOnce(slog.LevelError, "membership: not demoting a voter that lost its data directory", name, "", fmt.Errorf("voter %q came back with another data directory than the one recorded for it and must not vote until it has caught up, but making it a non-voter now would leave no quorum (%w); acknowledged writes are at risk if another voter fails before it catches up", name, err))
 				continue
 			}
 			target := n.raft.LastIndex()
 			if err := n.raft.DemoteVoter(id, 0, n.cfg.ApplyTimeout).Error(); err != nil {
-				n.logger.Warn("membership: demoting a voter that lost its data failed; will retry", "member", name, "error", err)
+				n.logger.Warn("membership: demoting a voter that lost its data directory failed; will retry", "member", name, "error", err)
 				return
 			}
 			catchup[id] = target
 			s.Suffrage = raft.Nonvoter
 			conf[id] = s
-			n.logger.Warn("membership: demoted a voter to non-voter until it catches up: "+why, "member", name, "catch_up_to", target)
+			n.logger.Warn("membership: a voter came back with another data directory than the one recorded for it; it is a non-voter until it has caught up", "member", name, "catch_up_to", target, "applied", st.Applied)
 		case raft.Nonvoter:
 			target, ok := catchup[id]
 			if !ok {
 				target = n.raft.LastIndex()
 				catchup[id] = target
 			}
-			applied, err := n.appliedOf(s.Address)
-			if err != nil || applied < target {
-				n.logOnce(slog.LevelInfo, "membership: non-voter catching up", name, "", fmt.Errorf("non-voter %q becomes a voter once it has applied index %d (it has %d; %v)", name, target, applied, err))
+			if st.Applied < target {
+				n.logOnce(slog.LevelInfo, "membership: non-voter catching up", name, "", fmt.Errorf("non-voter %q becomes a voter once it has applied index %d", name, target))
 				continue
 			}
-			if err := n.recordDataDir(name, m.meta.Dir); err != nil {
+			if err := n.recordDataDir(name, st.Dir); err != nil {
 				n.logger.Warn("membership: recording a non-voter's data directory failed; will retry", "member", name, "error", err)
 				return
 			}
@@ -186,37 +197,23 @@ func (n *Node) reconcileDataDirs(conf map[raft.ServerID]raft.Server, members map
 			delete(catchup, id)
 			s.Suffrage = raft.Voter
 			conf[id] = s
-			n.logger.Info("membership: a non-voter has caught up and is a voter again", "member", name, "applied", applied)
+			n.logger.Info("membership: a non-voter has caught up and is a voter again", "member", name, "applied", st.Applied)
 		}
 	}
 }
 
-// answersWithState reports whether the node at addr answers, as name,
-// that it has raft state. Without the internal RPC there is no asking,
-// and gossip's word is taken.
-func (n *Node) answersWithState(addr raft.ServerAddress, name string) bool {
-	if n.dialRPC == nil {
-		return true
-	}
-	ctx, cancel := context.WithTimeout(n.ctx, hasStateTimeout)
-	defer cancel()
-	resp, err := n.call(ctx, addr, rpcRequest{Op: opHasState})
-	return err == nil && resp.HasState && resp.Name == name
-}
-
-// appliedOf asks the node at addr for its applied index.
-func (n *Node) appliedOf(addr raft.ServerAddress) (uint64, error) {
-	if n.dialRPC == nil {
-		return 0, fmt.Errorf("no internal RPC to ask it")
-	}
+// peerState asks the server name at addr (its raft address, over the
+// internal RPC's mutual TLS) for its HasState answer: raft state, data
+// directory, applied index. An answer under another name is an error.
+func (n *Node) peerState(addr raft.ServerAddress, name string) (*rpcResponse, error) {
 	ctx, cancel := context.WithTimeout(n.ctx, statsTimeout)
 	defer cancel()
-	resp, err := n.call(ctx, addr, rpcRequest{Op: opStats})
+	resp, err := n.call(ctx, addr, rpcRequest{Op: opHasState})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	if resp.Stats == nil {
-		return 0, fmt.Errorf("%s sent no stats", addr)
+	if resp.Name != name {
+		return nil, fmt.Errorf("the node at %s answers as %q, not %q", addr, resp.Name, name)
 	}
-	return resp.Stats.Applied, nil
+	return resp, nil
 }

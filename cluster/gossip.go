@@ -84,9 +84,6 @@ type nodeMeta struct {
 	API     string `json:"a,omitempty"`
 	Cluster string `json:"c"`
 	Expect  int    `json:"e,omitempty"`
-	// Dir is the node's data-directory identity (datadir.go); empty from
-	// nodes older than it.
-	Dir string `json:"d,omitempty"`
 	// Leaving is set by Leave just before the gossip leave message.
 	// memberlist's leave notification does not say whether a node left or
 	// failed, so this is how peers tell the two apart.
@@ -182,7 +179,6 @@ func (n *Node) localMeta() nodeMeta {
 		API:     n.cfg.APIAddr,
 		Cluster: n.cfg.ClusterID,
 		Expect:  n.cfg.BootstrapExpect,
-		Dir:     n.dataDir,
 		Leaving: n.leaving.Load(),
 	}
 }

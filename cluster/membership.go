@@ -272,7 +272,8 @@ func (n *Node) reconcile(missing map[raft.ServerID]time.Time, catchup map[raft.S
 			continue
 		}
 		removed := n.isRemoved(name)
-		if err := n.checkJoiner(name, raft.ServerAddress(m.meta.Raft), inConf, removed); err != nil {
+		dir, err := n.checkJoiner(name, raft.ServerAddress(m.meta.Raft), inConf, removed)
+		if err != nil {
 			level := slog.LevelError
 			if removed {
 				level = slog.LevelWarn
@@ -280,11 +281,13 @@ func (n *Node) reconcile(missing map[raft.ServerID]time.Time, catchup map[raft.S
 			n.logOnce(level, "membership: not adding voter", name, "", err)
 			continue
 		}
-		if err := n.recordDataDir(name, m.meta.Dir); err != nil {
+		// Its data directory is recorded first, so that a record left
+		// from an earlier member of this name does not get it demoted.
+		if err := n.recordDataDir(name, dir); err != nil {
 			n.logger.Warn("adding voter: recording its data directory failed; will retry", "member", name, "error", err)
 			return
 		}
-		err := n.raft.AddVoter(id, raft.ServerAddress(m.meta.Raft), 0, n.cfg.ApplyTimeout).Error()
+		err = n.raft.AddVoter(id, raft.ServerAddress(m.meta.Raft), 0, n.cfg.ApplyTimeout).Error()
 		if err != nil {
 			n.logger.Warn("adding voter failed; will retry", "member", name, "raft_addr", m.meta.Raft, "error", err)
 			return
@@ -382,27 +385,28 @@ func (n *Node) reconcile(missing map[raft.ServerID]time.Time, catchup map[raft.S
 // former member that restarts still lists our servers and is accepted.
 // A node that cannot be asked is not added this round. A node an operator
 // removed (removed set) is added only if it has no raft state, and its
-// removal marker is cleared first (readmitRemoved).
-func (n *Node) checkJoiner(name string, addr raft.ServerAddress, conf map[raft.ServerID]raft.Server, removed bool) error {
+// removal marker is cleared first (readmitRemoved). It returns the data
+// directory identity the node answered with (datadir.go).
+func (n *Node) checkJoiner(name string, addr raft.ServerAddress, conf map[raft.ServerID]raft.Server, removed bool) (string, error) {
 	if n.dialRPC == nil {
 		if removed {
-			return fmt.Errorf("not re-adding %q: an operator removed it, and without the internal RPC its data directory cannot be checked", name)
+			return "", fmt.Errorf("not re-adding %q: an operator removed it, and without the internal RPC its data directory cannot be checked", name)
 		}
-		return nil
+		return "", nil
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, hasStateTimeout)
 	defer cancel()
 	resp, err := n.call(ctx, addr, rpcRequest{Op: opHasState})
 	if err != nil {
-		return fmt.Errorf("not adding %q yet: cannot ask it for its raft state: %w", name, err)
+		return "", fmt.Errorf("not adding %q yet: cannot ask it for its raft state: %w", name, err)
 	}
 	if removed {
-		return n.readmitRemoved(name, resp)
+		return resp.Dir, n.readmitRemoved(name, resp)
 	}
 	if !resp.HasState || len(resp.Servers) == 0 || sharesServer(resp.Servers, conf, name) {
-		return nil
+		return resp.Dir, nil
 	}
-	return fmt.Errorf("refusing to add %q: it has raft state of another cluster (its configuration %v shares no server with ours; did it bootstrap itself?). Wipe its data directory to join this cluster", name, resp.Servers)
+	return "", fmt.Errorf("refusing to add %q: it has raft state of another cluster (its configuration %v shares no server with ours; did it bootstrap itself?). Wipe its data directory to join this cluster", name, resp.Servers)
 }
 
 // sharesServer reports whether servers (a node's configuration, by ID)

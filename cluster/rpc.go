@@ -79,13 +79,14 @@ type rpcResponse struct {
 	// Leader: the answering node leads (has_state), so Servers is the
 	// configuration the cluster acts on.
 	Leader bool `json:"leader,omitempty"`
-	// Name and Dir (has_state) are the answering node's name and data
-	// directory identity (datadir.go).
-	Name  string     `json:"name,omitempty"`
-	Dir   string     `json:"dir,omitempty"`
-	Stats *nodeStats `json:"stats,omitempty"`
-	Code  string     `json:"code,omitempty"` // see errCodes
-	Err   string     `json:"err,omitempty"`
+	// Name, Dir and Applied (has_state) are the answering node's name,
+	// data directory identity (datadir.go) and applied index.
+	Name    string     `json:"name,omitempty"`
+	Dir     string     `json:"dir,omitempty"`
+	Applied uint64     `json:"applied,omitempty"`
+	Stats   *nodeStats `json:"stats,omitempty"`
+	Code    string     `json:"code,omitempty"` // see errCodes
+	Err     string     `json:"err,omitempty"`
 }
 
 // nodeStats is what Stats reports about a node.
@@ -224,7 +225,7 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest, caller string, ca
 	case opHasState:
 		resp.HasState = n.hasState()
 		resp.Leader = n.raft.State() == raft.Leader
-		resp.Name, resp.Dir = n.cfg.NodeName, n.dataDir
+		resp.Name, resp.Dir, resp.Applied = n.cfg.NodeName, n.dataDir, n.fsm.AppliedIndex()
 		if fut := n.raft.GetConfiguration(); fut.Error() == nil {
 			for _, s := range fut.Configuration().Servers {
 				resp.Servers = append(resp.Servers, string(s.ID))
