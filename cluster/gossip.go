@@ -57,7 +57,8 @@ const (
 	// certificate valid for that host, and a node whose name is held by
 	// another process is told so (NotifyConflict). Consul uses 30s, equal
 	// to GossipToTheDeadTime; ours is shorter so that a restarted pod is
-	// back in everyone's view within seconds of its old entry's death.
+	// back in everyone's view within seconds of its old entry's death
+	// (the refusing members retry its new address then: retryReclaim).
 	gossipDeadNodeReclaim = 10 * time.Second
 
 	// refusalLogEvery rate-limits the log line for a refused peer, which
@@ -129,6 +130,8 @@ type gossip struct {
 	mu      sync.Mutex
 	members map[string]*member
 	refused map[string]time.Time // name+reason -> last logged
+	// reclaiming holds the names with a retryReclaim pending.
+	reclaiming map[string]bool
 
 	// kick is signalled on every membership change; the bootstrap and
 	// reconcile loops wake on it.
@@ -194,9 +197,10 @@ func (n *Node) startGossip(tune func(*memberlist.Config)) error {
 		return fmt.Errorf("%w: gossip metadata is %d bytes, at most %d", ErrInvalidConfig, len(m), memberlist.MetaMaxSize)
 	}
 	g := &gossip{
-		members: map[string]*member{},
-		refused: map[string]time.Time{},
-		kick:    make(chan struct{}, 1),
+		members:    map[string]*member{},
+		refused:    map[string]time.Time{},
+		reclaiming: map[string]bool{},
+		kick:       make(chan struct{}, 1),
 	}
 	n.gossip = g
 
@@ -402,6 +406,49 @@ func (d *gossipDelegate) NotifyConflict(existing, other *memberlist.Node) {
 		return
 	}
 	d.n.logRefusal(other.Name, other.Address(), fmt.Errorf("duplicate node name: %q is already used by the member at %s", other.Name, existing.Address()))
+	d.n.retryReclaim(other.Name, other.Address())
+}
+
+// retryReclaim joins addr, where memberlist just refused the known member
+// name as conflicting, once gossipDeadNodeReclaim has passed. A member
+// restarted at a new address (a pod with a new IP) announces itself when
+// it starts, often before its old entry is even dead, and then only at
+// its push/pull every 30 s; this takes it back as soon as memberlist
+// allows. If the old holder is alive (two processes, one name) the join
+// is refused again and another retry is scheduled: one push/pull per
+// reclaim period, no more. At most one retry per name is pending.
+func (n *Node) retryReclaim(name, addr string) {
+	g := n.gossip
+	g.mu.Lock()
+	if g.reclaiming[name] {
+		g.mu.Unlock()
+		return
+	}
+	g.reclaiming[name] = true
+	g.mu.Unlock()
+	// Not in n.wg: it may start while Shutdown waits. It ends with n.ctx,
+	// and a Join on a memberlist that has shut down fails at once.
+	go func() {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-time.After(gossipDeadNodeReclaim + time.Second):
+		}
+		g.mu.Lock()
+		delete(g.reclaiming, name) // before Join: a refusal schedules anew
+		g.mu.Unlock()
+		if n.left.Load() {
+			return
+		}
+		for _, m := range g.ml.Members() {
+			if m.Name == name && m.Address() == addr {
+				return // taken back meanwhile
+			}
+		}
+		if _, err := g.ml.Join([]string{addr}); err != nil {
+			n.logger.Debug("gossip: retrying a refused member's new address failed", "member", name, "gossip_addr", addr, "error", err)
+		}
+	}()
 }
 
 func (d *gossipDelegate) NotifyJoin(p *memberlist.Node)   { d.update(p) }

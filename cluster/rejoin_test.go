@@ -69,12 +69,18 @@ func gossipAddrOf(n *Node, name string) string {
 // known name from a new address ("conflicting address") unless the old
 // entry has been dead for DeadNodeReclaimTime; with 0 that never happens,
 // and only memberlist forgetting the dead node (GossipToTheDeadTime, 30s
-// by default) let the node back in. The test makes that long, so only the
-// reclaim time can.
+// by default) and the node's next push/pull (every 30s) let it back in.
+// The test makes both long, so only the reclaim time and the refusing
+// members' retry can.
 func TestRestartAtNewGossipAddress(t *testing.T) {
 	ctx := testCtx(t)
 	c := newHACluster(t)
-	c.tuneGossip = func(mc *memberlist.Config) { mc.GossipToTheDeadTime = 10 * time.Minute }
+	c.tuneGossip = func(mc *memberlist.Config) {
+		mc.GossipToTheDeadTime = 10 * time.Minute
+		// No periodic push/pull to carry the restarted node's state again
+		// after its first announcement: production's comes every 30s.
+		mc.PushPullInterval = 10 * time.Minute
+	}
 	c.startGossipCluster(3, func(cfg *Config) { cfg.DeadServerTimeout = -1 })
 	l := c.leader()
 	x := c.others(l)[0]
