@@ -68,14 +68,22 @@ func dataDirRecordKey(name string) fsm.Key {
 // store, creating one when there is none (a new, emptied or older data
 // directory).
 func loadDataDirID(st raft.StableStore) (string, error) {
-	if b, err := st.Get(dataDirKey); err == nil && len(b) > 0 {
+	b, err := st.Get(dataDirKey)
+	switch {
+	case err == nil && len(b) > 0:
 		return string(b), nil
+	case err != nil && err.Error() != "not found":
+		// raft's stores (bolt, in-memory) say "not found" for a missing
+		// key, as raft itself relies on. Anything else must not mint a
+		// new identity, which would make a restart look like a lost
+		// data directory.
+		return "", fmt.Errorf("cluster: read the data directory identity: %w", err)
 	}
-	var b [dataDirIDLen / 2]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	var r [dataDirIDLen / 2]byte
+	if _, err := rand.Read(r[:]); err != nil {
 		return "", fmt.Errorf("cluster: data directory identity: %w", err)
 	}
-	id := hex.EncodeToString(b[:])
+	id := hex.EncodeToString(r[:])
 	if err := st.Set(dataDirKey, []byte(id)); err != nil {
 		return "", fmt.Errorf("cluster: store the data directory identity: %w", err)
 	}
