@@ -67,13 +67,14 @@
 //     its term barrier, so it has applied every marker. The marker is
 //     cleared only when the name comes back with no raft state (an emptied
 //     data dir). Leave writes none.
-//   - A voter never votes with a log it lost (datadir.go): every data
-//     directory has a random identity, which the leader records through
-//     the log for each voter. A voter that comes back with another one (a
-//     lost PVC, a wiped disk) is demoted to non-voter, under the quorum
-//     rule of removals, until it has applied everything the leader had
-//     logged when it noticed; then its new identity is recorded and it is
-//     a voter again. Every non-voter is promoted by that rule.
+//   - A voter that lost its log does not keep its vote (datadir.go):
+//     every data directory has a random identity, which the leader records
+//     through the log for each voter and checks every reconcile. A voter
+//     that comes back with another one (a lost PVC, a wiped disk) is
+//     demoted to non-voter, under the quorum rule of removals, until it
+//     has applied everything the leader had logged when it noticed; then
+//     its new identity is recorded and it is a voter again. Every
+//     non-voter is promoted by that rule.
 //   - A node not in the configuration (its own latest one, or the
 //     leader's, asked over the RPC when no leader has contacted it for a
 //     while: configcheck.go) fails CheckMember; the API then refuses its
@@ -90,6 +91,9 @@
 //     raft no longer reaches the old one and the node at the new one
 //     answers with the server's name, raft state of this cluster and the
 //     recorded data directory; one with no raft state is refused.
+//     Joining means reaching another member: a seed that names this node
+//     (its own DNS name) does not count, and a node that knows no peer
+//     keeps retrying its seeds.
 //   - Status (status.go) is this node's own raft view and never blocks.
 //     Its leader-change and election counts come from an observer whose
 //     filter raft calls synchronously for every observation, so none is
