@@ -1,13 +1,18 @@
 package cluster
 
 import (
+	"crypto/rand"
 	"fmt"
 	"net"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
+
+	"github.com/trustplane/trustplane/fsm"
 )
 
 // Findings from running on Kubernetes: StatefulSet pods whose raft
@@ -273,5 +278,129 @@ func TestRaftAddressChangeNeedsProof(t *testing.T) {
 	final := c.leader(l, moved).propose(t, ctx, "two-of-three")
 	if err := moved.node.WaitApplied(ctx, final); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The same over real TCP, TLS and bolt, the way a pod with a lost PVC
+// comes back: same name and raft address, an emptied data directory, a
+// new gossip address. The leader sees the new directory identity over the
+// internal RPC, demotes the node, and makes it a voter again once it has
+// caught up; every acknowledged write survives the leader stopping.
+func TestEmptiedVoterOverTCP(t *testing.T) {
+	ctx := testCtx(t)
+	ca := newTestCA(t, "cluster-ca")
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	const size = 3
+	var gossipAddrs, raftAddrs []string
+	for range size {
+		gossipAddrs = append(gossipAddrs, freeAddr(t))
+		raftAddrs = append(raftAddrs, freeAddr(t))
+	}
+	logs := make([]*logBuffer, size)
+	start := func(i int, dir, gossipAt string) (*Node, error) {
+		name := fmt.Sprintf("tcp-%d", i)
+		logs[i] = &logBuffer{}
+		cfg := DefaultConfig()
+		cfg.NodeName = name
+		cfg.DataDir = dir
+		cfg.RaftAddr = raftAddrs[i]
+		cfg.TLS = tlsConfig(ca.nodeCert(t, name), ca)
+		cfg.PeerName = certPeerName
+		cfg.Logger = logs[i].logger()
+		cfg.BootstrapExpect = size
+		cfg.GossipAddr = gossipAt
+		cfg.GossipKey = key
+		cfg.Join = gossipAddrs
+		cfg.ClusterID = "tcp-cluster"
+		cfg.DeadServerTimeout = -1
+		n, err := New(cfg, fsm.New())
+		if err == nil {
+			t.Cleanup(func() { _ = n.Shutdown() })
+		}
+		return n, err
+	}
+	nodes := make([]*Node, size)
+	var wg sync.WaitGroup
+	errs := make(chan error, size)
+	for i := range size {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := start(i, t.TempDir(), gossipAddrs[i])
+			nodes[i] = n
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	leader := func(among ...*Node) *Node {
+		var l *Node
+		waitFor(t, "a leader", func() bool {
+			l = nil
+			for _, n := range among {
+				if n.readReady() {
+					l = n
+				}
+			}
+			return l != nil
+		})
+		return l
+	}
+	l := leader(nodes...)
+	xi := slices.IndexFunc(nodes, func(n *Node) bool { return n != l })
+	x := nodes[xi]
+	waitFor(t, "the leader to record "+x.cfg.NodeName+"'s data directory", func() bool { return l.recordedDataDir(x.cfg.NodeName) == x.dataDir })
+	var keys []string
+	var last uint64
+	for i := range 10 {
+		k := fmt.Sprintf("tcp-acked-%d", i)
+		res, err := l.Propose(ctx, putCmd(k, "v"))
+		if err != nil || res.Err != nil {
+			t.Fatalf("Propose: %v %v", err, res)
+		}
+		keys, last = append(keys, k), res.Revision
+	}
+	if err := x.WaitApplied(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	_ = x.Shutdown()
+	back, err := start(xi, t.TempDir(), freeAddr(t)) // emptied data directory, new gossip address
+	if err != nil {
+		t.Fatal(err)
+	}
+	ll := logs[slices.Index(nodes, l)]
+	waitFor(t, "the leader to demote the emptied voter", func() bool { return ll.contains("it is a non-voter until it has caught up") })
+	waitFor(t, x.cfg.NodeName+" to be a voter again", func() bool { return suffrage(l, x.cfg.NodeName) == "Voter" })
+	if back.AppliedIndex() < last {
+		t.Fatalf("promoted at applied index %d, before the last acknowledged write %d", back.AppliedIndex(), last)
+	}
+	_ = l.Shutdown()
+	var rest []*Node
+	for _, n := range nodes {
+		if n != l && n != x {
+			rest = append(rest, n)
+		}
+	}
+	rest = append(rest, back)
+	nl := leader(rest...)
+	res, err := nl.Propose(ctx, putCmd("tcp-after-leader-stop", "v"))
+	if err != nil || res.Err != nil {
+		t.Fatalf("Propose after the leader stopped: %v %v", err, res)
+	}
+	for _, n := range rest {
+		if err := n.WaitApplied(ctx, res.Revision); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if kv, _, err := n.fsm.Get(testKey(k), 0); err != nil || kv == nil {
+				t.Fatalf("%s lost acknowledged write %s: %v", n.cfg.NodeName, k, err)
+			}
+		}
 	}
 }

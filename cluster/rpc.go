@@ -172,8 +172,15 @@ func readFrame(r io.Reader, v any) error {
 // a time, until the client closes it or stays idle for rpcIdleTimeout. It
 // never panics on bad input: a frame it cannot read closes the connection,
 // an unknown operation gets an error response.
+//
+// A node that shuts down closes its accepted connections at once: a
+// caller's pooled connection must not go on reaching a stopped node's
+// handler (in one process, a node restarted on the same address would
+// otherwise answer through its predecessor).
 func (n *Node) serveRPC(conn net.Conn) {
 	defer conn.Close()
+	stop := context.AfterFunc(n.ctx, func() { _ = conn.Close() })
+	defer stop()
 	caller, callerErr := n.rpcCaller(conn)
 	for {
 		_ = conn.SetReadDeadline(time.Now().Add(rpcIdleTimeout))
