@@ -32,7 +32,8 @@
 //     its own authority.
 //   - No wait outlives the node: Shutdown ends every Propose, ReadIndex and
 //     WaitApplied with ErrShutdown, even where raft itself would leave a
-//     future unanswered.
+//     future unanswered, and closes the internal-RPC connections it
+//     accepted, so no caller keeps talking to a stopped node.
 //   - Raft traffic is mutual TLS only. Both sides present the node
 //     certificate (client and server usage) and require the peer's to
 //     chain to the CA pool in Config.TLS, which is the node CA alone (no
