@@ -242,7 +242,9 @@ func (n *Node) startGossip(tune func(*memberlist.Config)) error {
 		}
 		return fmt.Errorf("cluster: start gossip on %s: %w", n.cfg.GossipAddr, err)
 	}
+	g.mu.Lock() // retryReclaim may read it from a delegate callback already
 	g.ml = ml
+	g.mu.Unlock()
 	// memberlist wrote the port it bound back into mc when asked for 0.
 	g.addr = net.JoinHostPort(mc.AdvertiseAddr, strconv.Itoa(mc.AdvertisePort))
 	n.logger.Info("gossip started", "address", n.gossipAddr(), "seeds", n.cfg.Join)
@@ -436,16 +438,17 @@ func (n *Node) retryReclaim(name, addr string) {
 		}
 		g.mu.Lock()
 		delete(g.reclaiming, name) // before Join: a refusal schedules anew
+		ml := g.ml
 		g.mu.Unlock()
-		if n.left.Load() {
+		if n.left.Load() || ml == nil {
 			return
 		}
-		for _, m := range g.ml.Members() {
+		for _, m := range ml.Members() {
 			if m.Name == name && m.Address() == addr {
 				return // taken back meanwhile
 			}
 		}
-		if _, err := g.ml.Join([]string{addr}); err != nil {
+		if _, err := ml.Join([]string{addr}); err != nil {
 			n.logger.Debug("gossip: retrying a refused member's new address failed", "member", name, "gossip_addr", addr, "error", err)
 		}
 	}()
