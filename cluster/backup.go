@@ -87,9 +87,9 @@ type SeedConfig struct {
 // when complete, so a failure leaves the data directory as it found it.
 //
 // What is cluster-specific is not carried: the removal markers of
-// `trustplane members remove` (removed.go) name members of the source
-// cluster's configuration, which the new configuration replaces, so they
-// are dropped. Everything else (every object with its history, the token
+// `trustplane members remove` (removed.go) and the data-directory records
+// (datadir.go) name members of the source cluster's configuration, which
+// the new configuration replaces, so they are dropped. Everything else (every object with its history, the token
 // signing keys) is carried byte for byte, encrypted at rest as it was.
 func SeedDataDir(cfg SeedConfig, exp *fsm.Export) error {
 	if cfg.NodeName == "" || cfg.RaftAddr == "" || cfg.DataDir == "" {
@@ -182,7 +182,7 @@ func seed(dir string, cfg SeedConfig, exp *fsm.Export) error {
 	if err != nil {
 		return fmt.Errorf("cluster: create snapshot: %w", err)
 	}
-	if err := exp.WriteTo(sink, isRemovalMarker); err != nil {
+	if err := exp.WriteTo(sink, isMembershipRecord); err != nil {
 		_ = sink.Cancel()
 		return err
 	}
@@ -192,9 +192,12 @@ func seed(dir string, cfg SeedConfig, exp *fsm.Export) error {
 	return nil
 }
 
-// isRemovalMarker says whether k is a removal marker (removed.go).
-func isRemovalMarker(k fsm.Key) bool {
-	return k.Group == removedPrefix.Group && k.Resource == removedPrefix.Resource
+// isMembershipRecord says whether k is a removal marker (removed.go) or a
+// data-directory record (datadir.go): both describe the source cluster's
+// members.
+func isMembershipRecord(k fsm.Key) bool {
+	return k.Group == removedPrefix.Group && k.Resource == removedPrefix.Resource ||
+		k.Group == dataDirPrefix.Group && k.Resource == dataDirPrefix.Resource
 }
 
 // privatise makes dir's tree 0700/0600: raft's snapshot store asks for

@@ -149,6 +149,9 @@ func TestRestart(t *testing.T) {
 
 			f := fsm.New()
 			n2 := startTLSNode(t, dir, addr, f, opts...)
+			if n2.dataDir == "" || n2.dataDir != n.dataDir {
+				t.Fatalf("data directory identity %q after restart, was %q: a restart would look like a lost data directory", n2.dataDir, n.dataDir)
+			}
 			if tc.snapshot && n2.raft.Stats()["last_snapshot_index"] == "0" {
 				t.Fatal("restarted node knows no snapshot")
 			}

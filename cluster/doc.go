@@ -32,7 +32,8 @@
 //     its own authority.
 //   - No wait outlives the node: Shutdown ends every Propose, ReadIndex and
 //     WaitApplied with ErrShutdown, even where raft itself would leave a
-//     future unanswered.
+//     future unanswered, and closes the internal-RPC connections it
+//     accepted, so no caller keeps talking to a stopped node.
 //   - Raft traffic is mutual TLS only. Both sides present the node
 //     certificate (client and server usage) and require the peer's to
 //     chain to the CA pool in Config.TLS, which is the node CA alone (no
@@ -67,6 +68,14 @@
 //     its term barrier, so it has applied every marker. The marker is
 //     cleared only when the name comes back with no raft state (an emptied
 //     data dir). Leave writes none.
+//   - A voter that lost its log does not keep its vote (datadir.go):
+//     every data directory has a random identity, which the leader records
+//     through the log for each voter and checks every reconcile. A voter
+//     that comes back with another one (a lost PVC, a wiped disk) is
+//     demoted to non-voter, under the quorum rule of removals, until it
+//     has applied everything the leader had logged when it noticed; then
+//     its new identity is recorded and it is a voter again. Every
+//     non-voter is promoted by that rule.
 //   - A node not in the configuration (its own latest one, or the
 //     leader's, asked over the RPC when no leader has contacted it for a
 //     while: configcheck.go) fails CheckMember; the API then refuses its
@@ -75,8 +84,17 @@
 //   - Gossip is encrypted with the shared key and only informs: raft's
 //     configuration decides who votes, and only the leader changes it
 //     (membership.go). Peers of another cluster (ClusterID), with another
-//     key, reusing a server's name or raft address, or carrying raft state
-//     of another cluster are refused with a log line saying why.
+//     key, reusing a live member's name or another server's raft address,
+//     or carrying raft state of another cluster are refused with a log
+//     line saying why. A member dead for gossipDeadNodeReclaim may come
+//     back from a new gossip address (a pod's new IP). A server that comes
+//     back at a new raft address is moved there (moveServer) only when
+//     raft no longer reaches the old one and the node at the new one
+//     answers with the server's name, raft state of this cluster and the
+//     recorded data directory; one with no raft state is refused.
+//     Joining means reaching another member: a seed that names this node
+//     (its own DNS name) does not count, and a node that knows no peer
+//     keeps retrying its seeds.
 //   - Status (status.go) is this node's own raft view and never blocks.
 //     Its leader-change and election counts come from an observer whose
 //     filter raft calls synchronously for every observation, so none is

@@ -36,6 +36,31 @@ const (
 	joinRetryMin = 500 * time.Millisecond
 	joinRetryMax = 10 * time.Second
 
+	// gossipDeadNodeReclaim is memberlist's DeadNodeReclaimTime: how long
+	// a member must have been dead before its name is accepted from
+	// another gossip address. memberlist's default, 0, never accepts it,
+	// so a node restarted at a new address (a pod with a new IP) stays
+	// refused ("conflicting address") until memberlist forgets the dead
+	// entry, GossipToTheDeadTime (30s) after its death, and the restarted
+	// node's next push/pull after that.
+	//
+	// The default guards against two live processes claiming one name:
+	// the one known first keeps it. A reclaim time only lets a name move
+	// once its old holder has failed every probe (direct and indirect) and
+	// its suspicion timeout for this long, which gives a live but
+	// unreachable holder time to refute first; memberlist's forgetting
+	// lets any address take the name at GossipToTheDeadTime anyway, so
+	// this shortens an existing window and opens no new one. Nor does the
+	// gossip name grant anything in raft: a node name is admitted only
+	// with the raft address the configuration has for it (admit), raft
+	// dials that address and its mutual TLS requires a node-CA
+	// certificate valid for that host, and a node whose name is held by
+	// another process is told so (NotifyConflict). Consul uses 30s, equal
+	// to GossipToTheDeadTime; ours is shorter so that a restarted pod is
+	// back in everyone's view within seconds of its old entry's death
+	// (the refusing members retry its new address then: retryReclaim).
+	gossipDeadNodeReclaim = 10 * time.Second
+
 	// refusalLogEvery rate-limits the log line for a refused peer, which
 	// gossip would otherwise repeat for every alive message.
 	refusalLogEvery = 30 * time.Second
@@ -105,6 +130,8 @@ type gossip struct {
 	mu      sync.Mutex
 	members map[string]*member
 	refused map[string]time.Time // name+reason -> last logged
+	// reclaiming holds the names with a retryReclaim pending.
+	reclaiming map[string]bool
 
 	// kick is signalled on every membership change; the bootstrap and
 	// reconcile loops wake on it.
@@ -170,9 +197,10 @@ func (n *Node) startGossip(tune func(*memberlist.Config)) error {
 		return fmt.Errorf("%w: gossip metadata is %d bytes, at most %d", ErrInvalidConfig, len(m), memberlist.MetaMaxSize)
 	}
 	g := &gossip{
-		members: map[string]*member{},
-		refused: map[string]time.Time{},
-		kick:    make(chan struct{}, 1),
+		members:    map[string]*member{},
+		refused:    map[string]time.Time{},
+		reclaiming: map[string]bool{},
+		kick:       make(chan struct{}, 1),
 	}
 	n.gossip = g
 
@@ -188,6 +216,7 @@ func (n *Node) startGossip(tune func(*memberlist.Config)) error {
 	mc.SecretKey = append([]byte(nil), n.cfg.GossipKey...)
 	mc.GossipVerifyIncoming = true
 	mc.GossipVerifyOutgoing = true
+	mc.DeadNodeReclaimTime = gossipDeadNodeReclaim
 	d := &gossipDelegate{n: n}
 	mc.Delegate = d
 	mc.Events = d
@@ -213,7 +242,9 @@ func (n *Node) startGossip(tune func(*memberlist.Config)) error {
 		}
 		return fmt.Errorf("cluster: start gossip on %s: %w", n.cfg.GossipAddr, err)
 	}
+	g.mu.Lock() // retryReclaim may read it from a delegate callback already
 	g.ml = ml
+	g.mu.Unlock()
 	// memberlist wrote the port it bound back into mc when asked for 0.
 	g.addr = net.JoinHostPort(mc.AdvertiseAddr, strconv.Itoa(mc.AdvertisePort))
 	n.logger.Info("gossip started", "address", n.gossipAddr(), "seeds", n.cfg.Join)
@@ -231,10 +262,16 @@ func (n *Node) gossipAddr() string {
 	return n.gossip.addr
 }
 
-// joinLoop joins the seeds, retrying with backoff until one answers, and
-// afterwards whenever this node knows fewer alive peers than raft has
-// servers (a restarted node whose peers forgot it, or a healed
-// partition).
+// joinLoop joins the seeds, retrying with backoff until another node
+// answers, and afterwards whenever this node knows no other alive node or
+// fewer alive peers than raft has servers (a restarted node whose peers
+// forgot it, or a healed partition).
+//
+// A seed may name this node by a spelling the filter below cannot
+// recognise (its own DNS name, as a StatefulSet's seed list does, or
+// localhost): memberlist then "joins" itself and counts it as contacted.
+// So joined means another member was reached (NumMembers > 1), never
+// merely that Join contacted someone.
 func (n *Node) joinLoop() {
 	defer n.wg.Done()
 	self := n.gossipAddr()
@@ -264,12 +301,15 @@ func (n *Node) joinLoop() {
 		}
 		cnt, err := n.gossip.ml.Join(seeds)
 		switch {
-		case cnt > 0:
+		case cnt > 0 && n.gossip.ml.NumMembers() > 1:
 			if !joined {
 				n.logger.Info("joined gossip", "seeds", seeds, "contacted", cnt)
 			}
 			joined = true
 			wait = joinRetryMax
+		case cnt > 0:
+			n.logger.Info("gossip join reached no other node (a seed names this node); retrying", "seeds", seeds, "error", err)
+			wait = min(max(2*wait, joinRetryMin), joinRetryMax)
 		case isKeyError(err):
 			n.logger.Error("gossip join refused: the seeds cannot decrypt this node's messages or it cannot decrypt theirs; this node's gossip key does not match the cluster's (check <ca-dir>/gossip.key)", "seeds", seeds, "error", err)
 			wait = min(max(2*wait, joinRetryMin), joinRetryMax)
@@ -280,14 +320,20 @@ func (n *Node) joinLoop() {
 	}
 }
 
-// needRejoin reports whether this node sees fewer alive gossip peers than
-// the raft configuration has servers.
+// needRejoin reports whether this node knows no other alive gossip member,
+// or fewer than the raft configuration has servers. (A node without a
+// configuration yet, waiting to bootstrap or to be added, needs a peer all
+// the more.)
 func (n *Node) needRejoin() bool {
+	alive := n.gossip.ml.NumMembers()
+	if alive <= 1 {
+		return true
+	}
 	fut := n.raft.GetConfiguration()
 	if fut.Error() != nil {
 		return false
 	}
-	return n.gossip.ml.NumMembers() < len(fut.Configuration().Servers)
+	return alive < len(fut.Configuration().Servers)
 }
 
 // isKeyError recognises memberlist's errors for a gossip key mismatch.
@@ -362,6 +408,50 @@ func (d *gossipDelegate) NotifyConflict(existing, other *memberlist.Node) {
 		return
 	}
 	d.n.logRefusal(other.Name, other.Address(), fmt.Errorf("duplicate node name: %q is already used by the member at %s", other.Name, existing.Address()))
+	d.n.retryReclaim(other.Name, other.Address())
+}
+
+// retryReclaim joins addr, where memberlist just refused the known member
+// name as conflicting, once gossipDeadNodeReclaim has passed. A member
+// restarted at a new address (a pod with a new IP) announces itself when
+// it starts, often before its old entry is even dead, and then only at
+// its push/pull every 30 s; this takes it back as soon as memberlist
+// allows. If the old holder is alive (two processes, one name) the join
+// is refused again and another retry is scheduled: one push/pull per
+// reclaim period, no more. At most one retry per name is pending.
+func (n *Node) retryReclaim(name, addr string) {
+	g := n.gossip
+	g.mu.Lock()
+	if g.reclaiming[name] {
+		g.mu.Unlock()
+		return
+	}
+	g.reclaiming[name] = true
+	g.mu.Unlock()
+	// Not in n.wg: it may start while Shutdown waits. It ends with n.ctx,
+	// and a Join on a memberlist that has shut down fails at once.
+	go func() {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-time.After(gossipDeadNodeReclaim + time.Second):
+		}
+		g.mu.Lock()
+		delete(g.reclaiming, name) // before Join: a refusal schedules anew
+		ml := g.ml
+		g.mu.Unlock()
+		if n.left.Load() || ml == nil {
+			return
+		}
+		for _, m := range ml.Members() {
+			if m.Name == name && m.Address() == addr {
+				return // taken back meanwhile
+			}
+		}
+		if _, err := ml.Join([]string{addr}); err != nil {
+			n.logger.Debug("gossip: retrying a refused member's new address failed", "member", name, "gossip_addr", addr, "error", err)
+		}
+	}()
 }
 
 func (d *gossipDelegate) NotifyJoin(p *memberlist.Node)   { d.update(p) }
@@ -399,8 +489,8 @@ func (d *gossipDelegate) update(p *memberlist.Node) {
 }
 
 // admit decides whether a gossip peer may be a member: it must speak our
-// metadata format, belong to our cluster, and not reuse the name or the
-// raft address of another server.
+// metadata format, belong to our cluster, not claim this node's name, and
+// not reuse the raft address of another server.
 func (n *Node) admit(name string, rawMeta []byte) error {
 	meta, err := decodeMeta(rawMeta)
 	if err != nil {
@@ -425,10 +515,11 @@ func (n *Node) admit(name string, rawMeta []byte) error {
 	if fut.Error() != nil {
 		return nil
 	}
+	// A server of the configuration that comes back at another raft
+	// address is admitted: the leader moves it only once the node there
+	// proves to be that server (moveServer), and memberlist itself refuses
+	// a name held by a live member.
 	for _, s := range fut.Configuration().Servers {
-		if string(s.ID) == name && string(s.Address) != meta.Raft {
-			return fmt.Errorf("duplicate node name: server %q is in the raft configuration at %s, this one is at %s (remove the old member first if it moved)", name, s.Address, meta.Raft)
-		}
 		if string(s.ID) != name && s.Address == raft.ServerAddress(meta.Raft) {
 			return fmt.Errorf("raft address %s of node %q is already used by server %q", meta.Raft, name, s.ID)
 		}

@@ -144,6 +144,9 @@ type haNode struct {
 	node  *Node
 	fsm   *fsm.FSM
 	logs  *logBuffer
+	// store and snaps are the node's raft state (its "data directory").
+	store *raft.InmemStore
+	snaps *raft.InmemSnapshotStore
 }
 
 // haCluster is an in-process cluster on raft's in-memory transport, with
@@ -156,6 +159,9 @@ type haCluster struct {
 	mu        sync.Mutex
 	nodes     []*haNode
 	trans     map[raft.ServerAddress]*raft.InmemTransport
+	// tuneGossip, if set, adjusts every node's memberlist config after
+	// fastGossip.
+	tuneGossip func(*memberlist.Config)
 }
 
 func newHACluster(t *testing.T) *haCluster {
@@ -175,6 +181,15 @@ type haOpts struct {
 	// a real node restarted on its host would (with fresh in-memory
 	// stores: an empty data directory).
 	sameAddr bool
+	// state, if set, is a stopped node whose raft stores the new node
+	// takes over: a restart with the same data directory.
+	state *haNode
+	// raftCut starts the node with its raft transport connected to no
+	// one (gossip and the internal RPC work); reconnectRaft heals it.
+	raftCut bool
+	// raftAt, if set, is the raft address to use (a node restarted at
+	// another raft address).
+	raftAt raft.ServerAddress
 }
 
 // add starts a node. Its raft transport is connected to every existing
@@ -192,13 +207,16 @@ func (c *haCluster) add(name string, o haOpts) *haNode {
 func (c *haCluster) addE(name string, o haOpts) (*haNode, error) {
 	t := c.t
 	want := raft.ServerAddress("inmem-" + name)
+	if o.raftAt != "" {
+		want = o.raftAt
+	}
 	c.mu.Lock()
 	if _, taken := c.trans[want]; taken && !o.sameAddr {
 		want += raft.ServerAddress(fmt.Sprintf("-%d", len(c.trans)))
 	}
 	addr, tr := raft.NewInmemTransport(want)
 	for oaddr, otr := range c.trans {
-		if oaddr == addr {
+		if oaddr == addr || o.raftCut {
 			continue
 		}
 		tr.Connect(oaddr, otr)
@@ -230,16 +248,26 @@ func (c *haCluster) addE(name string, o haOpts) (*haNode, error) {
 	if o.mutate != nil {
 		o.mutate(cfg)
 	}
-	store := raft.NewInmemStore()
+	store, snaps := raft.NewInmemStore(), raft.NewInmemSnapshotStore()
+	if o.state != nil {
+		store, snaps = o.state.store, o.state.snaps
+	}
+	tuneGossip := fastGossip
+	if c.tuneGossip != nil {
+		tuneGossip = func(mc *memberlist.Config) {
+			fastGossip(mc)
+			c.tuneGossip(mc)
+		}
+	}
 	d := deps{
 		logs:        store,
 		stable:      store,
-		snaps:       raft.NewInmemSnapshotStore(),
+		snaps:       snaps,
 		trans:       tr,
 		tune:        fastRaft,
 		dialRPC:     c.router.dialer(addr),
 		registerRPC: c.router.register(addr),
-		tuneGossip:  fastGossip,
+		tuneGossip:  tuneGossip,
 		bootstrap:   o.bootstrap,
 	}
 	f := fsm.New()
@@ -248,7 +276,7 @@ func (c *haCluster) addE(name string, o haOpts) (*haNode, error) {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	t.Cleanup(func() { _ = n.Shutdown() })
-	hn := &haNode{name: name, addr: addr, trans: tr, node: n, fsm: f, logs: logs}
+	hn := &haNode{name: name, addr: addr, trans: tr, node: n, fsm: f, logs: logs, store: store, snaps: snaps}
 	c.mu.Lock()
 	c.nodes = append(c.nodes, hn)
 	c.mu.Unlock()
@@ -395,4 +423,32 @@ func (c *haCluster) disconnect(a, b *haNode) {
 	a.trans.Disconnect(b.addr)
 	b.trans.Disconnect(a.addr)
 	c.router.partition(a.addr, b.addr, true)
+}
+
+// reconnectRaft connects n's raft transport to every other node's, both
+// ways (after haOpts.raftCut or a disconnect).
+func (c *haCluster) reconnectRaft(n *haNode) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for oaddr, otr := range c.trans {
+		if oaddr == n.addr {
+			continue
+		}
+		n.trans.Connect(oaddr, otr)
+		otr.Connect(n.addr, n.trans)
+	}
+}
+
+// disconnectRaft cuts n's raft transport from every other node's, both
+// ways; gossip and the internal RPC are untouched.
+func (c *haCluster) disconnectRaft(n *haNode) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for oaddr, otr := range c.trans {
+		if oaddr == n.addr {
+			continue
+		}
+		n.trans.Disconnect(oaddr)
+		otr.Disconnect(n.addr)
+	}
 }

@@ -31,6 +31,10 @@ import (
 //     as a voter, unless an operator removed it (removed.go); a member
 //     that left gracefully is removed; a member that failed stays a voter
 //     until RemoveMember or the autopilot rule (Config.DeadServerTimeout).
+//     A server that gossip reports at a new raft address is moved there
+//     once the node there proves to be it (moveServer). A voter back with
+//     another data directory is a non-voter until it has caught up, and
+//     a caught-up non-voter becomes a voter (datadir.go).
 //   - A voter counts as alive for every quorum check when the leader's
 //     raft reaches it (contact.go) and gossip does not report it failed or
 //     left. No removal (RemoveMember, Leave, a left member, autopilot)
@@ -202,6 +206,7 @@ func (n *Node) reconcileLoop() {
 	tick := time.NewTicker(reconcileInterval)
 	defer tick.Stop()
 	missing := map[raft.ServerID]time.Time{}
+	catchup := map[raft.ServerID]uint64{}
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -218,17 +223,19 @@ func (n *Node) reconcileLoop() {
 			// applied: its fsm may still lack removal markers.
 			if n.raft.State() != raft.Leader {
 				clear(missing)
+				clear(catchup)
 			}
 			continue
 		}
-		n.reconcile(missing)
+		n.reconcile(missing, catchup)
 	}
 }
 
 // reconcile makes the raft configuration follow gossip (leader only).
 // missing remembers since when a voter has been absent from gossip
-// altogether, which the autopilot rule treats like failed.
-func (n *Node) reconcile(missing map[raft.ServerID]time.Time) {
+// altogether, which the autopilot rule treats like failed; catchup is
+// reconcileDataDirs' (datadir.go).
+func (n *Node) reconcile(missing map[raft.ServerID]time.Time, catchup map[raft.ServerID]uint64) {
 	fut := n.raft.GetConfiguration()
 	if fut.Error() != nil {
 		return
@@ -255,12 +262,18 @@ func (n *Node) reconcile(missing map[raft.ServerID]time.Time) {
 		}
 		if s, ok := inConf[id]; ok {
 			if string(s.Address) != m.meta.Raft {
-				n.logOnce(slog.LevelWarn, "membership: address mismatch", name, "", fmt.Errorf("server %q is in the raft configuration at %s but gossip advertises %s; not changing it (remove the member first)", name, s.Address, m.meta.Raft))
+				if err := n.moveServer(s, raft.ServerAddress(m.meta.Raft), inConf); err != nil {
+					n.logOnce(slog.LevelError, "membership: not moving a server to a new raft address", name, "", err)
+					continue
+				}
+				s.Address = raft.ServerAddress(m.meta.Raft)
+				inConf[id] = s
 			}
 			continue
 		}
 		removed := n.isRemoved(name)
-		if err := n.checkJoiner(name, raft.ServerAddress(m.meta.Raft), inConf, removed); err != nil {
+		dir, err := n.checkJoiner(name, raft.ServerAddress(m.meta.Raft), inConf, removed)
+		if err != nil {
 			level := slog.LevelError
 			if removed {
 				level = slog.LevelWarn
@@ -268,7 +281,13 @@ func (n *Node) reconcile(missing map[raft.ServerID]time.Time) {
 			n.logOnce(level, "membership: not adding voter", name, "", err)
 			continue
 		}
-		err := n.raft.AddVoter(id, raft.ServerAddress(m.meta.Raft), 0, n.cfg.ApplyTimeout).Error()
+		// Its data directory is recorded first, so that a record left
+		// from an earlier member of this name does not get it demoted.
+		if err := n.recordDataDir(name, dir); err != nil {
+			n.logger.Warn("adding voter: recording its data directory failed; will retry", "member", name, "error", err)
+			return
+		}
+		err = n.raft.AddVoter(id, raft.ServerAddress(m.meta.Raft), 0, n.cfg.ApplyTimeout).Error()
 		if err != nil {
 			n.logger.Warn("adding voter failed; will retry", "member", name, "raft_addr", m.meta.Raft, "error", err)
 			return
@@ -276,6 +295,9 @@ func (n *Node) reconcile(missing map[raft.ServerID]time.Time) {
 		n.logger.Info("added voter", "member", name, "raft_addr", m.meta.Raft)
 		inConf[id] = raft.Server{Suffrage: raft.Voter, ID: id, Address: raft.ServerAddress(m.meta.Raft)}
 	}
+
+	// Voters with a new (emptied) data directory vote only once caught up.
+	n.reconcileDataDirs(inConf, members, catchup)
 
 	// Members that left gracefully are removed.
 	for _, s := range servers {
@@ -363,32 +385,88 @@ func (n *Node) reconcile(missing map[raft.ServerID]time.Time) {
 // former member that restarts still lists our servers and is accepted.
 // A node that cannot be asked is not added this round. A node an operator
 // removed (removed set) is added only if it has no raft state, and its
-// removal marker is cleared first (readmitRemoved).
-func (n *Node) checkJoiner(name string, addr raft.ServerAddress, conf map[raft.ServerID]raft.Server, removed bool) error {
+// removal marker is cleared first (readmitRemoved). It returns the data
+// directory identity the node answered with (datadir.go).
+func (n *Node) checkJoiner(name string, addr raft.ServerAddress, conf map[raft.ServerID]raft.Server, removed bool) (string, error) {
 	if n.dialRPC == nil {
 		if removed {
-			return fmt.Errorf("not re-adding %q: an operator removed it, and without the internal RPC its data directory cannot be checked", name)
+			return "", fmt.Errorf("not re-adding %q: an operator removed it, and without the internal RPC its data directory cannot be checked", name)
 		}
-		return nil
+		return "", nil
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, hasStateTimeout)
 	defer cancel()
 	resp, err := n.call(ctx, addr, rpcRequest{Op: opHasState})
 	if err != nil {
-		return fmt.Errorf("not adding %q yet: cannot ask it for its raft state: %w", name, err)
+		return "", fmt.Errorf("not adding %q yet: cannot ask it for its raft state: %w", name, err)
 	}
 	if removed {
-		return n.readmitRemoved(name, resp)
+		return resp.Dir, n.readmitRemoved(name, resp)
 	}
-	if !resp.HasState || len(resp.Servers) == 0 {
-		return nil
+	if !resp.HasState || len(resp.Servers) == 0 || sharesServer(resp.Servers, conf, name) {
+		return resp.Dir, nil
 	}
-	for _, s := range resp.Servers {
+	return "", fmt.Errorf("refusing to add %q: it has raft state of another cluster (its configuration %v shares no server with ours; did it bootstrap itself?). Wipe its data directory to join this cluster", name, resp.Servers)
+}
+
+// sharesServer reports whether servers (a node's configuration, by ID)
+// lists a server of conf other than name itself: the node's raft state is
+// of this cluster.
+func sharesServer(servers []string, conf map[raft.ServerID]raft.Server, name string) bool {
+	for _, s := range servers {
 		if _, ok := conf[raft.ServerID(s)]; ok && s != name {
-			return nil
+			return true
 		}
 	}
-	return fmt.Errorf("refusing to add %q: it has raft state of another cluster (its configuration %v shares no server with ours; did it bootstrap itself?). Wipe its data directory to join this cluster", name, resp.Servers)
+	return false
+}
+
+// moveServer changes the raft address of server s to addr, where gossip
+// now reports it (a node restarted with another --raft-addr), keeping its
+// suffrage. Raft's AddVoter (AddNonvoter) of a known ID does exactly that.
+// It is done only when the node at addr proves to be s: it answers, over
+// the internal RPC's mutual TLS, with s's name and raft state of this
+// cluster (its configuration shares a server with ours), and with the
+// data directory recorded for s (datadir.go) when one is; and the
+// leader's raft no longer reaches s at its old address, so no second
+// process holds the name there. A node without raft state at a new
+// address proves nothing (any node could claim the name): the operator
+// removes the member, and it joins as a new server. Otherwise it says
+// why not.
+func (n *Node) moveServer(s raft.Server, addr raft.ServerAddress, conf map[raft.ServerID]raft.Server) error {
+	name := string(s.ID)
+	if n.raftReaches(s.ID) {
+		return fmt.Errorf("server %q is in the raft configuration at %s, which raft still reaches, and gossip advertises %s; not moving it while the old address answers (two processes with one name?)", name, s.Address, addr)
+	}
+	if n.dialRPC == nil {
+		return fmt.Errorf("server %q is in the raft configuration at %s and gossip advertises %s; without the internal RPC the node there cannot prove it is %q", name, s.Address, addr, name)
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, hasStateTimeout)
+	defer cancel()
+	resp, err := n.call(ctx, addr, rpcRequest{Op: opHasState})
+	if err != nil {
+		return fmt.Errorf("not moving server %q from %s to %s yet: cannot ask it for its raft state: %w", name, s.Address, addr, err)
+	}
+	switch {
+	case resp.Name != name:
+		return fmt.Errorf("not moving server %q from %s to %s: the node there answers as %q", name, s.Address, addr, resp.Name)
+	case !resp.HasState:
+		return fmt.Errorf("not moving server %q from %s to %s: the node there has no raft state, so it cannot prove it is the member it names; remove the member (trustplane members remove %s) and it joins as a new server", name, s.Address, addr, name)
+	case !sharesServer(resp.Servers, conf, name):
+		return fmt.Errorf("not moving server %q from %s to %s: the node there has raft state of another cluster (its configuration %v shares no server with ours)", name, s.Address, addr, resp.Servers)
+	}
+	if rec := n.recordedDataDir(name); rec != "" && resp.Dir != rec {
+		return fmt.Errorf("not moving server %q from %s to %s: the node there has raft state of this cluster but not the data directory recorded for %q (a copy of another node's?); remove the member (trustplane members remove %s) first", name, s.Address, addr, name, name)
+	}
+	fut := n.raft.AddVoter(s.ID, addr, 0, n.cfg.ApplyTimeout)
+	if s.Suffrage != raft.Voter {
+		fut = n.raft.AddNonvoter(s.ID, addr, 0, n.cfg.ApplyTimeout)
+	}
+	if err := fut.Error(); err != nil {
+		return fmt.Errorf("moving server %q from %s to %s: %w", name, s.Address, addr, err)
+	}
+	n.logger.Info("membership: moved a server to its new raft address", "member", name, "from", s.Address, "to", addr, "suffrage", s.Suffrage.String())
+	return nil
 }
 
 // voterHealth counts the voters in conf (except exclude) and how many of

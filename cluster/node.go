@@ -79,6 +79,9 @@ type Node struct {
 	counters        raftCounters
 	counterObserver *raft.Observer
 
+	// dataDir is this data directory's identity (datadir.go).
+	dataDir string
+
 	// excluded is set when the leader reported a configuration without
 	// this node (configcheck.go); InConfiguration is then false.
 	excluded atomic.Bool
@@ -273,6 +276,10 @@ func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
 		}
 	}
 
+	dataDir, err := loadDataDirID(d.stable)
+	if err != nil {
+		return nil, err
+	}
 	r, err := raft.NewRaft(rc, f, d.logs, d.stable, d.snaps, d.trans)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
@@ -292,6 +299,7 @@ func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
 		cancel:  cancel,
 		stateCh: make(chan struct{}),
 		dialRPC: d.dialRPC,
+		dataDir: dataDir,
 
 		failpoints: d.failpoints,
 	}

@@ -78,10 +78,15 @@ type rpcResponse struct {
 	Servers []string `json:"servers,omitempty"`
 	// Leader: the answering node leads (has_state), so Servers is the
 	// configuration the cluster acts on.
-	Leader bool       `json:"leader,omitempty"`
-	Stats  *nodeStats `json:"stats,omitempty"`
-	Code   string     `json:"code,omitempty"` // see errCodes
-	Err    string     `json:"err,omitempty"`
+	Leader bool `json:"leader,omitempty"`
+	// Name, Dir and Applied (has_state) are the answering node's name,
+	// data directory identity (datadir.go) and applied index.
+	Name    string     `json:"name,omitempty"`
+	Dir     string     `json:"dir,omitempty"`
+	Applied uint64     `json:"applied,omitempty"`
+	Stats   *nodeStats `json:"stats,omitempty"`
+	Code    string     `json:"code,omitempty"` // see errCodes
+	Err     string     `json:"err,omitempty"`
 }
 
 // nodeStats is what Stats reports about a node.
@@ -167,8 +172,15 @@ func readFrame(r io.Reader, v any) error {
 // a time, until the client closes it or stays idle for rpcIdleTimeout. It
 // never panics on bad input: a frame it cannot read closes the connection,
 // an unknown operation gets an error response.
+//
+// A node that shuts down closes its accepted connections at once: a
+// caller's pooled connection must not go on reaching a stopped node's
+// handler (in one process, a node restarted on the same address would
+// otherwise answer through its predecessor).
 func (n *Node) serveRPC(conn net.Conn) {
 	defer conn.Close()
+	stop := context.AfterFunc(n.ctx, func() { _ = conn.Close() })
+	defer stop()
 	caller, callerErr := n.rpcCaller(conn)
 	for {
 		_ = conn.SetReadDeadline(time.Now().Add(rpcIdleTimeout))
@@ -220,6 +232,7 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest, caller string, ca
 	case opHasState:
 		resp.HasState = n.hasState()
 		resp.Leader = n.raft.State() == raft.Leader
+		resp.Name, resp.Dir, resp.Applied = n.cfg.NodeName, n.dataDir, n.fsm.AppliedIndex()
 		if fut := n.raft.GetConfiguration(); fut.Error() == nil {
 			for _, s := range fut.Configuration().Servers {
 				resp.Servers = append(resp.Servers, string(s.ID))
