@@ -11,7 +11,7 @@ PKGS     := ./...
 # build cache. Only the race detector needs cgo; its tests turn it back on.
 export CGO_ENABLED ?= 0
 
-.PHONY: all build image run cluster cluster-stop reference reference-build reference-stop test test-unit test-e2e test-failpoints test-deploy deploy-prebuild lint bench fuzz chaos chaos-short chaos-bin clean
+.PHONY: all build image run cluster cluster-stop reference reference-build reference-stop compare test test-unit test-e2e test-failpoints test-deploy deploy-prebuild lint bench fuzz chaos chaos-short chaos-bin clean
 
 all: build
 
@@ -53,6 +53,13 @@ reference-build:
 
 reference-stop:
 	scripts/reference.sh stop
+
+# compare runs trustplane bench against a fresh trustplane node and a fresh
+# reference in alternating rounds (ROUNDS, default 3; BENCH_ARGS pass on)
+# and prints the ratios of the medians (scripts/compare.sh). Not part of
+# make test; it needs both at rest to be fair, so nothing else should run.
+compare: build reference-build
+	scripts/compare.sh
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
