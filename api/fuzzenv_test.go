@@ -66,6 +66,7 @@ func (l *memLog) Propose(_ context.Context, cmd *fsm.Command) (*fsm.Result, erro
 	return res, nil
 }
 func (l *memLog) ReadIndex(context.Context) (uint64, error) { return l.f.AppliedIndex(), nil }
+func (l *memLog) AppliedIndex() uint64                      { return l.f.AppliedIndex() }
 func (l *memLog) WaitApplied(ctx context.Context, index uint64) error {
 	return l.f.WaitApplied(ctx, index)
 }

@@ -43,6 +43,7 @@ func (l *localLog) Propose(_ context.Context, cmd *fsm.Command) (*fsm.Result, er
 	return res, nil
 }
 func (l *localLog) ReadIndex(context.Context) (uint64, error) { return l.f.AppliedIndex(), nil }
+func (l *localLog) AppliedIndex() uint64                      { return l.f.AppliedIndex() }
 func (l *localLog) WaitApplied(ctx context.Context, index uint64) error {
 	return l.f.WaitApplied(ctx, index)
 }

@@ -38,6 +38,7 @@ func (l *benchLog) Propose(_ context.Context, cmd *fsm.Command) (*fsm.Result, er
 	return res, nil
 }
 func (l *benchLog) ReadIndex(context.Context) (uint64, error) { return l.f.AppliedIndex(), nil }
+func (l *benchLog) AppliedIndex() uint64                      { return l.f.AppliedIndex() }
 func (l *benchLog) WaitApplied(ctx context.Context, index uint64) error {
 	return l.f.WaitApplied(ctx, index)
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/trustplane/trustplane/api/storage"
 )
 
 // TestProposeErrNeverInvitesARetryOfAnUnknownOutcome: client-go resends
@@ -22,7 +24,7 @@ func TestProposeErrNeverInvitesARetryOfAnUnknownOutcome(t *testing.T) {
 		retryAfter bool
 	}{
 		{"not applied: 503 with Retry-After", errors.New("cluster: not the leader"), http.StatusServiceUnavailable, true},
-		{"outcome unknown: 504 without Retry-After", fmt.Errorf("%w: leadership lost", ErrOutcomeUnknown), http.StatusGatewayTimeout, false},
+		{"outcome unknown: 504 without Retry-After", fmt.Errorf("%w: leadership lost", storage.ErrOutcomeUnknown), http.StatusGatewayTimeout, false},
 		{"the request's deadline passed: 504 without Retry-After", context.DeadlineExceeded, http.StatusGatewayTimeout, false},
 		{"the client went away: 504 without Retry-After", context.Canceled, http.StatusGatewayTimeout, false},
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/storage/value"
 	api "k8s.io/kubernetes/pkg/apis/core"
 
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
 )
 
@@ -45,7 +46,7 @@ const DefaultMaxObjectBytes = 3 << 19
 
 // Registry holds one Store per served resource.
 type Registry struct {
-	backend Backend
+	backend storage.Backend
 	stores  map[schema.GroupVersionResource]*Store
 	ordered []*Store
 	// transformers and atRest: the at-rest transformation of each
@@ -58,11 +59,12 @@ type Registry struct {
 }
 
 // New builds stores for resources over backend.
-func New(cfg *Config, backend Backend, resources []*Resource) *Registry {
+func New(cfg *Config, backend storage.Backend, resources []*Resource) *Registry {
+	stor := storage.New(&storage.Config{FreshWait: cfg.FreshWait}, backend)
 	r := &Registry{backend: backend, stores: map[schema.GroupVersionResource]*Store{},
 		transformers: cfg.Transformers, atRest: map[schema.GroupResource]AtRest{}}
 	for _, res := range resources {
-		s := &Store{Resource: res, backend: backend, codec: StorageCodec(res.GVR.GroupVersion()), freshWait: cfg.FreshWait,
+		s := &Store{Resource: res, backend: backend, storage: stor, codec: StorageCodec(res.GVR.GroupVersion()),
 			atRest: r.AtRest(res.GroupResource()), maxObjectBytes: cfg.MaxObjectBytes}
 		r.atRest[res.GroupResource()] = s.atRest
 		if res.Namespaced {

@@ -20,34 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
-	"k8s.io/apiserver/pkg/storage"
+	kubestorage "k8s.io/apiserver/pkg/storage"
 
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
 )
-
-// Backend is what the store needs from the replicated state machine. It is
-// declared here, where it is used, so that the store depends on three
-// behaviours and not on the node that provides them.
-type Backend interface {
-	// Propose replicates cmd and returns the fsm's result once it has been
-	// applied on this node. A failed precondition is reported in Result.Err,
-	// not as the error. An error wrapping ErrOutcomeUnknown means the
-	// command may or may not have been applied; any other error means it was
-	// not, so the client may be told to retry. The distinction matters
-	// because client-go retries every answer that carries Retry-After, and a
-	// retried write that had in fact committed meets itself (409).
-	Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error)
-	// ReadIndex returns an index at least as new as every write acknowledged
-	// before the call, once this node has applied it; reads served after it
-	// are linearizable.
-	ReadIndex(ctx context.Context) (uint64, error)
-	// WaitApplied blocks until this node has applied index, so that reads
-	// "not older than" index can be served locally.
-	WaitApplied(ctx context.Context, index uint64) error
-	// Get and List read this node's applied state without waiting.
-	Get(key fsm.Key, rev uint64) (*fsm.KV, uint64, error)
-	List(p fsm.Prefix, opts fsm.ListOptions) (fsm.ListResult, error)
-}
 
 // optimisticLockErrorMsg is kube-apiserver's wording for a stale resourceVersion.
 const optimisticLockErrorMsg = "the object has been modified; please apply your changes to the latest version and try again"
@@ -58,13 +35,13 @@ const maxGenerateNameAttempts = 8
 // Store runs the generic verbs for one resource against the Backend.
 type Store struct {
 	*Resource
-	backend Backend
+	backend storage.Backend
+	// storage keeps the resourceVersion rules: freshness, continue
+	// tokens, compaction errors, the start of a watch.
+	storage *storage.Storage
 	codec   runtime.Codec
 	// admit runs before a create is proposed (namespace lifecycle).
 	admit func(ctx context.Context, s *Store, obj runtime.Object) error
-	// freshWait bounds how long a read waits for a resourceVersion this node
-	// has not applied yet before answering 504.
-	freshWait time.Duration
 	// objs caches decoded objects by stored version (objcache.go).
 	objs objCache
 	// atRest encrypts what encode returns before it is proposed and
@@ -191,83 +168,21 @@ func setRV(obj runtime.Object, rv uint64) {
 	}
 }
 
-// parseRV parses a client resourceVersion; "" and "0" are 0.
-func parseRV(rv string) (uint64, error) {
-	if rv == "" || rv == "0" {
-		return 0, nil
-	}
-	n, err := strconv.ParseUint(rv, 10, 64)
-	if err != nil {
-		// kube-apiserver's wording (storage.ValidateListOptions around
-		// APIObjectVersioner.ParseResourceVersion's InvalidError).
-		invalid := storage.NewInvalidError(field.ErrorList{field.Invalid(field.NewPath("resourceVersion"), rv, err.Error())})
-		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %v", invalid))
-	}
-	if n == 0 {
-		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %s", rv))
-	}
-	return n, nil
-}
-
-// tooLargeRV is kube-apiserver's answer when a requested resourceVersion does
-// not become available in time: 504 with Retry-After.
-func tooLargeRV(want, have uint64) error {
-	err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", want, have), 1)
-	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
-	return err
-}
-
-// fresh makes this node's state suitable for a read at resourceVersion rv:
-// "" is linearizable (read index), "0" is local, N waits until N is applied.
-func (s *Store) fresh(ctx context.Context, rv string) error {
-	switch rv {
-	case "0":
-		return nil
-	case "":
-		if _, err := s.backend.ReadIndex(ctx); err != nil {
-			return unavailable(err)
-		}
-		return nil
-	}
-	n, err := parseRV(rv)
-	if err != nil {
-		return err
-	}
-	wctx, cancel := context.WithTimeout(ctx, s.freshWait)
-	defer cancel()
-	if err := s.backend.WaitApplied(wctx, n); err != nil {
-		_, have, _ := s.backend.Get(fsm.Key{}, 0)
-		return tooLargeRV(n, have)
-	}
-	return nil
-}
-
-func unavailable(err error) error {
-	e := apierrors.NewServiceUnavailable(fmt.Sprintf("the cluster cannot serve the request right now: %v", err))
-	e.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
-	return e
-}
-
-// ErrOutcomeUnknown is wrapped by a Backend.Propose error when the command
-// may or may not have been applied (the node lost leadership or its wait
-// ended, and the log could not tell in time).
-var ErrOutcomeUnknown = errors.New("registry: the write may or may not have been applied")
-
 // proposeErr maps a Propose error to a Status. A write that was certainly
 // not applied gets 503 with Retry-After, which client-go retries. One whose
 // outcome is unknown gets 504 without Retry-After, saying so: retrying it
 // automatically could apply it twice or answer a 409 for the client's own
 // write, so the client must look before it writes again.
 func proposeErr(err error) error {
-	if errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, storage.ErrOutcomeUnknown) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return apierrors.NewTimeoutError(fmt.Sprintf("the write may or may not have been applied; read the object before writing again: %v", err), 0)
 	}
-	return unavailable(err)
+	return storage.Unavailable(err)
 }
 
 // Get returns the named object, read per the resourceVersion rules.
 func (s *Store) Get(ctx context.Context, name string, opts *metav1.GetOptions) (runtime.Object, error) {
-	if err := s.fresh(ctx, opts.ResourceVersion); err != nil {
+	if err := s.storage.Fresh(ctx, opts.ResourceVersion); err != nil {
 		return nil, err
 	}
 	kv, _, err := s.backend.Get(s.key(ctx, name), 0)
@@ -318,7 +233,7 @@ func (s *Store) Create(ctx context.Context, obj runtime.Object, dryRun bool) (ru
 	if rv, err := strconv.ParseUint(m.GetResourceVersion(), 10, 64); err == nil && rv != 0 {
 		// kube-apiserver's storage refuses it with this plain error,
 		// which its handler answers as a 500 without a reason.
-		return nil, storage.ErrResourceVersionSetOnCreate
+		return nil, kubestorage.ErrResourceVersionSetOnCreate
 	}
 	for attempt := 1; ; attempt++ {
 		key := s.key(ctx, m.GetName())
@@ -831,13 +746,13 @@ func (s *Store) ListVersions(ctx context.Context, opts *metainternalversion.List
 	if opts.FieldSelector != nil {
 		fieldSel = opts.FieldSelector
 	}
-	rev, startAfter, err := s.listStart(ctx, opts)
+	rev, startAfter, err := s.storage.ListStart(ctx, opts)
 	tokenStart := startAfter // where a replacement continue token resumes
 	if err != nil {
 		return nil, nil, err
 	}
 	filtered := !label.Empty() || !fieldSel.Empty()
-	limit := listLimit(opts)
+	limit := storage.ListLimit(opts)
 	var (
 		items     []runtime.Object
 		kvs       []*fsm.KV
@@ -855,7 +770,7 @@ pages:
 		}
 		res, err := s.backend.List(s.prefix(ctx), fsm.ListOptions{Revision: rev, StartAfter: startAfter, Limit: batch})
 		if err != nil {
-			return nil, nil, s.readErr(err, rev, opts.Continue != "", tokenStart)
+			return nil, nil, s.storage.ListErr(err, rev, opts.Continue != "", tokenStart)
 		}
 		rev = res.Revision // every page of one list comes from one revision
 		for i, kv := range res.KVs {
@@ -903,88 +818,12 @@ pages:
 	}
 	lm.SetResourceVersion(strconv.FormatUint(rev, 10))
 	if more {
-		lm.SetContinue(encodeContinue(rev, startAfter))
+		lm.SetContinue(storage.EncodeContinue(rev, startAfter))
 		if !filtered && remaining > 0 {
 			lm.SetRemainingItemCount(&remaining)
 		}
 	}
 	return list, kvs, nil
-}
-
-// listLimit is the page size of a list. Like kube-apiserver v1.33, whose
-// watch cache serves resourceVersion "0" and ignores limit there
-// (cacher.computeListLimit), a list at "0" without a continue token is one
-// full page; a continue token is always paged.
-func listLimit(opts *metainternalversion.ListOptions) int {
-	if opts.ResourceVersion == "0" && opts.Continue == "" {
-		return 0
-	}
-	return int(opts.Limit)
-}
-
-// listStart resolves the revision and start key of a list request.
-func (s *Store) listStart(ctx context.Context, opts *metainternalversion.ListOptions) (uint64, string, error) {
-	if opts.Continue != "" {
-		rev, start, err := decodeContinue(opts.Continue)
-		if err != nil {
-			return 0, "", err
-		}
-		// kube-apiserver (storage.ValidateListOptions) tolerates "0"
-		// with a token, and refuses any other resourceVersion.
-		if opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
-			return 0, "", apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
-		}
-		if rev == 0 {
-			// An "inconsistent" token continues at the latest revision.
-			return 0, start, nil
-		}
-		// A token minted by a node further ahead: wait, bounded, until this
-		// node has applied its revision, as a read at that revision would.
-		wctx, cancel := context.WithTimeout(ctx, s.freshWait)
-		defer cancel()
-		if err := s.backend.WaitApplied(wctx, rev); err != nil {
-			_, have, _ := s.backend.Get(fsm.Key{}, 0)
-			return 0, "", tooLargeRV(rev, have)
-		}
-		return rev, start, nil
-	}
-	if err := s.fresh(ctx, opts.ResourceVersion); err != nil {
-		return 0, "", err
-	}
-	if opts.ResourceVersion != "" && opts.ResourceVersion != "0" &&
-		(opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact || (opts.ResourceVersionMatch == "" && opts.Limit > 0)) {
-		n, _ := parseRV(opts.ResourceVersion)
-		return n, "", nil
-	}
-	return 0, "", nil
-}
-
-// inconsistentContinue is kube-apiserver's answer to a continue token whose
-// revision has been compacted.
-const inconsistentContinue = "The provided continue parameter is too old " +
-	"to display a consistent list result. You can start a new list without " +
-	"the continue parameter, or use the continue token in this response to " +
-	"retrieve the remainder of the results. Continuing with the provided " +
-	"token results in an inconsistent list - objects that were created, " +
-	"modified, or deleted between the time the first chunk was returned " +
-	"and now may show up in the list."
-
-// readErr maps an fsm read error. A compacted continue token gets 410 with a
-// new token that continues after the same key at the latest revision, as
-// kube-apiserver does; startAfter is the token's key.
-func (s *Store) readErr(err error, rev uint64, continuing bool, startAfter string) error {
-	switch {
-	case errors.Is(err, fsm.ErrCompacted) && continuing:
-		e := apierrors.NewResourceExpired(inconsistentContinue)
-		e.ErrStatus.ListMeta.Continue = encodeContinue(0, startAfter)
-		return e
-	case errors.Is(err, fsm.ErrCompacted):
-		return apierrors.NewResourceExpired("The resourceVersion for the provided list is too old.")
-	case errors.Is(err, fsm.ErrFutureRevision):
-		_, have, _ := s.backend.Get(fsm.Key{}, 0)
-		return tooLargeRV(rev, have)
-	}
-	return apierrors.NewInternalError(err)
 }
 
 func (s *Store) matches(obj runtime.Object, label labels.Selector, field fields.Selector) (bool, error) {
@@ -1024,15 +863,8 @@ func (s *Store) Predicate(opts *metainternalversion.ListOptions) func(any) (bool
 	}
 }
 
-// ReadIndex is a linearizable read barrier: the index a consistent watch or
-// list starts from.
-func (s *Store) ReadIndex(ctx context.Context) (uint64, error) {
-	idx, err := s.backend.ReadIndex(ctx)
-	if err != nil {
-		return 0, unavailable(err)
-	}
-	return idx, nil
+// WatchStart resolves where a watch with opts starts (storage.WatchStart):
+// after revision start, with the state at it first when initial is set.
+func (s *Store) WatchStart(ctx context.Context, opts *metainternalversion.ListOptions) (start uint64, initial bool, err error) {
+	return s.storage.WatchStart(ctx, opts)
 }
-
-// WaitFresh waits, bounded, until this node has applied rv.
-func (s *Store) WaitFresh(ctx context.Context, rv string) error { return s.fresh(ctx, rv) }

@@ -29,6 +29,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	api "k8s.io/kubernetes/pkg/apis/core"
 
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/certs"
 	"github.com/trustplane/trustplane/cluster"
 	"github.com/trustplane/trustplane/fsm"
@@ -46,6 +47,7 @@ func (b *testBackend) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Resul
 	return b.node.Propose(ctx, cmd)
 }
 func (b *testBackend) ReadIndex(ctx context.Context) (uint64, error) { return b.node.ReadIndex(ctx) }
+func (b *testBackend) AppliedIndex() uint64                          { return b.fsm.AppliedIndex() }
 func (b *testBackend) WaitApplied(ctx context.Context, index uint64) error {
 	return b.fsm.WaitApplied(ctx, index)
 }
@@ -1363,7 +1365,7 @@ func TestStoreList(t *testing.T) {
 
 	t.Run("a continue token from a revision far in the future is 504 naming it", func(t *testing.T) {
 		future := e.applied() + 1_000_000
-		token := encodeContinue(future, "")
+		token := storage.EncodeContinue(future, "")
 		_, err := sas.List(e.in("page"), &metainternalversion.ListOptions{Limit: 2, Continue: token})
 		wantStatus(t, err, apierrors.IsTimeout, "Timeout (504)", "")
 		want := fmt.Sprintf("Timeout: Too large resource version: %d, current: %d", future, e.applied())
@@ -1378,7 +1380,7 @@ func TestStoreList(t *testing.T) {
 		// list at resourceVersion N does (DESIGN §5).
 		sb := &waitSignal{testBackend: e.b, waiting: make(chan struct{})}
 		patient := New(&Config{FreshWait: 30 * time.Second}, sb, CoreResources()).Store(sas.GVR)
-		token := encodeContinue(e.applied()+1, "")
+		token := storage.EncodeContinue(e.applied()+1, "")
 		stop := make(chan struct{})
 		wrote := make(chan error, 1)
 		go func() {
