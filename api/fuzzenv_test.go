@@ -37,6 +37,7 @@ import (
 
 	"github.com/trustplane/trustplane/api/authn"
 	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
 )
 
@@ -197,7 +198,7 @@ func buildFuzzEnv() (*fuzzEnv, error) {
 	}
 	// The token APIs (TokenRequest, TokenReview, SelfSubjectReview) over
 	// a signing key in the fsm, as cmd/trustplane registers them.
-	keys := authn.NewKeyStore(l, l.f, registry.AtRest{})
+	keys := authn.NewKeyStore(l, l.f, storage.AtRest{})
 	if err := keys.EnsureKey(ctx); err != nil {
 		return nil, err
 	}

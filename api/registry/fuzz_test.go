@@ -13,9 +13,9 @@ import (
 	"github.com/trustplane/trustplane/api/storage"
 )
 
-// FuzzContinueToken lists with a client's continue token (storage.DecodeContinue,
-// listStart and the paged fsm read behind it) on a single-node raft
-// cluster. Whatever the token says (revision, start key, "latest"), the
+// FuzzContinueToken lists with a client's continue token
+// (storage.DecodeContinue, ListStart and the paged fsm read behind it) on a
+// single-node raft cluster. Whatever the token says (revision, start key, "latest"), the
 // list answers a Status error or items of the namespace and resource asked
 // for only: a start key naming another namespace must not leak it. A token
 // that decodes encodes back to itself.

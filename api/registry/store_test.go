@@ -1597,8 +1597,8 @@ func TestStoreDeleteCollection(t *testing.T) {
 func TestObjectsLargerThanMaxObjectBytesAreRefusedBeforeTheLog(t *testing.T) {
 	e := newEnv(t)
 	e.namespace(t, "ns")
-	sas := e.store(t, "serviceaccounts")
-	sas.maxObjectBytes = 4 << 10
+	sas := New(&Config{FreshWait: testFreshWait, MaxObjectBytes: 4 << 10}, e.b, CoreResources()).
+		Store(schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"})
 	big := map[string]string{"big": strings.Repeat("x", 8<<10)}
 	const msg = "Request entity too large: limit is 4096"
 
@@ -1634,8 +1634,8 @@ func TestObjectsLargerThanMaxObjectBytesAreRefusedBeforeTheLog(t *testing.T) {
 func TestTooLargeManagedFieldsAreDroppedExceptForApply(t *testing.T) {
 	e := newEnv(t)
 	e.namespace(t, "ns")
-	sas := e.store(t, "serviceaccounts")
-	sas.maxObjectBytes = 4 << 10
+	sas := New(&Config{FreshWait: testFreshWait, MaxObjectBytes: 4 << 10}, e.b, CoreResources()).
+		Store(schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"})
 	withFields := func(name string) *api.ServiceAccount {
 		return &api.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, ManagedFields: []metav1.ManagedFieldsEntry{{
 			Manager: "m", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
@@ -1652,7 +1652,7 @@ func TestTooLargeManagedFieldsAreDroppedExceptForApply(t *testing.T) {
 		}
 	})
 	t.Run("server-side apply keeps its managedFields or fails", func(t *testing.T) {
-		_, err := sas.Create(WithManagedFieldsKept(e.in("ns")), withFields("applied"), false)
+		_, err := sas.Create(storage.WithManagedFieldsKept(e.in("ns")), withFields("applied"), false)
 		wantStatus(t, err, apierrors.IsRequestEntityTooLargeError, "413", "Request entity too large: limit is 4096")
 	})
 }

@@ -28,15 +28,36 @@
 //     compacted; a watch from before the window is 410 as an ERROR event.
 //   - The start position of a watch (after which revision, and whether the
 //     state at it comes first).
+//   - Reads and writes on keys (Store: Get, Create, GuaranteedUpdate,
+//     Delete, GetList): the stored encoding (a codec handed in: protobuf of
+//     the external version, without resourceVersion), preconditions with
+//     kube's 409 messages, the optimistic loop on ModRevision, the size
+//     bound (413 before anything reaches the Raft log), and the mapping of
+//     fsm results and Propose errors to Status (503 with Retry-After when
+//     the write certainly did not happen, 504 without when it may have).
+//   - Encryption at rest (AtRest: kube's value transformers per resource,
+//     the fsm key as authenticated data), sealed on the leader before a
+//     value is proposed and opened wherever a stored value is decoded, so
+//     the fsm stores, replicates and snapshots only ciphertext and stays
+//     deterministic. Nothing else reads or writes KV.Value of a stored
+//     resource; the RBAC cache and the signing keys go through Open and
+//     AtRest.
+//   - The decoded-object cache (objcache.go): one decoded object per
+//     stored version, shared and never modified, and its list-item JSON.
 //
 // Rules it keeps:
 //
 //   - Every error it returns is a Kubernetes Status error (apierrors), ready
 //     for the HTTP layer to write; fsm and watchcache sentinels are
 //     translated here and nowhere above.
-//   - It never parses a resourceVersion more than once per request, and
-//     never allocates on the paths that need no answer (RV "0", no
-//     continue token).
+//   - No copies on the hot paths: a list decodes each stored version at
+//     most once and hands out the shared object; only Get, Decode and the
+//     update loop copy, because their callers modify what they get.
+//   - Every write is one fsm command with preconditions; an update that
+//     changes nothing writes nothing, unless the stored value is stale (not
+//     written with the first configured key): then it is written again, as
+//     kube's GuaranteedUpdate does, which is how a rewrite of every Secret
+//     rotates encryption keys.
 //   - Reads are local to the node once freshness holds: the Backend's Get
 //     and List never wait.
 //

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubestorage "k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/value"
 
 	"github.com/trustplane/trustplane/fsm"
 )
@@ -50,16 +51,33 @@ type Config struct {
 	// FreshWait bounds how long a read waits for a resourceVersion this node
 	// has not applied yet (kube-apiserver waits 3 s).
 	FreshWait time.Duration
+	// Transformers encrypt stored values at rest, per resource: kube's
+	// encryptionconfig.StaticTransformers from an EncryptionConfiguration.
+	// nil stores values as encoded (kube's identity provider).
+	Transformers value.ResourceTransformers
+	// MaxObjectBytes bounds the stored (protobuf) encoding of an object; a
+	// create or update that would store more gets 413 before anything is
+	// proposed. 0 is no bound. The default is etcd's request limit, which
+	// bounds kube-apiserver's objects: 1.5 MiB.
+	MaxObjectBytes int64
 }
 
+// DefaultMaxObjectBytes is etcd's default request limit (--max-request-bytes).
+const DefaultMaxObjectBytes = 3 << 19
+
 // DefaultConfig returns kube-apiserver's defaults.
-func DefaultConfig() *Config { return &Config{FreshWait: 3 * time.Second} }
+func DefaultConfig() *Config {
+	return &Config{FreshWait: 3 * time.Second, MaxObjectBytes: DefaultMaxObjectBytes}
+}
 
 // Storage is one node's storage layer over its Backend: the rules every
 // resource shares.
 type Storage struct {
-	backend   Backend
-	freshWait time.Duration
+	backend      Backend
+	freshWait    time.Duration
+	transformers value.ResourceTransformers
+	// maxObjectBytes bounds an object's stored encoding; 0 is no bound.
+	maxObjectBytes int64
 }
 
 // New builds the storage layer over backend. cfg nil means DefaultConfig().
@@ -67,7 +85,7 @@ func New(cfg *Config, backend Backend) *Storage {
 	if cfg == nil {
 		cfg = DefaultConfig()
 	}
-	return &Storage{backend: backend, freshWait: cfg.FreshWait}
+	return &Storage{backend: backend, freshWait: cfg.FreshWait, transformers: cfg.Transformers, maxObjectBytes: cfg.MaxObjectBytes}
 }
 
 // Backend returns the backend the storage layer reads and writes.

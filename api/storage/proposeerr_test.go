@@ -1,4 +1,4 @@
-package registry
+package storage
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
-	"github.com/trustplane/trustplane/api/storage"
 )
 
 // TestProposeErrNeverInvitesARetryOfAnUnknownOutcome: client-go resends
@@ -24,20 +22,20 @@ func TestProposeErrNeverInvitesARetryOfAnUnknownOutcome(t *testing.T) {
 		retryAfter bool
 	}{
 		{"not applied: 503 with Retry-After", errors.New("cluster: not the leader"), http.StatusServiceUnavailable, true},
-		{"outcome unknown: 504 without Retry-After", fmt.Errorf("%w: leadership lost", storage.ErrOutcomeUnknown), http.StatusGatewayTimeout, false},
+		{"outcome unknown: 504 without Retry-After", fmt.Errorf("%w: leadership lost", ErrOutcomeUnknown), http.StatusGatewayTimeout, false},
 		{"the request's deadline passed: 504 without Retry-After", context.DeadlineExceeded, http.StatusGatewayTimeout, false},
 		{"the client went away: 504 without Retry-After", context.Canceled, http.StatusGatewayTimeout, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var st apierrors.APIStatus
-			if !errors.As(proposeErr(tt.err), &st) {
-				t.Fatalf("proposeErr(%v) is not a Status", tt.err)
+			if !errors.As(ProposeErr(tt.err), &st) {
+				t.Fatalf("ProposeErr(%v) is not a Status", tt.err)
 			}
 			s := st.Status()
 			hasRetry := s.Details != nil && s.Details.RetryAfterSeconds > 0
 			if s.Code != tt.code || hasRetry != tt.retryAfter {
-				t.Fatalf("proposeErr(%v) = %d (Retry-After %v), want %d (Retry-After %v): %s", tt.err, s.Code, hasRetry, tt.code, tt.retryAfter, s.Message)
+				t.Fatalf("ProposeErr(%v) = %d (Retry-After %v), want %d (Retry-After %v): %s", tt.err, s.Code, hasRetry, tt.code, tt.retryAfter, s.Message)
 			}
 		})
 	}
