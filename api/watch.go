@@ -71,7 +71,7 @@ func (s *Server) watch(w http.ResponseWriter, req *http.Request, st *registry.St
 	wopts.StartRevision, wopts.Initial = start, initial
 
 	ww := &watchWriter{
-		st: st, req: req, format: format,
+		st: st, req: req, format: format, events: &s.events,
 		framer: stream.StreamSerializer.Framer,
 		outer:  registry.Codecs.EncoderForVersion(stream.StreamSerializer.Serializer, st.GVR.GroupVersion()),
 		inner:  registry.Codecs.EncoderForVersion(stream.Serializer, st.GVR.GroupVersion()),
@@ -150,8 +150,9 @@ type watchWriter struct {
 	inner    runtime.Encoder
 	buf      bytes.Buffer
 	noHeader bool // Table events after the first carry no column definitions
-	// encoders identifies inner and outer, to share encoded events
-	// between watchers (watchshare.go); "" until first used.
+	// events shares encoded events between watchers (watchshare.go);
+	// encoders identifies inner and outer there, "" until first used.
+	events   *sharedEvents
 	encoders string
 }
 
@@ -170,7 +171,7 @@ func (ww *watchWriter) write(ev watchcache.Event) error {
 		shared = kv != nil
 	}
 	if shared {
-		if b, ok := encodedEvents.get(key); ok {
+		if b, ok := ww.events.get(key); ok {
 			_, err := ww.frames.Write(b)
 			return err
 		}
@@ -193,7 +194,7 @@ func (ww *watchWriter) write(ev watchcache.Event) error {
 		return err
 	}
 	b = append([]byte(nil), b...)
-	encodedEvents.put(key, b)
+	ww.events.put(key, b)
 	_, err = ww.frames.Write(b)
 	return err
 }
