@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -52,10 +51,6 @@ func (a AtRest) Open(kv *fsm.KV) (plain []byte, stale bool, err error) {
 	}
 	return out, stale, nil
 }
-
-// ErrAtRest: a value could not be encrypted for storage or decrypted from
-// it (a key missing from the encryption configuration, or a corrupt value).
-var ErrAtRest = errors.New("storage: at-rest transformation of a stored value failed")
 
 func authData(key fsm.Key) value.DefaultContext { return value.DefaultContext(key.String()) }
 

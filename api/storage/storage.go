@@ -41,10 +41,19 @@ type Backend interface {
 	List(p fsm.Prefix, opts fsm.ListOptions) (fsm.ListResult, error)
 }
 
-// ErrOutcomeUnknown is wrapped by a Backend.Propose error when the command
-// may or may not have been applied (the node lost leadership or its wait
-// ended, and the log could not tell in time).
-var ErrOutcomeUnknown = errors.New("storage: the write may or may not have been applied")
+// Sentinel errors. Everything the storage layer returns to the registry is
+// a Status error; these are what it is handed or hands to its other users.
+var (
+	// ErrOutcomeUnknown is wrapped by a Backend.Propose error when the
+	// command may or may not have been applied (the node lost leadership
+	// or its wait ended, and the log could not tell in time). ProposeErr
+	// answers it with 504 without Retry-After.
+	ErrOutcomeUnknown = errors.New("storage: the write may or may not have been applied")
+	// ErrAtRest: a value could not be encrypted for storage or decrypted
+	// from it (a key missing from the encryption configuration, or a
+	// corrupt value). The message names the key, never the value.
+	ErrAtRest = errors.New("storage: at-rest transformation of a stored value failed")
+)
 
 // Config configures a Storage.
 type Config struct {
