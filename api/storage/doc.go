@@ -27,7 +27,8 @@
 //     "inconsistent continue" token when a continued list's revision was
 //     compacted; a watch from before the window is 410 as an ERROR event.
 //   - The start position of a watch (after which revision, and whether the
-//     state at it comes first).
+//     state at it comes first). Subscribing to the watch cache is still the
+//     api's watch handler's (the next slice moves Watch here).
 //   - Reads and writes on keys (Store: Get, Create, GuaranteedUpdate,
 //     Delete, GetList): the stored encoding (a codec handed in: protobuf of
 //     the external version, without resourceVersion), preconditions with
@@ -48,8 +49,11 @@
 // Rules it keeps:
 //
 //   - Every error it returns is a Kubernetes Status error (apierrors), ready
-//     for the HTTP layer to write; fsm and watchcache sentinels are
-//     translated here and nowhere above.
+//     for the HTTP layer to write, but one: a create that carries a
+//     resourceVersion gets kube's plain ErrResourceVersionSetOnCreate, which
+//     kube-apiserver answers as a 500 without a reason. fsm sentinels, and
+//     the watch cache's TooOldError (WatchTooOld), are translated here and
+//     nowhere above.
 //   - No copies on the hot paths: a list decodes each stored version at
 //     most once and hands out the shared object; only Get, Decode and the
 //     update loop copy, because their callers modify what they get.

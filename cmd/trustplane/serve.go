@@ -582,7 +582,7 @@ func (m membership) RaftStatus() api.RaftStatus {
 }
 
 // backend joins the node (writes, read index) and the fsm (local reads) into
-// what the registry needs.
+// what the storage layer needs (storage.Backend).
 type backend struct {
 	node *cluster.Node
 	fsm  *fsm.FSM
