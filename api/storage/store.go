@@ -350,7 +350,8 @@ func (s *Store) GetList(ctx context.Context, prefix fsm.Prefix, opts *metaintern
 	filtered := match != nil
 	limit := ListLimit(opts)
 	var (
-		out       ListResult
+		items     []runtime.Object
+		kvs       []*fsm.KV
 		more      bool
 		remaining int64
 	)
@@ -358,7 +359,7 @@ pages:
 	for {
 		batch := 0
 		if limit > 0 {
-			batch = limit - len(out.Items)
+			batch = limit - len(items)
 			if filtered && batch < 64 {
 				batch = 64 // read ahead: a selector may drop items
 			}
@@ -368,6 +369,12 @@ pages:
 			return ListResult{}, s.ListErr(err, rev, opts.Continue != "", tokenStart)
 		}
 		rev = res.Revision // every page of one list comes from one revision
+		if !filtered && items == nil {
+			// Without a selector every item of the page is kept: size the
+			// result once instead of growing it.
+			items = make([]runtime.Object, 0, len(res.KVs))
+			kvs = make([]*fsm.KV, 0, len(res.KVs))
+		}
 		for i, kv := range res.KVs {
 			// Shared, not copied: list items are only read.
 			obj, err := s.DecodeShared(kv)
@@ -383,9 +390,9 @@ pages:
 					continue
 				}
 			}
-			out.Items = append(out.Items, obj)
-			out.KVs = append(out.KVs, kv)
-			if limit > 0 && len(out.Items) == limit {
+			items = append(items, obj)
+			kvs = append(kvs, kv)
+			if limit > 0 && len(items) == limit {
 				left := int64(len(res.KVs) - 1 - i)
 				more = left > 0 || res.More
 				if res.More {
@@ -404,7 +411,7 @@ pages:
 			break
 		}
 	}
-	out.Revision = rev
+	out := ListResult{Items: items, KVs: kvs, Revision: rev}
 	if more {
 		out.Continue = EncodeContinue(rev, startAfter)
 		if !filtered && remaining > 0 {
