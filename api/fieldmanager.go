@@ -21,6 +21,7 @@ import (
 	generatedopenapi "k8s.io/kubernetes/pkg/generated/openapi"
 
 	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/apply"
 )
 
@@ -255,7 +256,7 @@ func (s *Server) authorizeCreate(ctx context.Context, st *registry.Store, ns, na
 // back to the update.
 func (s *Server) patchApply(ctx context.Context, st *registry.Store, sub string, a *applyInfo, dryRun bool) (runtime.Object, bool, error) {
 	// Apply's managedFields are its result: never dropped to fit the size limit (as kube).
-	ctx = registry.WithManagedFieldsKept(ctx)
+	ctx = storage.WithManagedFieldsKept(ctx)
 	for attempt := 0; ; attempt++ {
 		out, err := updateObject(ctx, st, sub, a.name, a, dryRun)
 		if !apierrors.IsNotFound(err) || sub != "" || st.CreateStrategy == nil {

@@ -37,6 +37,7 @@ import (
 
 	"github.com/trustplane/trustplane/api/authn"
 	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
 )
 
@@ -66,6 +67,7 @@ func (l *memLog) Propose(_ context.Context, cmd *fsm.Command) (*fsm.Result, erro
 	return res, nil
 }
 func (l *memLog) ReadIndex(context.Context) (uint64, error) { return l.f.AppliedIndex(), nil }
+func (l *memLog) AppliedIndex() uint64                      { return l.f.AppliedIndex() }
 func (l *memLog) WaitApplied(ctx context.Context, index uint64) error {
 	return l.f.WaitApplied(ctx, index)
 }
@@ -196,7 +198,7 @@ func buildFuzzEnv() (*fuzzEnv, error) {
 	}
 	// The token APIs (TokenRequest, TokenReview, SelfSubjectReview) over
 	// a signing key in the fsm, as cmd/trustplane registers them.
-	keys := authn.NewKeyStore(l, l.f, registry.AtRest{})
+	keys := authn.NewKeyStore(l, l.f, storage.AtRest{})
 	if err := keys.EnsureKey(ctx); err != nil {
 		return nil, err
 	}

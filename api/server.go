@@ -144,9 +144,12 @@ type Server struct {
 	openapi   *openAPIV3
 	openapiV2 http.Handler
 	fields    fieldManagers // managedFields and server-side apply (fieldmanager.go)
-	handler   http.Handler
-	http      *http.Server
-	listener  net.Listener
+	// events holds recently encoded watch events, shared between the
+	// watchers of one change (watchshare.go).
+	events   sharedEvents
+	handler  http.Handler
+	http     *http.Server
+	listener net.Listener
 	// stopping is closed when Shutdown starts; long-running requests
 	// (watches) end on it.
 	stopping     chan struct{}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 
 	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/watchcache"
 )
 
@@ -62,41 +63,15 @@ func (s *Server) watch(w http.ResponseWriter, req *http.Request, st *registry.St
 		Bookmarks:        opts.AllowWatchBookmarks,
 		InitialEventsEnd: opts.SendInitialEvents != nil && *opts.SendInitialEvents,
 	}
-	switch rv := opts.ResourceVersion; {
-	case wopts.InitialEventsEnd:
-		// Streaming list: the state once this node is at least as new as
-		// the request (a consistent read when no resourceVersion is given).
-		if rv == "" {
-			if _, err := st.ReadIndex(ctx); err != nil {
-				s.writeError(w, req, err)
-				return
-			}
-		} else if err := st.WaitFresh(ctx, rv); err != nil {
-			s.writeError(w, req, err)
-			return
-		}
-		wopts.Initial = true
-	case rv == "":
-		// Most recent state, consistently: start from a read index.
-		idx, err := st.ReadIndex(ctx)
-		if err != nil {
-			s.writeError(w, req, err)
-			return
-		}
-		wopts.Initial, wopts.StartRevision = true, idx
-	case rv == "0":
-		wopts.Initial = true
-	default:
-		var n uint64
-		if _, err := fmt.Sscanf(rv, "%d", &n); err != nil || fmt.Sprint(n) != rv || n == 0 {
-			s.writeError(w, req, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %s", rv)))
-			return
-		}
-		wopts.StartRevision = n
+	start, initial, err := st.WatchStart(ctx, opts)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
 	}
+	wopts.StartRevision, wopts.Initial = start, initial
 
 	ww := &watchWriter{
-		st: st, req: req, format: format,
+		st: st, req: req, format: format, events: &s.events,
 		framer: stream.StreamSerializer.Framer,
 		outer:  registry.Codecs.EncoderForVersion(stream.StreamSerializer.Serializer, st.GVR.GroupVersion()),
 		inner:  registry.Codecs.EncoderForVersion(stream.Serializer, st.GVR.GroupVersion()),
@@ -128,7 +103,7 @@ func (s *Server) watch(w http.ResponseWriter, req *http.Request, st *registry.St
 	if tooOld != nil {
 		// kube-apiserver answers a watch from a compacted revision with
 		// an ERROR event carrying 410 Gone, not with an HTTP error.
-		ww.writeStatus(apierrors.NewResourceExpired(tooOld.Error()))
+		ww.writeStatus(storage.WatchTooOld(tooOld))
 		flusher.Flush()
 		return
 	}
@@ -175,8 +150,9 @@ type watchWriter struct {
 	inner    runtime.Encoder
 	buf      bytes.Buffer
 	noHeader bool // Table events after the first carry no column definitions
-	// encoders identifies inner and outer, to share encoded events
-	// between watchers (watchshare.go); "" until first used.
+	// events shares encoded events between watchers (watchshare.go);
+	// encoders identifies inner and outer there, "" until first used.
+	events   *sharedEvents
 	encoders string
 }
 
@@ -195,7 +171,7 @@ func (ww *watchWriter) write(ev watchcache.Event) error {
 		shared = kv != nil
 	}
 	if shared {
-		if b, ok := encodedEvents.get(key); ok {
+		if b, ok := ww.events.get(key); ok {
 			_, err := ww.frames.Write(b)
 			return err
 		}
@@ -218,7 +194,7 @@ func (ww *watchWriter) write(ev watchcache.Event) error {
 		return err
 	}
 	b = append([]byte(nil), b...)
-	encodedEvents.put(key, b)
+	ww.events.put(key, b)
 	_, err = ww.frames.Write(b)
 	return err
 }

@@ -10,6 +10,7 @@ import (
 // sharedEvents holds recently encoded watch events, so that an event sent
 // to many watchers in the same format is encoded once and its bytes are
 // shared, as kube-apiserver's watch cache does with its cachingObject.
+// Each Server holds its own (Server.events): no package state.
 //
 // An encoded event is identified by the stored version it shows (the
 // immutable *fsm.KV), its type and resourceVersion, and the encoders
@@ -34,8 +35,6 @@ type sharedEventKey struct {
 }
 
 const sharedEventsGen = 4096
-
-var encodedEvents sharedEvents
 
 func (c *sharedEvents) get(k sharedEventKey) ([]byte, bool) {
 	c.mu.Lock()

@@ -19,7 +19,7 @@
 //     Keys are never deleted, so generations are never reused and
 //     FirstKey always exists.
 //   - Stored keys are encrypted at rest with the registry's transformer
-//     for secrets (registry.AtRest), on the leader before proposing; every
+//     for secrets (storage.AtRest), on the leader before proposing; every
 //     new leader re-encrypts keys stored with a key that is no longer
 //     first (Reencrypt).
 //   - Private keys never leave the key store: no error, log line or API

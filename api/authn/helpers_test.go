@@ -18,6 +18,7 @@ import (
 
 	"github.com/trustplane/trustplane/api/authn"
 	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
 )
 
@@ -43,6 +44,7 @@ func (l *localLog) Propose(_ context.Context, cmd *fsm.Command) (*fsm.Result, er
 	return res, nil
 }
 func (l *localLog) ReadIndex(context.Context) (uint64, error) { return l.f.AppliedIndex(), nil }
+func (l *localLog) AppliedIndex() uint64                      { return l.f.AppliedIndex() }
 func (l *localLog) WaitApplied(ctx context.Context, index uint64) error {
 	return l.f.WaitApplied(ctx, index)
 }
@@ -74,7 +76,7 @@ func newWorldKeyed(t testing.TB, withKey bool, mutate func(*authn.Config)) *worl
 	if err := reg.Bootstrap(context.Background(), net.ParseIP("10.96.0.1"), 6443); err != nil {
 		t.Fatal(err)
 	}
-	keys := authn.NewKeyStore(l, l.f, registry.AtRest{})
+	keys := authn.NewKeyStore(l, l.f, storage.AtRest{})
 	if withKey {
 		if err := keys.EnsureKey(context.Background()); err != nil {
 			t.Fatal(err)

@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kubernetes/pkg/serviceaccount"
 
-	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
 )
 
@@ -97,8 +97,8 @@ type keySet struct {
 // safe for concurrent use.
 type KeyStore struct {
 	backend KeyBackend
-	// atRest encrypts the stored keys (registry.AtRest of secrets).
-	atRest registry.AtRest
+	// atRest encrypts the stored keys (storage.AtRest of secrets).
+	atRest storage.AtRest
 	// subscribed: version tracks every write to the keys, so a cached set
 	// at the current version is fresh. Without it every use lists the keys.
 	subscribed bool
@@ -121,7 +121,7 @@ type versionedSet struct {
 // keys only after they change; otherwise it lists them on every use. The
 // keys are stored through atRest, the registry's transformation of
 // secrets, so that an encryption configuration for secrets covers them.
-func NewKeyStore(b KeyBackend, sub KeySubscriber, atRest registry.AtRest) *KeyStore {
+func NewKeyStore(b KeyBackend, sub KeySubscriber, atRest storage.AtRest) *KeyStore {
 	k := &KeyStore{backend: b, subscribed: sub != nil, atRest: atRest}
 	k.version.Store(1)
 	if sub != nil {

@@ -15,12 +15,13 @@ import (
 
 	"github.com/trustplane/trustplane/api/authn"
 	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
 )
 
 // secretsAtRest is the registry's transformation of secrets under an
 // aescbc configuration with keys (name → base64 key), first first.
-func secretsAtRest(t *testing.T, keys ...[2]string) registry.AtRest {
+func secretsAtRest(t *testing.T, keys ...[2]string) storage.AtRest {
 	t.Helper()
 	yaml := "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n- resources: [secrets]\n  providers:\n  - aescbc:\n      keys:\n"
 	for _, k := range keys {
@@ -118,7 +119,7 @@ func TestKeysEncryptedAndReencrypted(t *testing.T) {
 func TestRetire(t *testing.T) {
 	ctx := context.Background()
 	l := newLocalLog()
-	ks := authn.NewKeyStore(l, l.f, registry.AtRest{})
+	ks := authn.NewKeyStore(l, l.f, storage.AtRest{})
 	if err := ks.EnsureKey(ctx); err != nil {
 		t.Fatal(err)
 	}

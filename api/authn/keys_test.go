@@ -21,6 +21,7 @@ import (
 
 	"github.com/trustplane/trustplane/api/authn"
 	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
 )
 
@@ -73,7 +74,7 @@ func TestEnsureKeyOnce(t *testing.T) {
 // key between them (MustNotExist), and both succeed.
 func TestEnsureKeyRace(t *testing.T) {
 	l := newLocalLog()
-	stores := []*authn.KeyStore{authn.NewKeyStore(l, l.f, registry.AtRest{}), authn.NewKeyStore(l, l.f, registry.AtRest{}), authn.NewKeyStore(l, nil, registry.AtRest{})}
+	stores := []*authn.KeyStore{authn.NewKeyStore(l, l.f, storage.AtRest{}), authn.NewKeyStore(l, l.f, storage.AtRest{}), authn.NewKeyStore(l, nil, storage.AtRest{})}
 	var wg sync.WaitGroup
 	errs := make([]error, len(stores))
 	for i, k := range stores {
@@ -140,8 +141,8 @@ func TestRotation(t *testing.T) {
 // public-key listeners.
 func TestRotationSeenThroughAppliedStream(t *testing.T) {
 	l := newLocalLog()
-	leader := authn.NewKeyStore(l, l.f, registry.AtRest{})
-	follower := authn.NewKeyStore(l, l.f, registry.AtRest{})
+	leader := authn.NewKeyStore(l, l.f, storage.AtRest{})
+	follower := authn.NewKeyStore(l, l.f, storage.AtRest{})
 	if err := leader.EnsureKey(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func (f listenerFunc) Enqueue() { f() }
 // ServiceAccount token.
 func TestNoKeyYet(t *testing.T) {
 	l := newLocalLog()
-	k := authn.NewKeyStore(l, l.f, registry.AtRest{})
+	k := authn.NewKeyStore(l, l.f, storage.AtRest{})
 	if _, err := k.Generator("https://issuer.example").GenerateToken(context.Background(), mustClaims(), struct{}{}); !errors.Is(err, authn.ErrNoSigningKey) {
 		t.Fatalf("err %v, want ErrNoSigningKey", err)
 	}
@@ -191,7 +192,7 @@ func TestBadStoredKeyNeverEchoed(t *testing.T) {
 	if _, err := l.Propose(context.Background(), &fsm.Command{Op: fsm.OpPut, Key: authn.FirstKey, Value: []byte(secret)}); err != nil {
 		t.Fatal(err)
 	}
-	k := authn.NewKeyStore(l, l.f, registry.AtRest{})
+	k := authn.NewKeyStore(l, l.f, storage.AtRest{})
 	_, err := k.Generator("https://issuer.example").GenerateToken(context.Background(), mustClaims(), struct{}{})
 	if !errors.Is(err, authn.ErrBadKey) {
 		t.Fatalf("err %v, want ErrBadKey", err)

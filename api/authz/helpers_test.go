@@ -34,6 +34,7 @@ func (b *directBackend) Propose(_ context.Context, cmd *fsm.Command) (*fsm.Resul
 	return b.f.Apply(&raft.Log{Index: b.next, Type: raft.LogCommand, Data: cmd.Encode()}).(*fsm.Result), nil
 }
 func (b *directBackend) ReadIndex(context.Context) (uint64, error) { return b.f.AppliedIndex(), nil }
+func (b *directBackend) AppliedIndex() uint64                      { return b.f.AppliedIndex() }
 func (b *directBackend) WaitApplied(ctx context.Context, index uint64) error {
 	return b.f.WaitApplied(ctx, index)
 }

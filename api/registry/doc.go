@@ -1,38 +1,38 @@
 // Package registry owns the generic store: the one place where create,
-// update, delete and read run against the Raft-backed fsm, in a fixed order,
-// for every served resource.
+// update, delete and read run, in a fixed order, for every served
+// resource. It reads and writes only through its storage layer
+// (api/storage), which owns the fsm, the resourceVersion rules, the codec,
+// encryption at rest and the decoded-object cache.
 //
 // Rules it keeps:
-//   - Objects are handled in their internal (hub) version and stored as
-//     protobuf of their external version, without a resourceVersion; the
-//     resourceVersion is always the fsm ModRevision of the stored value.
+//   - Objects are handled in their internal (hub) version; how they are
+//     stored, and that their resourceVersion is always the fsm ModRevision
+//     of the stored value, is the storage layer's rule.
 //   - Per-resource behaviour comes only from the Resource's strategies
 //     (kube's own strategies where kube has them), run through
-//     rest.BeforeCreate / rest.BeforeUpdate so that order and messages
-//     match kube-apiserver.
-//   - Every write is one fsm command with preconditions; read-modify-write is
-//     an optimistic loop on ModRevision.
-//   - A stored encoding larger than Config.MaxObjectBytes is refused with
-//     413 before it is proposed, so it never reaches the Raft log; as in
-//     kube, a write other than server-side apply first drops managedFields
-//     to fit. Only marking an object for deletion is exempt: it must stay
-//     deletable.
-//   - fsm sentinel errors become Kubernetes Status errors here; the HTTP layer
-//     only writes them out.
+//     rest.BeforeCreate / rest.BeforeUpdate / rest.BeforeDelete so that
+//     order and messages match kube-apiserver.
+//   - Every write is one storage call with preconditions; read-modify-write
+//     is the storage layer's GuaranteedUpdate, whose update function runs
+//     admission and the strategy and may run more than once.
+//   - Deletion keeps kube's order: a pending deletion answers as done, an
+//     object with finalizers (or a graceful deletion) is only marked, the
+//     update that removes the last finalizer of a marked object deletes it,
+//     and the options' propagation policy sets the garbage collector's
+//     finalizers. Marking is never refused for size: an object that is
+//     stored must stay deletable.
+//   - A stored encoding larger than Config.MaxObjectBytes is refused by the
+//     storage layer with 413 before it is proposed; as in kube, a write
+//     other than server-side apply first drops managedFields to fit.
+//   - The registry never parses a resourceVersion, never builds a continue
+//     token and never reads the fsm: the storage layer does, with kube's
+//     Status errors, which the HTTP layer only writes out.
 //   - A Resource's Admit hook (admission) runs before its strategy, on the
 //     leader, inside the update loop; subresources (status, approval) update
 //     through their own strategy. Virtual resources (reviews, TokenRequest)
 //     are registered here for discovery but never stored.
-//   - Encryption happens in exactly one place: AtRest (atrest.go), kube's
-//     value transformers from an EncryptionConfiguration, per resource,
-//     with the fsm key as authenticated data. Values are encrypted on the
-//     leader before they are proposed, so the fsm stores, replicates and
-//     snapshots only ciphertext and stays deterministic; they are
-//     decrypted wherever a stored value is decoded (get, list, the watch
-//     cache's Decode, the RBAC cache and the signing keys through Open and
-//     AtRest). Nothing else reads or writes KV.Value of a stored resource.
-//   - An update that changes nothing writes nothing, unless the stored
-//     value is stale (not written with the first configured key): then it
-//     is written again, as kube's GuaranteedUpdate does, which is how a
-//     rewrite of every Secret rotates encryption keys.
+//   - Encryption happens in exactly one place, the storage layer's AtRest
+//     (api/storage/atrest.go); Registry.AtRest and Registry.Open hand it to
+//     the readers of stored values outside the registry (the RBAC cache,
+//     the signing keys).
 package registry

@@ -9,11 +9,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	api "k8s.io/kubernetes/pkg/apis/core"
+
+	"github.com/trustplane/trustplane/api/storage"
 )
 
-// FuzzContinueToken lists with a client's continue token (decodeContinue,
-// listStart and the paged fsm read behind it) on a single-node raft
-// cluster. Whatever the token says (revision, start key, "latest"), the
+// FuzzContinueToken lists with a client's continue token
+// (storage.DecodeContinue, ListStart and the paged fsm read behind it) on a
+// single-node raft cluster. Whatever the token says (revision, start key, "latest"), the
 // list answers a Status error or items of the namespace and resource asked
 // for only: a start key naming another namespace must not leak it. A token
 // that decodes encodes back to itself.
@@ -38,7 +40,7 @@ func FuzzContinueToken(f *testing.F) {
 	raw := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
 	for _, s := range []string{
 		tok,
-		encodeContinue(0, "/serviceaccounts/a/x"),
+		storage.EncodeContinue(0, "/serviceaccounts/a/x"),
 		raw(`{"v":"meta.k8s.io/v1","rv":3,"start":"/serviceaccounts/b/"}`),
 		raw(`{"v":"meta.k8s.io/v1","rv":3,"start":"/serviceaccounts/"}`),
 		raw(`{"v":"meta.k8s.io/v1","rv":3,"start":"/secrets/a/x"}`),
@@ -59,8 +61,8 @@ func FuzzContinueToken(f *testing.F) {
 		f.Add(s, "", "", int64(0))
 	}
 	f.Fuzz(func(t *testing.T, token, ns, rv string, limit int64) {
-		if rev, start, err := decodeContinue(token); err == nil {
-			if r2, s2, err := decodeContinue(encodeContinue(rev, start)); err != nil || r2 != rev || s2 != start {
+		if rev, start, err := storage.DecodeContinue(token); err == nil {
+			if r2, s2, err := storage.DecodeContinue(storage.EncodeContinue(rev, start)); err != nil || r2 != rev || s2 != start {
 				t.Fatalf("token %q: (%d, %q) encodes to (%d, %q, %v)", token, rev, start, r2, s2, err)
 			}
 		}

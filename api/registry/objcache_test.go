@@ -93,56 +93,15 @@ func TestObjectCacheMatchesDecode(t *testing.T) {
 			t.Fatalf("round %d: %d items, %d stored", round, len(items), len(res.KVs))
 		}
 		for i, kv := range res.KVs {
-			want, err := sas.decodeValue(kv)
+			want, _, err := StorageCodec(sas.GVR.GroupVersion()).Decode(kv.Value, nil, sas.NewFunc())
 			if err != nil {
 				t.Fatal(err)
 			}
+			want.(*api.ServiceAccount).ResourceVersion = fmt.Sprint(kv.ModRevision)
 			if !apiequality.Semantic.DeepEqual(&items[i], want) {
 				t.Fatalf("round %d: item %d differs from its decoded value:\n%+v\n%+v", round, i, items[i], want)
 			}
 		}
-	}
-}
-
-// TestObjectCacheBound: deleted keys leave the cache at the next sweep, so
-// it stays within about twice the live keys.
-func TestObjectCacheBound(t *testing.T) {
-	c := &objCache{}
-	live := map[fsm.Key]uint64{}
-	liveFn := func(k fsm.Key) (uint64, bool) { r, ok := live[k]; return r, ok }
-	obj := func() runtime.Object { return &api.ServiceAccount{} }
-	for i := 0; i < 10*minSweepAt; i++ {
-		kv := &fsm.KV{Key: fsm.Key{Resource: "serviceaccounts", Namespace: "ns", Name: fmt.Sprint(i)}, ModRevision: uint64(i + 1)}
-		live[kv.Key] = kv.ModRevision
-		if i >= 10 {
-			// Only ten keys are live at a time.
-			delete(live, fsm.Key{Resource: "serviceaccounts", Namespace: "ns", Name: fmt.Sprint(i - 10)})
-		}
-		c.put(kv, obj(), liveFn)
-		if len(c.m) > minSweepAt {
-			t.Fatalf("after %d puts with 10 live keys the cache holds %d", i+1, len(c.m))
-		}
-	}
-	// Replaced versions of one key are swept too.
-	live = map[fsm.Key]uint64{}
-	one := fsm.Key{Resource: "serviceaccounts", Namespace: "ns", Name: "one"}
-	for i := 0; i < 10*minSweepAt; i++ {
-		kv := &fsm.KV{Key: one, ModRevision: uint64(i + 1)}
-		live[one] = kv.ModRevision
-		c.put(kv, obj(), liveFn)
-		if len(c.m) > minSweepAt {
-			t.Fatalf("after %d updates of one key the cache holds %d", i+1, len(c.m))
-		}
-	}
-	// A version is served only for its own KV.
-	k := fsm.Key{Resource: "serviceaccounts", Namespace: "ns", Name: "x"}
-	kv, same := &fsm.KV{Key: k, ModRevision: 100}, &api.ServiceAccount{}
-	c.put(kv, same, liveFn)
-	if got := c.get(kv); got != same {
-		t.Fatalf("the cached version was not served")
-	}
-	if got := c.get(&fsm.KV{Key: k, ModRevision: 101}); got != nil {
-		t.Fatalf("a version the cache does not hold was served")
 	}
 }
 

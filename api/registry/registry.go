@@ -16,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/storage/value"
 	api "k8s.io/kubernetes/pkg/apis/core"
 
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
 )
 
@@ -41,30 +42,28 @@ func DefaultConfig() *Config {
 }
 
 // DefaultMaxObjectBytes is etcd's default request limit (--max-request-bytes).
-const DefaultMaxObjectBytes = 3 << 19
+const DefaultMaxObjectBytes = storage.DefaultMaxObjectBytes
 
 // Registry holds one Store per served resource.
 type Registry struct {
-	backend Backend
+	// storage is the node's storage layer, which every Store's storage
+	// shares.
+	storage *storage.Storage
 	stores  map[schema.GroupVersionResource]*Store
 	ordered []*Store
-	// transformers and atRest: the at-rest transformation of each
-	// resource (atrest.go); atRest holds the served ones.
-	transformers value.ResourceTransformers
-	atRest       map[schema.GroupResource]AtRest
 
 	virtuals     map[virtualKey]*Virtual
 	virtualOrder []*Virtual
 }
 
 // New builds stores for resources over backend.
-func New(cfg *Config, backend Backend, resources []*Resource) *Registry {
-	r := &Registry{backend: backend, stores: map[schema.GroupVersionResource]*Store{},
-		transformers: cfg.Transformers, atRest: map[schema.GroupResource]AtRest{}}
+func New(cfg *Config, backend storage.Backend, resources []*Resource) *Registry {
+	stor := storage.New(&storage.Config{FreshWait: cfg.FreshWait, Transformers: cfg.Transformers, MaxObjectBytes: cfg.MaxObjectBytes}, backend)
+	r := &Registry{storage: stor, stores: map[schema.GroupVersionResource]*Store{}}
 	for _, res := range resources {
-		s := &Store{Resource: res, backend: backend, codec: StorageCodec(res.GVR.GroupVersion()), freshWait: cfg.FreshWait,
-			atRest: r.AtRest(res.GroupResource()), maxObjectBytes: cfg.MaxObjectBytes}
-		r.atRest[res.GroupResource()] = s.atRest
+		s := &Store{Resource: res, storage: stor.ForResource(storage.ResourceConfig{
+			GVR: res.GVR, Codec: StorageCodec(res.GVR.GroupVersion()), Convertor: Scheme, NewFunc: res.NewFunc,
+		})}
 		if res.Namespaced {
 			s.admit = r.admitNamespace
 		}
@@ -80,6 +79,14 @@ func (r *Registry) Store(gvr schema.GroupVersionResource) *Store { return r.stor
 // Stores returns every store in registration order, for discovery.
 func (r *Registry) Stores() []*Store { return r.ordered }
 
+// AtRest returns the transformation of the stored values of gr, which need
+// not be a served resource (the signing keys use the one of secrets).
+func (r *Registry) AtRest(gr schema.GroupResource) storage.AtRest { return r.storage.AtRest(gr) }
+
+// Open returns the encoded value kv stores, whatever resource it belongs to
+// (the RBAC cache decodes stored values itself).
+func (r *Registry) Open(kv *fsm.KV) ([]byte, error) { return r.storage.Open(kv) }
+
 var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
 // admitNamespace is kube's NamespaceLifecycle admission for creates: the
@@ -88,23 +95,19 @@ func (r *Registry) admitNamespace(ctx context.Context, s *Store, obj runtime.Obj
 	ns, _ := genericapirequest.NamespaceFrom(ctx)
 	nsStore := r.stores[namespacesGVR]
 	key := fsm.Key{Resource: "namespaces", Name: ns}
-	kv, _, err := r.backend.Get(key, 0)
-	if err == nil && kv == nil {
+	nsObj, err := nsStore.storage.Current(key) // only read: no copy
+	if err == nil && nsObj == nil {
 		// The local state may be behind a namespace created a moment ago
 		// through another node: look again after a linearizable barrier.
-		if _, rerr := r.backend.ReadIndex(ctx); rerr == nil {
-			kv, _, err = r.backend.Get(key, 0)
+		if _, rerr := r.storage.ReadIndex(ctx); rerr == nil {
+			nsObj, err = nsStore.storage.Current(key)
 		}
 	}
 	if err != nil {
-		return apierrors.NewInternalError(err)
-	}
-	if kv == nil {
-		return apierrors.NewNotFound(nsStore.GroupResource(), ns)
-	}
-	nsObj, err := nsStore.decodeShared(kv) // only read: no copy
-	if err != nil {
 		return err
+	}
+	if nsObj == nil {
+		return apierrors.NewNotFound(nsStore.GroupResource(), ns)
 	}
 	if nsObj.(*api.Namespace).Status.Phase == api.NamespaceTerminating {
 		m, _ := meta.Accessor(obj)
@@ -171,7 +174,7 @@ func ptr[T any](v T) *T { return &v }
 func (r *Registry) Decode(kv *fsm.KV) (any, error) {
 	for _, s := range r.ordered {
 		if s.GVR.Group == kv.Key.Group && s.GVR.Resource == kv.Key.Resource {
-			return s.decode(kv)
+			return s.storage.Decode(kv)
 		}
 	}
 	return nil, fmt.Errorf("no served resource stores %s/%s", kv.Key.Group, kv.Key.Resource)

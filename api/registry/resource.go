@@ -2,11 +2,6 @@ package registry
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
-	"fmt"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -137,42 +132,4 @@ func (r *Resource) Serves(sub, verb string) bool {
 		}
 	}
 	return false
-}
-
-// continueToken is the state a continue parameter carries: the revision of
-// the first page and the last key returned.
-type continueToken struct {
-	APIVersion string `json:"v"`
-	Revision   uint64 `json:"rv"`
-	Start      string `json:"start"`
-	// Latest marks an "inconsistent" token, handed out when Revision was
-	// compacted: the list continues after Start at the latest revision.
-	Latest bool `json:"latest,omitempty"`
-}
-
-const continueVersion = "meta.k8s.io/v1"
-
-// encodeContinue makes a token for the page after lastKey at rev; rev 0
-// makes an "inconsistent" token that continues at the latest revision.
-func encodeContinue(rev uint64, lastKey string) string {
-	b, _ := json.Marshal(continueToken{APIVersion: continueVersion, Revision: rev, Start: lastKey, Latest: rev == 0})
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodeContinue(s string) (uint64, string, error) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return 0, "", apierrors.NewBadRequest(fmt.Sprintf("invalid continue token: %v", err))
-	}
-	var t continueToken
-	if err := json.Unmarshal(b, &t); err != nil {
-		return 0, "", apierrors.NewBadRequest(fmt.Sprintf("invalid continue token: %v", err))
-	}
-	if t.APIVersion != continueVersion || (t.Revision == 0 && !t.Latest) {
-		return 0, "", apierrors.NewBadRequest("invalid continue token: unsupported version or revision")
-	}
-	if t.Latest {
-		return 0, t.Start, nil
-	}
-	return t.Revision, t.Start, nil
 }

@@ -1,11 +1,9 @@
 package registry
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,58 +18,23 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
-	"k8s.io/apiserver/pkg/storage"
 
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
 )
-
-// Backend is what the store needs from the replicated state machine. It is
-// declared here, where it is used, so that the store depends on three
-// behaviours and not on the node that provides them.
-type Backend interface {
-	// Propose replicates cmd and returns the fsm's result once it has been
-	// applied on this node. A failed precondition is reported in Result.Err,
-	// not as the error. An error wrapping ErrOutcomeUnknown means the
-	// command may or may not have been applied; any other error means it was
-	// not, so the client may be told to retry. The distinction matters
-	// because client-go retries every answer that carries Retry-After, and a
-	// retried write that had in fact committed meets itself (409).
-	Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error)
-	// ReadIndex returns an index at least as new as every write acknowledged
-	// before the call, once this node has applied it; reads served after it
-	// are linearizable.
-	ReadIndex(ctx context.Context) (uint64, error)
-	// WaitApplied blocks until this node has applied index, so that reads
-	// "not older than" index can be served locally.
-	WaitApplied(ctx context.Context, index uint64) error
-	// Get and List read this node's applied state without waiting.
-	Get(key fsm.Key, rev uint64) (*fsm.KV, uint64, error)
-	List(p fsm.Prefix, opts fsm.ListOptions) (fsm.ListResult, error)
-}
-
-// optimisticLockErrorMsg is kube-apiserver's wording for a stale resourceVersion.
-const optimisticLockErrorMsg = "the object has been modified; please apply your changes to the latest version and try again"
 
 // maxGenerateNameAttempts bounds retries when a generated name collides.
 const maxGenerateNameAttempts = 8
 
-// Store runs the generic verbs for one resource against the Backend.
+// Store runs the generic verbs for one resource, in kube's order, on its
+// storage (api/storage), which alone reads and writes the fsm.
 type Store struct {
 	*Resource
-	backend Backend
-	codec   runtime.Codec
+	// storage reads and writes the resource's objects and keeps the
+	// resourceVersion rules.
+	storage *storage.Store
 	// admit runs before a create is proposed (namespace lifecycle).
 	admit func(ctx context.Context, s *Store, obj runtime.Object) error
-	// freshWait bounds how long a read waits for a resourceVersion this node
-	// has not applied yet before answering 504.
-	freshWait time.Duration
-	// objs caches decoded objects by stored version (objcache.go).
-	objs objCache
-	// atRest encrypts what encode returns before it is proposed and
-	// decrypts stored values before they are decoded (atrest.go).
-	atRest AtRest
-	// maxObjectBytes bounds an object's stored encoding; 0 is no bound.
-	maxObjectBytes int64
 }
 
 func (s *Store) key(ctx context.Context, name string) fsm.Key {
@@ -90,194 +53,9 @@ func (s *Store) prefix(ctx context.Context) fsm.Prefix {
 	return p
 }
 
-// decode turns a stored value into an internal object carrying its
-// resourceVersion. The object is the caller's to modify: a copy of the
-// shared decoded version (objcache.go).
-func (s *Store) decode(kv *fsm.KV) (runtime.Object, error) {
-	obj, err := s.decodeShared(kv)
-	if err != nil {
-		return nil, err
-	}
-	return obj.DeepCopyObject(), nil
-}
-
-// encode serialises obj without its resourceVersion, which is always
-// derived from the log index. The result is plain: seal transforms it for
-// storage.
-func (s *Store) encode(obj runtime.Object) ([]byte, error) {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
-	rv := m.GetResourceVersion()
-	m.SetResourceVersion("")
-	defer m.SetResourceVersion(rv)
-	var buf bytes.Buffer
-	if err := s.codec.Encode(obj, &buf); err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
-	return buf.Bytes(), nil
-}
-
-// seal transforms plain, the encoded object at key, into the value to propose.
-func (s *Store) seal(key fsm.Key, plain []byte) ([]byte, error) {
-	out, err := s.atRest.Seal(key, plain)
-	if err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
-	return out, nil
-}
-
-// storable turns data, obj's encoding, into the value a create or update
-// proposes: within MaxObjectBytes (sized), then sealed for storage.
-func (s *Store) storable(ctx context.Context, key fsm.Key, obj runtime.Object, data []byte) ([]byte, error) {
-	data, err := s.sized(ctx, obj, data)
-	if err != nil {
-		return nil, err
-	}
-	return s.seal(key, data)
-}
-
-// unchanged reports whether plain, an object re-encoded for an update, is
-// what kv already stores, so that the update can write nothing. A value
-// stored with a provider or key that is no longer first in the encryption
-// configuration is stale and always written again, as kube's
-// GuaranteedUpdate does: rewriting unchanged objects rotates keys.
-func (s *Store) unchanged(plain []byte, kv *fsm.KV) (bool, error) {
-	stored, stale, err := s.atRest.Open(kv)
-	if err != nil {
-		return false, apierrors.NewInternalError(err)
-	}
-	return !stale && bytes.Equal(plain, stored), nil
-}
-
-// sized returns data, obj's stored encoding, if it is within
-// MaxObjectBytes. Otherwise, as kube-apiserver does when etcd refuses an
-// object as too large, it drops obj's managedFields, which are safe to lose
-// and can be large, and encodes it again; server-side apply
-// (WithManagedFieldsKept) keeps them. What still does not fit is refused
-// before it is proposed, so it never reaches the Raft log, where every node
-// would hold it. kube passes etcd's refusal on as a 500; here it is 413 with
-// kube's wording for a body over its limit (docs/COMPATIBILITY.md).
-func (s *Store) sized(ctx context.Context, obj runtime.Object, data []byte) ([]byte, error) {
-	if s.maxObjectBytes <= 0 || int64(len(data)) <= s.maxObjectBytes {
-		return data, nil
-	}
-	if m, err := meta.Accessor(obj); err == nil && len(m.GetManagedFields()) > 0 && ctx.Value(keepManagedFieldsKey{}) == nil {
-		m.SetManagedFields(nil)
-		smaller, err := s.encode(obj)
-		if err != nil {
-			return nil, err
-		}
-		if int64(len(smaller)) <= s.maxObjectBytes {
-			return smaller, nil
-		}
-	}
-	return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", s.maxObjectBytes))
-}
-
-type keepManagedFieldsKey struct{}
-
-// WithManagedFieldsKept marks a write whose managedFields must be stored as
-// they are or not at all: server-side apply, whose field ownership they
-// are. An object too large is then refused rather than stored without them.
-func WithManagedFieldsKept(ctx context.Context) context.Context {
-	return context.WithValue(ctx, keepManagedFieldsKey{}, true)
-}
-
-func setRV(obj runtime.Object, rv uint64) {
-	if m, err := meta.Accessor(obj); err == nil {
-		m.SetResourceVersion(strconv.FormatUint(rv, 10))
-	}
-}
-
-// parseRV parses a client resourceVersion; "" and "0" are 0.
-func parseRV(rv string) (uint64, error) {
-	if rv == "" || rv == "0" {
-		return 0, nil
-	}
-	n, err := strconv.ParseUint(rv, 10, 64)
-	if err != nil {
-		// kube-apiserver's wording (storage.ValidateListOptions around
-		// APIObjectVersioner.ParseResourceVersion's InvalidError).
-		invalid := storage.NewInvalidError(field.ErrorList{field.Invalid(field.NewPath("resourceVersion"), rv, err.Error())})
-		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %v", invalid))
-	}
-	if n == 0 {
-		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %s", rv))
-	}
-	return n, nil
-}
-
-// tooLargeRV is kube-apiserver's answer when a requested resourceVersion does
-// not become available in time: 504 with Retry-After.
-func tooLargeRV(want, have uint64) error {
-	err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", want, have), 1)
-	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
-	return err
-}
-
-// fresh makes this node's state suitable for a read at resourceVersion rv:
-// "" is linearizable (read index), "0" is local, N waits until N is applied.
-func (s *Store) fresh(ctx context.Context, rv string) error {
-	switch rv {
-	case "0":
-		return nil
-	case "":
-		if _, err := s.backend.ReadIndex(ctx); err != nil {
-			return unavailable(err)
-		}
-		return nil
-	}
-	n, err := parseRV(rv)
-	if err != nil {
-		return err
-	}
-	wctx, cancel := context.WithTimeout(ctx, s.freshWait)
-	defer cancel()
-	if err := s.backend.WaitApplied(wctx, n); err != nil {
-		_, have, _ := s.backend.Get(fsm.Key{}, 0)
-		return tooLargeRV(n, have)
-	}
-	return nil
-}
-
-func unavailable(err error) error {
-	e := apierrors.NewServiceUnavailable(fmt.Sprintf("the cluster cannot serve the request right now: %v", err))
-	e.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
-	return e
-}
-
-// ErrOutcomeUnknown is wrapped by a Backend.Propose error when the command
-// may or may not have been applied (the node lost leadership or its wait
-// ended, and the log could not tell in time).
-var ErrOutcomeUnknown = errors.New("registry: the write may or may not have been applied")
-
-// proposeErr maps a Propose error to a Status. A write that was certainly
-// not applied gets 503 with Retry-After, which client-go retries. One whose
-// outcome is unknown gets 504 without Retry-After, saying so: retrying it
-// automatically could apply it twice or answer a 409 for the client's own
-// write, so the client must look before it writes again.
-func proposeErr(err error) error {
-	if errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return apierrors.NewTimeoutError(fmt.Sprintf("the write may or may not have been applied; read the object before writing again: %v", err), 0)
-	}
-	return unavailable(err)
-}
-
 // Get returns the named object, read per the resourceVersion rules.
 func (s *Store) Get(ctx context.Context, name string, opts *metav1.GetOptions) (runtime.Object, error) {
-	if err := s.fresh(ctx, opts.ResourceVersion); err != nil {
-		return nil, err
-	}
-	kv, _, err := s.backend.Get(s.key(ctx, name), 0)
-	if err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
-	if kv == nil {
-		return nil, apierrors.NewNotFound(s.GroupResource(), name)
-	}
-	return s.decode(kv)
+	return s.storage.Get(ctx, s.key(ctx, name), opts.ResourceVersion)
 }
 
 // Create stores a new object. Names from generateName are retried on collision.
@@ -304,65 +82,15 @@ func (s *Store) Create(ctx context.Context, obj runtime.Object, dryRun bool) (ru
 			return nil, err
 		}
 	}
-	if dryRun {
-		// kube's dry-run storage only checks that the name is free.
-		kv, _, err := s.backend.Get(s.key(ctx, m.GetName()), 0)
-		if err != nil {
-			return nil, apierrors.NewInternalError(err)
-		}
-		if kv != nil {
-			return nil, s.alreadyExists(kv, m.GetName(), generated)
-		}
-		return obj, nil
-	}
-	if rv, err := strconv.ParseUint(m.GetResourceVersion(), 10, 64); err == nil && rv != 0 {
-		// kube-apiserver's storage refuses it with this plain error,
-		// which its handler answers as a 500 without a reason.
-		return nil, storage.ErrResourceVersionSetOnCreate
-	}
+	opts := storage.CreateOptions{DryRun: dryRun, GeneratedName: generated}
 	for attempt := 1; ; attempt++ {
-		key := s.key(ctx, m.GetName())
-		data, err := s.encode(obj)
-		if err == nil {
-			data, err = s.storable(ctx, key, obj, data)
+		out, err := s.storage.Create(ctx, s.key(ctx, m.GetName()), obj, opts)
+		if err != nil && generated && !dryRun && attempt < maxGenerateNameAttempts && apierrors.IsAlreadyExists(err) {
+			m.SetName(s.CreateStrategy.GenerateName(m.GetGenerateName()))
+			continue
 		}
-		if err != nil {
-			return nil, err
-		}
-		res, err := s.backend.Propose(ctx, &fsm.Command{
-			Op: fsm.OpPut, Key: key, Value: data, UID: string(m.GetUID()), MustNotExist: true,
-		})
-		if err != nil {
-			return nil, proposeErr(err)
-		}
-		if errors.Is(res.Err, fsm.ErrExists) {
-			if generated && attempt < maxGenerateNameAttempts {
-				m.SetName(s.CreateStrategy.GenerateName(m.GetGenerateName()))
-				continue
-			}
-			return nil, s.alreadyExists(res.Prev, m.GetName(), generated)
-		}
-		if res.Err != nil {
-			return nil, apierrors.NewInternalError(res.Err)
-		}
-		setRV(obj, res.Revision)
-		return obj, nil
+		return out, err
 	}
-}
-
-func (s *Store) alreadyExists(cur *fsm.KV, name string, generated bool) error {
-	if generated {
-		return apierrors.NewGenerateNameConflict(s.GroupResource(), name, 1)
-	}
-	err := apierrors.NewAlreadyExists(s.GroupResource(), name)
-	if cur != nil {
-		if obj, derr := s.decode(cur); derr == nil {
-			if m, merr := meta.Accessor(obj); merr == nil && m.GetDeletionTimestamp() != nil {
-				err.ErrStatus.Message = "object is being deleted: " + err.ErrStatus.Message
-			}
-		}
-	}
-	return err
 }
 
 // Update replaces the named object with objInfo's result. The read-modify-write
@@ -382,99 +110,78 @@ func (s *Store) UpdateSubresource(ctx context.Context, sub, name string, objInfo
 	return s.update(ctx, strategy, name, objInfo, dryRun)
 }
 
+// errEmptiedFinalizers ends an update attempt whose object must be deleted
+// instead of stored (shouldDeleteDuringUpdate), as kube's generic store does.
+var errEmptiedFinalizers = errors.New("registry: the update removed the last finalizer of an object being deleted")
+
 func (s *Store) update(ctx context.Context, strategy rest.RESTUpdateStrategy, name string, objInfo rest.UpdatedObjectInfo, dryRun bool) (runtime.Object, error) {
 	key := s.key(ctx, name)
 	for {
-		kv, _, err := s.backend.Get(key, 0)
-		if err != nil {
-			return nil, apierrors.NewInternalError(err)
-		}
-		if kv == nil {
-			return nil, apierrors.NewNotFound(s.GroupResource(), name)
-		}
-		old, err := s.decode(kv)
-		if err != nil {
-			return nil, err
-		}
-		if err := checkPreconditions(s.GroupResource(), name, objInfo.Preconditions(), old); err != nil {
-			return nil, err
-		}
-		obj, err := objInfo.UpdatedObject(ctx, old)
-		if err != nil {
-			return nil, err
-		}
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			return nil, apierrors.NewInternalError(err)
-		}
-		pinned := m.GetResourceVersion()
-		switch {
-		case pinned == "" && !strategy.AllowUnconditionalUpdate():
-			// kube-apiserver names the resource, not the kind, and shows the
-			// parsed resourceVersion (uint64 0, printed as 0x0).
-			qualifiedKind := schema.GroupKind{Group: s.GVR.Group, Kind: s.GVR.Resource}
-			return nil, apierrors.NewInvalid(qualifiedKind, name, field.ErrorList{
-				field.Invalid(field.NewPath("metadata", "resourceVersion"), uint64(0), "must be specified for an update")})
-		case pinned == "":
-			// An unconditional update is made against the current object:
-			// it carries the current resourceVersion into the strategy's
-			// validation, which requires one, as kube-apiserver does.
-			m.SetResourceVersion(strconv.FormatUint(kv.ModRevision, 10))
-		case pinned != strconv.FormatUint(kv.ModRevision, 10):
-			return nil, apierrors.NewConflict(s.GroupResource(), name, errors.New(optimisticLockErrorMsg))
-		}
-		if s.Resource.Admit != nil {
-			if err := s.Resource.Admit(ctx, obj, old); err != nil {
+		var (
+			pinned     string         // the client's resourceVersion
+			emptied    runtime.Object // the object to delete instead
+			emptiedRev uint64         // the version it replaces
+		)
+		out, err := s.storage.GuaranteedUpdate(ctx, key, objInfo.Preconditions(), func(old runtime.Object) (runtime.Object, error) {
+			obj, err := objInfo.UpdatedObject(ctx, old)
+			if err != nil {
 				return nil, err
 			}
-		}
-		if err := rest.BeforeUpdate(strategy, ctx, obj, old); err != nil {
-			return nil, err
-		}
-		if s.shouldDeleteDuringUpdate(obj, old) {
-			out, retry, err := s.deleteDuringUpdate(ctx, key, kv, obj, dryRun)
-			if retry && pinned == "" {
-				continue
+			m, err := meta.Accessor(obj)
+			if err != nil {
+				return nil, apierrors.NewInternalError(err)
 			}
-			if retry {
-				return nil, apierrors.NewConflict(s.GroupResource(), name, errors.New(optimisticLockErrorMsg))
+			om, err := meta.Accessor(old)
+			if err != nil {
+				return nil, apierrors.NewInternalError(err)
 			}
+			pinned = m.GetResourceVersion()
+			switch {
+			case pinned == "" && !strategy.AllowUnconditionalUpdate():
+				// kube-apiserver names the resource, not the kind, and shows the
+				// parsed resourceVersion (uint64 0, printed as 0x0).
+				qualifiedKind := schema.GroupKind{Group: s.GVR.Group, Kind: s.GVR.Resource}
+				return nil, apierrors.NewInvalid(qualifiedKind, name, field.ErrorList{
+					field.Invalid(field.NewPath("metadata", "resourceVersion"), uint64(0), "must be specified for an update")})
+			case pinned == "":
+				// An unconditional update is made against the current object:
+				// it carries the current resourceVersion into the strategy's
+				// validation, which requires one, as kube-apiserver does.
+				m.SetResourceVersion(om.GetResourceVersion())
+			case pinned != om.GetResourceVersion():
+				return nil, s.storage.Conflict(name)
+			}
+			if s.Resource.Admit != nil {
+				if err := s.Resource.Admit(ctx, obj, old); err != nil {
+					return nil, err
+				}
+			}
+			if err := rest.BeforeUpdate(strategy, ctx, obj, old); err != nil {
+				return nil, err
+			}
+			if s.shouldDeleteDuringUpdate(obj, old) {
+				emptied, emptiedRev = obj, storage.RevisionOf(old)
+				return nil, errEmptiedFinalizers
+			}
+			return obj, nil
+		}, storage.UpdateOptions{DryRun: dryRun})
+		if !errors.Is(err, errEmptiedFinalizers) {
 			return out, err
 		}
-		data, err := s.encode(obj)
-		if err != nil {
-			return nil, err
-		}
-		if same, err := s.unchanged(data, kv); err != nil || same {
-			// A no-op update keeps the resourceVersion and writes nothing.
-			return old, err
-		}
+		// Like kube-apiserver, answer with the updated object, as a PUT
+		// client expects.
 		if dryRun {
-			setRV(obj, kv.ModRevision)
-			return obj, nil
+			return emptied, nil
 		}
-		if data, err = s.storable(ctx, key, obj, data); err != nil {
-			return nil, err
-		}
-		res, err := s.backend.Propose(ctx, &fsm.Command{
-			Op: fsm.OpPut, Key: key, Value: data, UID: string(m.GetUID()), ModRevision: kv.ModRevision, MatchUID: kv.UID,
-		})
-		if err != nil {
-			return nil, proposeErr(err)
-		}
+		_, err = s.storage.Delete(ctx, key, emptiedRev)
 		switch {
-		case res.Err == nil:
-			setRV(obj, res.Revision)
-			return obj, nil
-		case errors.Is(res.Err, fsm.ErrNotFound):
-			return nil, apierrors.NewNotFound(s.GroupResource(), name)
-		case errors.Is(res.Err, fsm.ErrModRevisionMismatch), errors.Is(res.Err, fsm.ErrUIDMismatch):
-			if pinned != "" {
-				return nil, apierrors.NewConflict(s.GroupResource(), name, errors.New(optimisticLockErrorMsg))
-			}
+		case err == nil, apierrors.IsNotFound(err):
+			// NotFound: a concurrent update removed the finalizers first.
+			return emptied, nil
+		case apierrors.IsConflict(err) && pinned == "":
 			continue
 		default:
-			return nil, apierrors.NewInternalError(res.Err)
+			return nil, err
 		}
 	}
 }
@@ -489,47 +196,6 @@ func (s *Store) shouldDeleteDuringUpdate(obj, old runtime.Object) bool {
 	}
 	grace := om.GetDeletionGracePeriodSeconds()
 	return grace == nil || *grace == 0
-}
-
-// deleteDuringUpdate deletes the object an update emptied of finalizers. Like
-// kube-apiserver it answers with the updated object, as a PUT client expects.
-// retry means kv was no longer current.
-func (s *Store) deleteDuringUpdate(ctx context.Context, key fsm.Key, kv *fsm.KV, obj runtime.Object, dryRun bool) (runtime.Object, bool, error) {
-	if dryRun {
-		return obj, false, nil
-	}
-	res, err := s.backend.Propose(ctx, &fsm.Command{Op: fsm.OpDelete, Key: key, ModRevision: kv.ModRevision})
-	if err != nil {
-		return nil, false, proposeErr(err)
-	}
-	switch {
-	case res.Err == nil, errors.Is(res.Err, fsm.ErrNotFound):
-		// NotFound: a concurrent update removed the finalizers first.
-		return obj, false, nil
-	case errors.Is(res.Err, fsm.ErrModRevisionMismatch):
-		return nil, true, nil
-	default:
-		return nil, false, apierrors.NewInternalError(res.Err)
-	}
-}
-
-// checkPreconditions applies DeleteOptions/UpdatedObjectInfo preconditions
-// with kube-apiserver's messages.
-func checkPreconditions(gr schema.GroupResource, name string, p *metav1.Preconditions, obj runtime.Object) error {
-	if p == nil {
-		return nil
-	}
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return apierrors.NewInternalError(err)
-	}
-	if p.UID != nil && *p.UID != m.GetUID() {
-		return apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, m.GetUID()))
-	}
-	if p.ResourceVersion != nil && *p.ResourceVersion != m.GetResourceVersion() {
-		return apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, m.GetResourceVersion()))
-	}
-	return nil
 }
 
 // Delete removes the named object and reports whether it is gone, in the
@@ -561,20 +227,17 @@ func (s *Store) Delete(ctx context.Context, name string, opts *metav1.DeleteOpti
 	}
 	key := s.key(ctx, name)
 	for {
-		kv, _, err := s.backend.Get(key, 0)
-		if err != nil {
-			return nil, false, apierrors.NewInternalError(err)
-		}
-		if kv == nil {
-			return nil, false, apierrors.NewNotFound(s.GroupResource(), name)
-		}
-		obj, err = s.decode(kv)
+		cur, err := s.storage.Current(key) // shared: copied before any change
 		if err != nil {
 			return nil, false, err
 		}
+		if cur == nil {
+			return nil, false, apierrors.NewNotFound(s.GroupResource(), name)
+		}
+		obj = cur.DeepCopyObject()
 		beforeOpts := opts
 		if s.OwnDeletePreconditions && opts.Preconditions != nil {
-			if err := checkPreconditions(s.GroupResource(), name, opts.Preconditions, obj); err != nil {
+			if err := storage.CheckPreconditions(s.GroupResource(), name, opts.Preconditions, obj); err != nil {
 				return nil, false, err
 			}
 			beforeOpts = opts.DeepCopy()
@@ -590,24 +253,22 @@ func (s *Store) Delete(ctx context.Context, name string, opts *metav1.DeleteOpti
 		// The options' propagation policy may add or drop the orphan and
 		// foregroundDeletion finalizers, which the garbage collector runs.
 		gcChanged := s.setGCFinalizers(ctx, obj, opts)
-		rev := kv.ModRevision
+		rev := storage.RevisionOf(cur)
 		marked := false
 		finalizing := s.hasFinalizers(obj)
 		if !graceful && !finalizing && gcChanged {
 			// The options dropped the last finalizer, a garbage
 			// collector's: the object goes as stored, with no update
 			// first (kube's errDeleteNow).
-			if obj, err = s.decode(kv); err != nil {
-				return nil, false, err
-			}
+			obj = cur.DeepCopyObject()
 		}
 		if graceful || finalizing {
 			if !graceful {
 				markAsDeleting(obj, time.Now())
 			}
-			newRev, retry, err := s.writeDeleting(ctx, key, kv, obj, dryRun)
-			if retry {
-				continue
+			newRev, err := s.writeDeleting(ctx, key, rev, obj, dryRun)
+			if apierrors.IsConflict(err) {
+				continue // the object changed since it was read
 			}
 			if err != nil {
 				return nil, false, err
@@ -625,24 +286,21 @@ func (s *Store) Delete(ctx context.Context, name string, opts *metav1.DeleteOpti
 		if dryRun {
 			return s.deleted(obj, name), true, nil
 		}
-		res, err := s.backend.Propose(ctx, &fsm.Command{Op: fsm.OpDelete, Key: key, ModRevision: rev})
-		if err != nil {
-			return nil, false, proposeErr(err)
-		}
+		deletedAt, err := s.storage.Delete(ctx, key, rev)
 		switch {
-		case res.Err == nil:
-			setRV(obj, res.Revision)
+		case err == nil:
+			if m, merr := meta.Accessor(obj); merr == nil {
+				m.SetResourceVersion(storage.FormatResourceVersion(deletedAt))
+			}
 			return s.deleted(obj, name), true, nil
-		case errors.Is(res.Err, fsm.ErrNotFound) && marked:
+		case apierrors.IsNotFound(err) && marked:
 			// Someone else finished the deletion we marked: the last
 			// state we wrote is the best answer (kube's ignoreNotFound).
 			return s.deleted(obj, name), true, nil
-		case errors.Is(res.Err, fsm.ErrNotFound):
-			return nil, false, apierrors.NewNotFound(s.GroupResource(), name)
-		case errors.Is(res.Err, fsm.ErrModRevisionMismatch):
+		case apierrors.IsConflict(err):
 			continue
 		default:
-			return nil, false, apierrors.NewInternalError(res.Err)
+			return nil, false, err
 		}
 	}
 }
@@ -742,37 +400,21 @@ func markAsDeleting(obj runtime.Object, now time.Time) {
 }
 
 // writeDeleting stores obj, already marked for deletion, plus whatever the
-// resource's OnDeleting hook sets (namespace phase). Its size is not
-// checked: the few bytes of the mark must never make an object that is
-// stored impossible to delete. It returns the revision
-// of the stored object; retry means kv was no longer current.
-func (s *Store) writeDeleting(ctx context.Context, key fsm.Key, kv *fsm.KV, obj runtime.Object, dryRun bool) (uint64, bool, error) {
+// resource's OnDeleting hook sets (namespace phase), over the version rev
+// it was read at. Its size is not checked: the few bytes of the mark must
+// never make an object that is stored impossible to delete. It returns the
+// revision of the stored object (rev when nothing changed); a Conflict
+// means rev was no longer current.
+func (s *Store) writeDeleting(ctx context.Context, key fsm.Key, rev uint64, obj runtime.Object, dryRun bool) (uint64, error) {
 	if s.OnDeleting != nil {
 		s.OnDeleting(obj)
 	}
-	data, err := s.encode(obj)
+	out, err := s.storage.GuaranteedUpdate(ctx, key, nil, func(runtime.Object) (runtime.Object, error) { return obj, nil },
+		storage.UpdateOptions{DryRun: dryRun, Revision: rev, NoSizeLimit: true})
 	if err != nil {
-		return 0, false, err
+		return 0, err
 	}
-	if same, err := s.unchanged(data, kv); err != nil || same || dryRun {
-		return kv.ModRevision, false, err
-	}
-	if data, err = s.seal(key, data); err != nil {
-		return 0, false, err
-	}
-	res, err := s.backend.Propose(ctx, &fsm.Command{Op: fsm.OpPut, Key: key, Value: data, UID: kv.UID, ModRevision: kv.ModRevision})
-	if err != nil {
-		return 0, false, proposeErr(err)
-	}
-	if errors.Is(res.Err, fsm.ErrModRevisionMismatch) {
-		return 0, true, nil
-	}
-	if res.Err != nil {
-		m, _ := meta.Accessor(obj)
-		return 0, false, apierrors.NewNotFound(s.GroupResource(), m.GetName())
-	}
-	setRV(obj, res.Revision)
-	return res.Revision, false, nil
+	return storage.RevisionOf(out), nil
 }
 
 // deleted is the response body of a completed delete.
@@ -831,160 +473,30 @@ func (s *Store) ListVersions(ctx context.Context, opts *metainternalversion.List
 	if opts.FieldSelector != nil {
 		fieldSel = opts.FieldSelector
 	}
-	rev, startAfter, err := s.listStart(ctx, opts)
-	tokenStart := startAfter // where a replacement continue token resumes
+	var match storage.Predicate
+	if !label.Empty() || !fieldSel.Empty() {
+		match = func(obj runtime.Object) (bool, error) { return s.matches(obj, label, fieldSel) }
+	}
+	res, err := s.storage.GetList(ctx, s.prefix(ctx), opts, match)
 	if err != nil {
 		return nil, nil, err
 	}
-	filtered := !label.Empty() || !fieldSel.Empty()
-	limit := listLimit(opts)
-	var (
-		items     []runtime.Object
-		kvs       []*fsm.KV
-		more      bool
-		remaining int64
-	)
-pages:
-	for {
-		batch := 0
-		if limit > 0 {
-			batch = limit - len(items)
-			if filtered && batch < 64 {
-				batch = 64 // read ahead: a selector may drop items
-			}
-		}
-		res, err := s.backend.List(s.prefix(ctx), fsm.ListOptions{Revision: rev, StartAfter: startAfter, Limit: batch})
-		if err != nil {
-			return nil, nil, s.readErr(err, rev, opts.Continue != "", tokenStart)
-		}
-		rev = res.Revision // every page of one list comes from one revision
-		for i, kv := range res.KVs {
-			// Shared, not copied: list items are only read (meta.SetList
-			// copies each by value into the list).
-			obj, err := s.decodeShared(kv)
-			if err != nil {
-				return nil, nil, err
-			}
-			ok, err := s.matches(obj, label, fieldSel)
-			if err != nil {
-				return nil, nil, err
-			}
-			if !ok {
-				continue
-			}
-			items = append(items, obj)
-			kvs = append(kvs, kv)
-			if limit > 0 && len(items) == limit {
-				left := int64(len(res.KVs) - 1 - i)
-				more = left > 0 || res.More
-				if res.More {
-					left += res.Remaining
-				}
-				remaining = left
-				startAfter = kv.Key.String()
-				break pages
-			}
-		}
-		if n := len(res.KVs); n > 0 {
-			// Built once per page, not per item.
-			startAfter = res.KVs[n-1].Key.String()
-		}
-		if !res.More {
-			break
-		}
-	}
 	list := s.NewListFunc()
-	if err := meta.SetList(list, items); err != nil {
+	if err := meta.SetList(list, res.Items); err != nil {
 		return nil, nil, apierrors.NewInternalError(err)
 	}
 	lm, err := meta.ListAccessor(list)
 	if err != nil {
 		return nil, nil, apierrors.NewInternalError(err)
 	}
-	lm.SetResourceVersion(strconv.FormatUint(rev, 10))
-	if more {
-		lm.SetContinue(encodeContinue(rev, startAfter))
-		if !filtered && remaining > 0 {
-			lm.SetRemainingItemCount(&remaining)
+	lm.SetResourceVersion(storage.FormatResourceVersion(res.Revision))
+	if res.Continue != "" {
+		lm.SetContinue(res.Continue)
+		if res.RemainingItemCount != nil {
+			lm.SetRemainingItemCount(res.RemainingItemCount)
 		}
 	}
-	return list, kvs, nil
-}
-
-// listLimit is the page size of a list. Like kube-apiserver v1.33, whose
-// watch cache serves resourceVersion "0" and ignores limit there
-// (cacher.computeListLimit), a list at "0" without a continue token is one
-// full page; a continue token is always paged.
-func listLimit(opts *metainternalversion.ListOptions) int {
-	if opts.ResourceVersion == "0" && opts.Continue == "" {
-		return 0
-	}
-	return int(opts.Limit)
-}
-
-// listStart resolves the revision and start key of a list request.
-func (s *Store) listStart(ctx context.Context, opts *metainternalversion.ListOptions) (uint64, string, error) {
-	if opts.Continue != "" {
-		rev, start, err := decodeContinue(opts.Continue)
-		if err != nil {
-			return 0, "", err
-		}
-		// kube-apiserver (storage.ValidateListOptions) tolerates "0"
-		// with a token, and refuses any other resourceVersion.
-		if opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
-			return 0, "", apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
-		}
-		if rev == 0 {
-			// An "inconsistent" token continues at the latest revision.
-			return 0, start, nil
-		}
-		// A token minted by a node further ahead: wait, bounded, until this
-		// node has applied its revision, as a read at that revision would.
-		wctx, cancel := context.WithTimeout(ctx, s.freshWait)
-		defer cancel()
-		if err := s.backend.WaitApplied(wctx, rev); err != nil {
-			_, have, _ := s.backend.Get(fsm.Key{}, 0)
-			return 0, "", tooLargeRV(rev, have)
-		}
-		return rev, start, nil
-	}
-	if err := s.fresh(ctx, opts.ResourceVersion); err != nil {
-		return 0, "", err
-	}
-	if opts.ResourceVersion != "" && opts.ResourceVersion != "0" &&
-		(opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact || (opts.ResourceVersionMatch == "" && opts.Limit > 0)) {
-		n, _ := parseRV(opts.ResourceVersion)
-		return n, "", nil
-	}
-	return 0, "", nil
-}
-
-// inconsistentContinue is kube-apiserver's answer to a continue token whose
-// revision has been compacted.
-const inconsistentContinue = "The provided continue parameter is too old " +
-	"to display a consistent list result. You can start a new list without " +
-	"the continue parameter, or use the continue token in this response to " +
-	"retrieve the remainder of the results. Continuing with the provided " +
-	"token results in an inconsistent list - objects that were created, " +
-	"modified, or deleted between the time the first chunk was returned " +
-	"and now may show up in the list."
-
-// readErr maps an fsm read error. A compacted continue token gets 410 with a
-// new token that continues after the same key at the latest revision, as
-// kube-apiserver does; startAfter is the token's key.
-func (s *Store) readErr(err error, rev uint64, continuing bool, startAfter string) error {
-	switch {
-	case errors.Is(err, fsm.ErrCompacted) && continuing:
-		e := apierrors.NewResourceExpired(inconsistentContinue)
-		e.ErrStatus.ListMeta.Continue = encodeContinue(0, startAfter)
-		return e
-	case errors.Is(err, fsm.ErrCompacted):
-		return apierrors.NewResourceExpired("The resourceVersion for the provided list is too old.")
-	case errors.Is(err, fsm.ErrFutureRevision):
-		_, have, _ := s.backend.Get(fsm.Key{}, 0)
-		return tooLargeRV(rev, have)
-	}
-	return apierrors.NewInternalError(err)
+	return list, res.KVs, nil
 }
 
 func (s *Store) matches(obj runtime.Object, label labels.Selector, field fields.Selector) (bool, error) {
@@ -1024,15 +536,8 @@ func (s *Store) Predicate(opts *metainternalversion.ListOptions) func(any) (bool
 	}
 }
 
-// ReadIndex is a linearizable read barrier: the index a consistent watch or
-// list starts from.
-func (s *Store) ReadIndex(ctx context.Context) (uint64, error) {
-	idx, err := s.backend.ReadIndex(ctx)
-	if err != nil {
-		return 0, unavailable(err)
-	}
-	return idx, nil
+// WatchStart resolves where a watch with opts starts (storage.WatchStart):
+// after revision start, with the state at it first when initial is set.
+func (s *Store) WatchStart(ctx context.Context, opts *metainternalversion.ListOptions) (start uint64, initial bool, err error) {
+	return s.storage.WatchStart(ctx, opts)
 }
-
-// WaitFresh waits, bounded, until this node has applied rv.
-func (s *Store) WaitFresh(ctx context.Context, rv string) error { return s.fresh(ctx, rv) }

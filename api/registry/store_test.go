@@ -29,6 +29,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	api "k8s.io/kubernetes/pkg/apis/core"
 
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/certs"
 	"github.com/trustplane/trustplane/cluster"
 	"github.com/trustplane/trustplane/fsm"
@@ -46,6 +47,7 @@ func (b *testBackend) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Resul
 	return b.node.Propose(ctx, cmd)
 }
 func (b *testBackend) ReadIndex(ctx context.Context) (uint64, error) { return b.node.ReadIndex(ctx) }
+func (b *testBackend) AppliedIndex() uint64                          { return b.fsm.AppliedIndex() }
 func (b *testBackend) WaitApplied(ctx context.Context, index uint64) error {
 	return b.fsm.WaitApplied(ctx, index)
 }
@@ -1363,7 +1365,7 @@ func TestStoreList(t *testing.T) {
 
 	t.Run("a continue token from a revision far in the future is 504 naming it", func(t *testing.T) {
 		future := e.applied() + 1_000_000
-		token := encodeContinue(future, "")
+		token := storage.EncodeContinue(future, "")
 		_, err := sas.List(e.in("page"), &metainternalversion.ListOptions{Limit: 2, Continue: token})
 		wantStatus(t, err, apierrors.IsTimeout, "Timeout (504)", "")
 		want := fmt.Sprintf("Timeout: Too large resource version: %d, current: %d", future, e.applied())
@@ -1378,7 +1380,7 @@ func TestStoreList(t *testing.T) {
 		// list at resourceVersion N does (DESIGN §5).
 		sb := &waitSignal{testBackend: e.b, waiting: make(chan struct{})}
 		patient := New(&Config{FreshWait: 30 * time.Second}, sb, CoreResources()).Store(sas.GVR)
-		token := encodeContinue(e.applied()+1, "")
+		token := storage.EncodeContinue(e.applied()+1, "")
 		stop := make(chan struct{})
 		wrote := make(chan error, 1)
 		go func() {
@@ -1595,8 +1597,8 @@ func TestStoreDeleteCollection(t *testing.T) {
 func TestObjectsLargerThanMaxObjectBytesAreRefusedBeforeTheLog(t *testing.T) {
 	e := newEnv(t)
 	e.namespace(t, "ns")
-	sas := e.store(t, "serviceaccounts")
-	sas.maxObjectBytes = 4 << 10
+	sas := New(&Config{FreshWait: testFreshWait, MaxObjectBytes: 4 << 10}, e.b, CoreResources()).
+		Store(schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"})
 	big := map[string]string{"big": strings.Repeat("x", 8<<10)}
 	const msg = "Request entity too large: limit is 4096"
 
@@ -1632,8 +1634,8 @@ func TestObjectsLargerThanMaxObjectBytesAreRefusedBeforeTheLog(t *testing.T) {
 func TestTooLargeManagedFieldsAreDroppedExceptForApply(t *testing.T) {
 	e := newEnv(t)
 	e.namespace(t, "ns")
-	sas := e.store(t, "serviceaccounts")
-	sas.maxObjectBytes = 4 << 10
+	sas := New(&Config{FreshWait: testFreshWait, MaxObjectBytes: 4 << 10}, e.b, CoreResources()).
+		Store(schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"})
 	withFields := func(name string) *api.ServiceAccount {
 		return &api.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, ManagedFields: []metav1.ManagedFieldsEntry{{
 			Manager: "m", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
@@ -1650,7 +1652,7 @@ func TestTooLargeManagedFieldsAreDroppedExceptForApply(t *testing.T) {
 		}
 	})
 	t.Run("server-side apply keeps its managedFields or fails", func(t *testing.T) {
-		_, err := sas.Create(WithManagedFieldsKept(e.in("ns")), withFields("applied"), false)
+		_, err := sas.Create(storage.WithManagedFieldsKept(e.in("ns")), withFields("applied"), false)
 		wantStatus(t, err, apierrors.IsRequestEntityTooLargeError, "413", "Request entity too large: limit is 4096")
 	})
 }

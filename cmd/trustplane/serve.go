@@ -28,6 +28,7 @@ import (
 	apiauthz "github.com/trustplane/trustplane/api/authz"
 	"github.com/trustplane/trustplane/api/controllers"
 	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/certs"
 	"github.com/trustplane/trustplane/cluster"
 	"github.com/trustplane/trustplane/fsm"
@@ -581,7 +582,7 @@ func (m membership) RaftStatus() api.RaftStatus {
 }
 
 // backend joins the node (writes, read index) and the fsm (local reads) into
-// what the registry needs.
+// what the storage layer needs (storage.Backend).
 type backend struct {
 	node *cluster.Node
 	fsm  *fsm.FSM
@@ -591,11 +592,12 @@ func (b backend) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, er
 	res, err := b.node.Propose(ctx, cmd)
 	if errors.Is(err, cluster.ErrTimeout) || errors.Is(err, cluster.ErrLeadershipLost) || errors.Is(err, cluster.ErrShutdown) {
 		// The entry may have been handed to raft: its outcome is unknown.
-		err = fmt.Errorf("%w: %w", registry.ErrOutcomeUnknown, err)
+		err = fmt.Errorf("%w: %w", storage.ErrOutcomeUnknown, err)
 	}
 	return res, err
 }
 func (b backend) ReadIndex(ctx context.Context) (uint64, error) { return b.node.ReadIndex(ctx) }
+func (b backend) AppliedIndex() uint64                          { return b.fsm.AppliedIndex() }
 func (b backend) WaitApplied(ctx context.Context, index uint64) error {
 	return b.fsm.WaitApplied(ctx, index)
 }

@@ -1,14 +1,11 @@
-package registry
+package storage
 
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -20,9 +17,10 @@ import (
 // for every read of that version), so that a list of unchanged objects
 // does not decode them again.
 //
-// The cached objects are shared and must never be modified: decode hands
-// out deep copies; only List, whose items are read, copied by value into
-// the list and encoded, uses them directly.
+// The cached objects are shared and must never be modified: Get, Decode
+// and the update loop hand out deep copies; only GetList, whose items are
+// read, copied by value into the list and encoded, and ItemJSON use them
+// directly.
 //
 // Versions that are no longer live (replaced or deleted) are dropped by a
 // sweep that runs when the cache has grown to twice its size after the
@@ -85,10 +83,10 @@ func (c *objCache) put(kv *fsm.KV, obj runtime.Object, live func(fsm.Key) (uint6
 	c.sweepAt = max(2*len(c.m), minSweepAt)
 }
 
-// decodeShared returns the decoded internal object of kv, with its
+// DecodeShared returns the decoded internal object of kv, with its
 // resourceVersion set, from the cache when it holds that version. The
 // object is shared: callers must not modify it.
-func (s *Store) decodeShared(kv *fsm.KV) (runtime.Object, error) {
+func (s *Store) DecodeShared(kv *fsm.KV) (runtime.Object, error) {
 	c := &s.objs
 	if obj := c.get(kv); obj != nil {
 		return obj, nil
@@ -101,16 +99,27 @@ func (s *Store) decodeShared(kv *fsm.KV) (runtime.Object, error) {
 	return obj, nil
 }
 
-// decodeValue decrypts and decodes kv's stored bytes into a new internal object carrying
-// its resourceVersion.
+// Decode turns a stored value into an internal object carrying its
+// resourceVersion. The object is the caller's to modify: a copy of the
+// shared decoded version.
+func (s *Store) Decode(kv *fsm.KV) (runtime.Object, error) {
+	obj, err := s.DecodeShared(kv)
+	if err != nil {
+		return nil, err
+	}
+	return obj.DeepCopyObject(), nil
+}
+
+// decodeValue decrypts and decodes kv's stored bytes into a new internal
+// object carrying its resourceVersion.
 func (s *Store) decodeValue(kv *fsm.KV) (runtime.Object, error) {
 	plain, _, err := s.atRest.Open(kv)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	obj, _, err := s.codec.Decode(plain, nil, s.NewFunc())
+	obj, _, err := s.codec.Decode(plain, nil, s.newFunc())
 	if err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("decoding stored %s %q: %w", s.GVR.Resource, kv.Key.Name, err))
+		return nil, apierrors.NewInternalError(fmt.Errorf("decoding stored %s %q: %w", s.gvr.Resource, kv.Key.Name, err))
 	}
 	setRV(obj, kv.ModRevision)
 	return obj, nil
@@ -125,13 +134,13 @@ func (s *Store) liveRevision(key fsm.Key) (uint64, bool) {
 	return kv.ModRevision, true
 }
 
-// itemJSON is kv's JSON as an item of a list in the resource's external
+// ItemJSON is kv's JSON as an item of a list in the resource's external
 // version: what the JSON serializer writes for it inside the list, computed
-// once per stored version and shared.
-func (s *Store) itemJSON(kv *fsm.KV) ([]byte, error) {
+// once per stored version and shared: it must not be modified.
+func (s *Store) ItemJSON(kv *fsm.KV) ([]byte, error) {
 	e := s.objs.entry(kv)
 	if e == nil {
-		if _, err := s.decodeShared(kv); err != nil {
+		if _, err := s.DecodeShared(kv); err != nil {
 			return nil, err
 		}
 		if e = s.objs.entry(kv); e == nil {
@@ -139,7 +148,7 @@ func (s *Store) itemJSON(kv *fsm.KV) ([]byte, error) {
 		}
 	}
 	e.jsonOnce.Do(func() {
-		out, err := Scheme.ConvertToVersion(e.obj, s.GVR.GroupVersion())
+		out, err := s.convertor.ConvertToVersion(e.obj, s.gvr.GroupVersion())
 		if err != nil {
 			e.jsonErr = err
 			return
@@ -149,48 +158,4 @@ func (s *Store) itemJSON(kv *fsm.KV) ([]byte, error) {
 		e.json, e.jsonErr = json.Marshal(out)
 	})
 	return e.json, e.jsonErr
-}
-
-// WriteListJSON writes list exactly as the JSON serializer writes the
-// external list (encoding/json plus a newline), splicing the cached JSON of
-// each item instead of converting and encoding every object again. kvs are
-// the stored versions of list's items, in order (ListVersions).
-func (s *Store) WriteListJSON(w io.Writer, list runtime.Object, kvs []*fsm.KV) error {
-	lm, err := meta.ListAccessor(list)
-	if err != nil {
-		return err
-	}
-	metaJSON, err := json.Marshal(metav1.ListMeta{
-		ResourceVersion: lm.GetResourceVersion(), Continue: lm.GetContinue(), RemainingItemCount: lm.GetRemainingItemCount(),
-	})
-	if err != nil {
-		return err
-	}
-	kind, _ := json.Marshal(s.KindName + "List")
-	apiVersion, _ := json.Marshal(s.GVR.GroupVersion().String())
-	items := make([][]byte, len(kvs))
-	size := 64 + len(metaJSON)
-	for i, kv := range kvs {
-		if items[i], err = s.itemJSON(kv); err != nil {
-			return err
-		}
-		size += len(items[i]) + 1
-	}
-	buf := make([]byte, 0, size)
-	buf = append(buf, `{"kind":`...)
-	buf = append(buf, kind...)
-	buf = append(buf, `,"apiVersion":`...)
-	buf = append(buf, apiVersion...)
-	buf = append(buf, `,"metadata":`...)
-	buf = append(buf, metaJSON...)
-	buf = append(buf, `,"items":[`...)
-	for i, item := range items {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = append(buf, item...)
-	}
-	buf = append(buf, "]}\n"...)
-	_, err = w.Write(buf)
-	return err
 }

@@ -1,8 +1,7 @@
-package registry
+package storage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -17,10 +16,10 @@ import (
 // uses the etcd key. The zero AtRest is identity: values are stored as
 // encoded.
 //
-// It is the one place where stored values are encrypted and decrypted:
-// the generic store, the RBAC cache and the signing-key store all go
-// through it, so the fsm only ever sees, replicates and snapshots the
-// transformed bytes.
+// It is the one place where stored values are encrypted and decrypted: the
+// storage layer (Store), the RBAC cache (Storage.Open) and the signing-key
+// store all go through it, so the fsm only ever sees, replicates and
+// snapshots the transformed bytes.
 type AtRest struct{ t value.Transformer }
 
 // Seal transforms plain, the encoded value of key, for storage. It runs on
@@ -53,29 +52,20 @@ func (a AtRest) Open(kv *fsm.KV) (plain []byte, stale bool, err error) {
 	return out, stale, nil
 }
 
-// ErrAtRest: a value could not be encrypted for storage or decrypted from
-// it (a key missing from the encryption configuration, or a corrupt value).
-var ErrAtRest = errors.New("registry: at-rest transformation of a stored value failed")
-
 func authData(key fsm.Key) value.DefaultContext { return value.DefaultContext(key.String()) }
 
 // AtRest returns the transformation of the stored values of gr, which need
 // not be a served resource (the signing keys use the one of secrets).
-func (r *Registry) AtRest(gr schema.GroupResource) AtRest {
-	if r.transformers == nil {
+func (s *Storage) AtRest(gr schema.GroupResource) AtRest {
+	if s.transformers == nil {
 		return AtRest{}
 	}
-	return AtRest{t: r.transformers.TransformerForResource(gr)}
+	return AtRest{t: s.transformers.TransformerForResource(gr)}
 }
 
 // Open returns the encoded value kv stores, whatever resource it belongs to
 // (the RBAC cache decodes stored values itself).
-func (r *Registry) Open(kv *fsm.KV) ([]byte, error) {
-	gr := schema.GroupResource{Group: kv.Key.Group, Resource: kv.Key.Resource}
-	a, ok := r.atRest[gr]
-	if !ok {
-		a = r.AtRest(gr)
-	}
-	plain, _, err := a.Open(kv)
+func (s *Storage) Open(kv *fsm.KV) ([]byte, error) {
+	plain, _, err := s.AtRest(schema.GroupResource{Group: kv.Key.Group, Resource: kv.Key.Resource}).Open(kv)
 	return plain, err
 }

@@ -1,4 +1,4 @@
-package registry
+package storage
 
 import (
 	"context"
@@ -29,13 +29,13 @@ func TestProposeErrNeverInvitesARetryOfAnUnknownOutcome(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var st apierrors.APIStatus
-			if !errors.As(proposeErr(tt.err), &st) {
-				t.Fatalf("proposeErr(%v) is not a Status", tt.err)
+			if !errors.As(ProposeErr(tt.err), &st) {
+				t.Fatalf("ProposeErr(%v) is not a Status", tt.err)
 			}
 			s := st.Status()
 			hasRetry := s.Details != nil && s.Details.RetryAfterSeconds > 0
 			if s.Code != tt.code || hasRetry != tt.retryAfter {
-				t.Fatalf("proposeErr(%v) = %d (Retry-After %v), want %d (Retry-After %v): %s", tt.err, s.Code, hasRetry, tt.code, tt.retryAfter, s.Message)
+				t.Fatalf("ProposeErr(%v) = %d (Retry-After %v), want %d (Retry-After %v): %s", tt.err, s.Code, hasRetry, tt.code, tt.retryAfter, s.Message)
 			}
 		})
 	}

@@ -1,0 +1,534 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubestorage "k8s.io/apiserver/pkg/storage"
+
+	"github.com/trustplane/trustplane/fsm"
+)
+
+// ResourceConfig is what the storage of one resource needs besides the
+// node's Storage.
+type ResourceConfig struct {
+	// GVR is the served external group/version/resource: the version
+	// objects are stored in and list items are written in.
+	GVR schema.GroupVersionResource
+	// Codec encodes internal objects into their stored encoding (without
+	// resourceVersion) and decodes them back.
+	Codec runtime.Codec
+	// Convertor converts internal objects to GVR's version (ItemJSON).
+	Convertor runtime.ObjectConvertor
+	// NewFunc returns an empty internal object to decode into.
+	NewFunc func() runtime.Object
+}
+
+// Store is the storage of one resource: Get, Create, GuaranteedUpdate,
+// Delete and GetList on fsm keys, with its codec, its transformation at
+// rest and its decoded-object cache, under the node's Storage rules.
+//
+// Objects handed in are internal (hub) objects; their resourceVersion is
+// never stored, and is always set on the way out from the stored
+// version's ModRevision. Every error is a Status error.
+type Store struct {
+	*Storage
+	gvr       schema.GroupVersionResource
+	codec     runtime.Codec
+	convertor runtime.ObjectConvertor
+	newFunc   func() runtime.Object
+	// atRest encrypts what encode returns before it is proposed and
+	// decrypts stored values before they are decoded (atrest.go).
+	atRest AtRest
+	// objs caches decoded objects by stored version (objcache.go).
+	objs objCache
+}
+
+// ForResource builds the storage of one resource.
+func (s *Storage) ForResource(cfg ResourceConfig) *Store {
+	return &Store{Storage: s, gvr: cfg.GVR, codec: cfg.Codec, convertor: cfg.Convertor, newFunc: cfg.NewFunc,
+		atRest: s.AtRest(cfg.GVR.GroupResource())}
+}
+
+func (s *Store) gr() schema.GroupResource { return s.gvr.GroupResource() }
+
+// optimisticLockErrorMsg is kube-apiserver's wording for a stale resourceVersion.
+const optimisticLockErrorMsg = "the object has been modified; please apply your changes to the latest version and try again"
+
+// Conflict is kube-apiserver's 409 for a write against a version that is no
+// longer current.
+func (s *Store) Conflict(name string) error {
+	return apierrors.NewConflict(s.gr(), name, errors.New(optimisticLockErrorMsg))
+}
+
+// Get returns the object at key, read per the resourceVersion rules
+// (Fresh), as a copy the caller may modify; 404 when there is none.
+func (s *Store) Get(ctx context.Context, key fsm.Key, resourceVersion string) (runtime.Object, error) {
+	if err := s.Fresh(ctx, resourceVersion); err != nil {
+		return nil, err
+	}
+	kv, err := s.latest(key)
+	if err != nil {
+		return nil, err
+	}
+	return s.Decode(kv)
+}
+
+// Current returns the object at key in this node's applied state, without
+// any freshness wait, or nil if there is none. The object is shared: the
+// caller must not modify it.
+func (s *Store) Current(key fsm.Key) (runtime.Object, error) {
+	kv, _, err := s.backend.Get(key, 0)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	if kv == nil {
+		return nil, nil
+	}
+	return s.DecodeShared(kv)
+}
+
+// latest reads the stored version at key in the applied state; 404 when
+// there is none.
+func (s *Store) latest(key fsm.Key) (*fsm.KV, error) {
+	kv, _, err := s.backend.Get(key, 0)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	if kv == nil {
+		return nil, apierrors.NewNotFound(s.gr(), key.Name)
+	}
+	return kv, nil
+}
+
+// CreateOptions modify a Create.
+type CreateOptions struct {
+	// DryRun only checks that the key is free, as kube's dry-run storage
+	// does, and stores nothing.
+	DryRun bool
+	// GeneratedName: the name came from generateName, so a taken key is
+	// kube's GenerateNameConflict rather than AlreadyExists.
+	GeneratedName bool
+}
+
+// Create stores obj at key, which must be free: 409 AlreadyExists (saying
+// "object is being deleted" when the object there is) otherwise. obj gets
+// the resourceVersion it was stored at and is returned.
+func (s *Store) Create(ctx context.Context, key fsm.Key, obj runtime.Object, opts CreateOptions) (runtime.Object, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	if opts.DryRun {
+		kv, _, err := s.backend.Get(key, 0)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		if kv != nil {
+			return nil, s.alreadyExists(kv, key.Name, opts.GeneratedName)
+		}
+		return obj, nil
+	}
+	if rv, err := strconv.ParseUint(m.GetResourceVersion(), 10, 64); err == nil && rv != 0 {
+		// kube-apiserver's storage refuses it with this plain error,
+		// which its handler answers as a 500 without a reason.
+		return nil, kubestorage.ErrResourceVersionSetOnCreate
+	}
+	data, err := s.encode(obj)
+	if err == nil {
+		data, err = s.storable(ctx, key, obj, data)
+	}
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.backend.Propose(ctx, &fsm.Command{
+		Op: fsm.OpPut, Key: key, Value: data, UID: string(m.GetUID()), MustNotExist: true,
+	})
+	if err != nil {
+		return nil, ProposeErr(err)
+	}
+	if errors.Is(res.Err, fsm.ErrExists) {
+		return nil, s.alreadyExists(res.Prev, key.Name, opts.GeneratedName)
+	}
+	if res.Err != nil {
+		return nil, apierrors.NewInternalError(res.Err)
+	}
+	setRV(obj, res.Revision)
+	return obj, nil
+}
+
+func (s *Store) alreadyExists(cur *fsm.KV, name string, generated bool) error {
+	if generated {
+		return apierrors.NewGenerateNameConflict(s.gr(), name, 1)
+	}
+	err := apierrors.NewAlreadyExists(s.gr(), name)
+	if cur != nil {
+		if obj, derr := s.DecodeShared(cur); derr == nil {
+			if m, merr := meta.Accessor(obj); merr == nil && m.GetDeletionTimestamp() != nil {
+				err.ErrStatus.Message = "object is being deleted: " + err.ErrStatus.Message
+			}
+		}
+	}
+	return err
+}
+
+// UpdateFunc computes the object to store from cur, the current object (a
+// copy it may modify and return). An error ends the update with that
+// error. It may run more than once: again on the new current object
+// whenever a concurrent write got in between.
+type UpdateFunc func(cur runtime.Object) (runtime.Object, error)
+
+// UpdateOptions modify a GuaranteedUpdate.
+type UpdateOptions struct {
+	// DryRun computes and checks the update and stores nothing; the
+	// result carries the current resourceVersion.
+	DryRun bool
+	// Revision, if set, is the only version the update may apply to: when
+	// the current version is another (or changes before the write), the
+	// update is a 409 Conflict instead of a retry.
+	Revision uint64
+	// NoSizeLimit stores the object whatever its size: marking an object
+	// for deletion must never make a stored object impossible to delete.
+	NoSizeLimit bool
+}
+
+// GuaranteedUpdate is kube's read-modify-write loop: it reads the current
+// object at key (404 if none), checks preconditions (409 with kube's
+// messages), lets tryUpdate compute the new object and proposes it guarded
+// by the current version's ModRevision and UID; when another write got in
+// between it starts again. An update that changes nothing writes nothing
+// and returns the current object, unless the stored value is stale (not
+// written with the first configured encryption key): then it is written
+// again, as kube's GuaranteedUpdate does, which is how a rewrite of every
+// Secret rotates keys.
+func (s *Store) GuaranteedUpdate(ctx context.Context, key fsm.Key, preconditions *metav1.Preconditions, tryUpdate UpdateFunc, opts UpdateOptions) (runtime.Object, error) {
+	for {
+		kv, err := s.latest(key)
+		if err != nil {
+			return nil, err
+		}
+		if opts.Revision != 0 && kv.ModRevision != opts.Revision {
+			return nil, s.Conflict(key.Name)
+		}
+		cur, err := s.Decode(kv)
+		if err != nil {
+			return nil, err
+		}
+		if err := CheckPreconditions(s.gr(), key.Name, preconditions, cur); err != nil {
+			return nil, err
+		}
+		obj, err := tryUpdate(cur)
+		if err != nil {
+			return nil, err
+		}
+		data, err := s.encode(obj)
+		if err != nil {
+			return nil, err
+		}
+		if same, err := s.unchanged(data, kv); err != nil || same {
+			// A no-op update keeps the resourceVersion and writes nothing.
+			return cur, err
+		}
+		if opts.DryRun {
+			setRV(obj, kv.ModRevision)
+			return obj, nil
+		}
+		if opts.NoSizeLimit {
+			data, err = s.seal(key, data)
+		} else {
+			data, err = s.storable(ctx, key, obj, data)
+		}
+		if err != nil {
+			return nil, err
+		}
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		res, err := s.backend.Propose(ctx, &fsm.Command{
+			Op: fsm.OpPut, Key: key, Value: data, UID: string(m.GetUID()), ModRevision: kv.ModRevision, MatchUID: kv.UID,
+		})
+		if err != nil {
+			return nil, ProposeErr(err)
+		}
+		switch {
+		case res.Err == nil:
+			setRV(obj, res.Revision)
+			return obj, nil
+		case errors.Is(res.Err, fsm.ErrNotFound):
+			return nil, apierrors.NewNotFound(s.gr(), key.Name)
+		case errors.Is(res.Err, fsm.ErrModRevisionMismatch), errors.Is(res.Err, fsm.ErrUIDMismatch):
+			if opts.Revision != 0 {
+				return nil, s.Conflict(key.Name)
+			}
+			continue
+		default:
+			return nil, apierrors.NewInternalError(res.Err)
+		}
+	}
+}
+
+// Delete removes the object at key if its current version is revision (0:
+// whatever version) and returns the revision of the deletion. A missing
+// object is 404; another current version is 409 Conflict.
+func (s *Store) Delete(ctx context.Context, key fsm.Key, revision uint64) (uint64, error) {
+	res, err := s.backend.Propose(ctx, &fsm.Command{Op: fsm.OpDelete, Key: key, ModRevision: revision})
+	if err != nil {
+		return 0, ProposeErr(err)
+	}
+	switch {
+	case res.Err == nil:
+		return res.Revision, nil
+	case errors.Is(res.Err, fsm.ErrNotFound):
+		return 0, apierrors.NewNotFound(s.gr(), key.Name)
+	case errors.Is(res.Err, fsm.ErrModRevisionMismatch):
+		return 0, s.Conflict(key.Name)
+	default:
+		return 0, apierrors.NewInternalError(res.Err)
+	}
+}
+
+// CheckPreconditions applies DeleteOptions or update preconditions to obj
+// with kube-apiserver's storage messages: 409 Conflict, "Precondition
+// failed: UID in precondition: ..., UID in object meta: ...".
+func CheckPreconditions(gr schema.GroupResource, name string, p *metav1.Preconditions, obj runtime.Object) error {
+	if p == nil {
+		return nil
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if p.UID != nil && *p.UID != m.GetUID() {
+		return apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, m.GetUID()))
+	}
+	if p.ResourceVersion != nil && *p.ResourceVersion != m.GetResourceVersion() {
+		return apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, m.GetResourceVersion()))
+	}
+	return nil
+}
+
+// ListResult is one page of a list.
+type ListResult struct {
+	// Items are the selected objects in key order. They are shared
+	// decoded objects: read them, copy them by value, never modify them.
+	Items []runtime.Object
+	// KVs are the stored versions of Items, in order (for ItemJSON).
+	KVs []*fsm.KV
+	// Revision is the resourceVersion of the list: every page of one list
+	// is read at one revision.
+	Revision uint64
+	// Continue is the token for the next page, "" on the last one.
+	Continue string
+	// RemainingItemCount counts the items after this page, when the list
+	// is unfiltered and paged; nil otherwise.
+	RemainingItemCount *int64
+}
+
+// Predicate selects objects of a list; nil selects every object.
+type Predicate func(obj runtime.Object) (bool, error)
+
+// GetList lists the objects under prefix that match selects, per the
+// resourceVersion, continue and limit of opts (ListStart, ListLimit), in
+// key order. With a predicate it reads ahead, since the predicate may drop
+// items, and then reports no remaining count, as kube does.
+func (s *Store) GetList(ctx context.Context, prefix fsm.Prefix, opts *metainternalversion.ListOptions, match Predicate) (ListResult, error) {
+	rev, startAfter, err := s.ListStart(ctx, opts)
+	tokenStart := startAfter // where a replacement continue token resumes
+	if err != nil {
+		return ListResult{}, err
+	}
+	filtered := match != nil
+	limit := ListLimit(opts)
+	var (
+		items     []runtime.Object
+		kvs       []*fsm.KV
+		more      bool
+		remaining int64
+	)
+pages:
+	for {
+		batch := 0
+		if limit > 0 {
+			batch = limit - len(items)
+			if filtered && batch < 64 {
+				batch = 64 // read ahead: a selector may drop items
+			}
+		}
+		res, err := s.backend.List(prefix, fsm.ListOptions{Revision: rev, StartAfter: startAfter, Limit: batch})
+		if err != nil {
+			return ListResult{}, s.ListErr(err, rev, opts.Continue != "", tokenStart)
+		}
+		rev = res.Revision // every page of one list comes from one revision
+		if !filtered && items == nil {
+			// Without a selector every item of the page is kept: size the
+			// result once instead of growing it.
+			items = make([]runtime.Object, 0, len(res.KVs))
+			kvs = make([]*fsm.KV, 0, len(res.KVs))
+		}
+		for i, kv := range res.KVs {
+			// Shared, not copied: list items are only read.
+			obj, err := s.DecodeShared(kv)
+			if err != nil {
+				return ListResult{}, err
+			}
+			if filtered {
+				ok, err := match(obj)
+				if err != nil {
+					return ListResult{}, err
+				}
+				if !ok {
+					continue
+				}
+			}
+			items = append(items, obj)
+			kvs = append(kvs, kv)
+			if limit > 0 && len(items) == limit {
+				left := int64(len(res.KVs) - 1 - i)
+				more = left > 0 || res.More
+				if res.More {
+					left += res.Remaining
+				}
+				remaining = left
+				startAfter = kv.Key.String()
+				break pages
+			}
+		}
+		if n := len(res.KVs); n > 0 {
+			// Built once per page, not per item.
+			startAfter = res.KVs[n-1].Key.String()
+		}
+		if !res.More {
+			break
+		}
+	}
+	out := ListResult{Items: items, KVs: kvs, Revision: rev}
+	if more {
+		out.Continue = EncodeContinue(rev, startAfter)
+		if !filtered && remaining > 0 {
+			out.RemainingItemCount = &remaining
+		}
+	}
+	return out, nil
+}
+
+// encode serialises obj without its resourceVersion, which is always
+// derived from the log index. The result is plain: seal transforms it for
+// storage.
+func (s *Store) encode(obj runtime.Object) ([]byte, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	rv := m.GetResourceVersion()
+	m.SetResourceVersion("")
+	defer m.SetResourceVersion(rv)
+	var buf bytes.Buffer
+	if err := s.codec.Encode(obj, &buf); err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return buf.Bytes(), nil
+}
+
+// seal transforms plain, the encoded object at key, into the value to propose.
+func (s *Store) seal(key fsm.Key, plain []byte) ([]byte, error) {
+	out, err := s.atRest.Seal(key, plain)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return out, nil
+}
+
+// storable turns data, obj's encoding, into the value a create or update
+// proposes: within MaxObjectBytes (sized), then sealed for storage.
+func (s *Store) storable(ctx context.Context, key fsm.Key, obj runtime.Object, data []byte) ([]byte, error) {
+	data, err := s.sized(ctx, obj, data)
+	if err != nil {
+		return nil, err
+	}
+	return s.seal(key, data)
+}
+
+// unchanged reports whether plain, an object re-encoded for an update, is
+// what kv already stores, so that the update can write nothing. A value
+// stored with a provider or key that is no longer first in the encryption
+// configuration is stale and always written again, as kube's
+// GuaranteedUpdate does: rewriting unchanged objects rotates keys.
+func (s *Store) unchanged(plain []byte, kv *fsm.KV) (bool, error) {
+	stored, stale, err := s.atRest.Open(kv)
+	if err != nil {
+		return false, apierrors.NewInternalError(err)
+	}
+	return !stale && bytes.Equal(plain, stored), nil
+}
+
+// sized returns data, obj's stored encoding, if it is within
+// MaxObjectBytes. Otherwise, as kube-apiserver does when etcd refuses an
+// object as too large, it drops obj's managedFields, which are safe to lose
+// and can be large, and encodes it again; server-side apply
+// (WithManagedFieldsKept) keeps them. What still does not fit is refused
+// before it is proposed, so it never reaches the Raft log, where every node
+// would hold it. kube passes etcd's refusal on as a 500; here it is 413 with
+// kube's wording for a body over its limit (docs/COMPATIBILITY.md).
+func (s *Store) sized(ctx context.Context, obj runtime.Object, data []byte) ([]byte, error) {
+	if s.maxObjectBytes <= 0 || int64(len(data)) <= s.maxObjectBytes {
+		return data, nil
+	}
+	if m, err := meta.Accessor(obj); err == nil && len(m.GetManagedFields()) > 0 && ctx.Value(keepManagedFieldsKey{}) == nil {
+		m.SetManagedFields(nil)
+		smaller, err := s.encode(obj)
+		if err != nil {
+			return nil, err
+		}
+		if int64(len(smaller)) <= s.maxObjectBytes {
+			return smaller, nil
+		}
+	}
+	return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", s.maxObjectBytes))
+}
+
+type keepManagedFieldsKey struct{}
+
+// WithManagedFieldsKept marks a write whose managedFields must be stored as
+// they are or not at all: server-side apply, whose field ownership they
+// are. An object too large is then refused rather than stored without them.
+func WithManagedFieldsKept(ctx context.Context) context.Context {
+	return context.WithValue(ctx, keepManagedFieldsKey{}, true)
+}
+
+func setRV(obj runtime.Object, rv uint64) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetResourceVersion(strconv.FormatUint(rv, 10))
+	}
+}
+
+// RevisionOf is the revision obj's resourceVersion names; 0 if it has none.
+func RevisionOf(obj runtime.Object) uint64 {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseUint(m.GetResourceVersion(), 10, 64)
+	return n
+}
+
+// ProposeErr maps a Propose error to a Status. A write that was certainly
+// not applied gets 503 with Retry-After, which client-go retries. One whose
+// outcome is unknown gets 504 without Retry-After, saying so: retrying it
+// automatically could apply it twice or answer a 409 for the client's own
+// write, so the client must look before it writes again.
+func ProposeErr(err error) error {
+	if errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return apierrors.NewTimeoutError(fmt.Sprintf("the write may or may not have been applied; read the object before writing again: %v", err), 0)
+	}
+	return Unavailable(err)
+}
