@@ -70,9 +70,15 @@ lint:
 # core), and end-to-end tests against the real binary.
 test: lint test-unit test-e2e test-failpoints test-deploy chaos-short
 
+# The race detector runs on the concurrent core (fsm, cluster, watchcache:
+# raft, apply and the watch fan-out), whose dependencies are small. The
+# rest runs without it: a race build of kube's and client-go's packages
+# would add ten minutes to a cold make test for packages (pure patch
+# functions, certificates, the bench and chaos harnesses) whose own
+# concurrency is a mutex or two.
 test-unit:
-	CGO_ENABLED=1 $(GO) test -race -count=1 ./fsm/... ./cluster/... ./certs/... ./apply/... ./watchcache/... ./chaos/... ./bench/...
-	$(GO) test -count=1 ./api/...
+	CGO_ENABLED=1 $(GO) test -race -count=1 ./fsm/... ./cluster/... ./watchcache/...
+	$(GO) test -count=1 ./certs/... ./apply/... ./chaos/... ./bench/... ./api/...
 
 # test-e2e starts compiling the deploy module (helm, kube's validation) in
 # the background first: the end-to-end tests leave most of the CPU idle,
