@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sync"
 	"testing"
 
-	"github.com/hashicorp/raft"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -15,43 +13,14 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	api "k8s.io/kubernetes/pkg/apis/core"
 
-	"github.com/trustplane/trustplane/fsm"
+	"github.com/trustplane/trustplane/internal/memlog"
 )
-
-// benchLog is the real fsm behind a one-voter "raft": Propose applies the
-// command at the next index, with no network and no disk, so that the
-// benchmarks below measure the store's own CPU and allocations.
-type benchLog struct {
-	mu    sync.Mutex
-	f     *fsm.FSM
-	index uint64
-}
-
-func (l *benchLog) Propose(_ context.Context, cmd *fsm.Command) (*fsm.Result, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.index++
-	res, ok := l.f.Apply(&raft.Log{Index: l.index, Term: 1, Type: raft.LogCommand, Data: cmd.Encode()}).(*fsm.Result)
-	if !ok {
-		return nil, fmt.Errorf("entry %d: no result", l.index)
-	}
-	return res, nil
-}
-func (l *benchLog) ReadIndex(context.Context) (uint64, error) { return l.f.AppliedIndex(), nil }
-func (l *benchLog) AppliedIndex() uint64                      { return l.f.AppliedIndex() }
-func (l *benchLog) WaitApplied(ctx context.Context, index uint64) error {
-	return l.f.WaitApplied(ctx, index)
-}
-func (l *benchLog) Get(key fsm.Key, rev uint64) (*fsm.KV, uint64, error) { return l.f.Get(key, rev) }
-func (l *benchLog) List(p fsm.Prefix, opts fsm.ListOptions) (fsm.ListResult, error) {
-	return l.f.List(p, opts)
-}
 
 // benchEnv is a bootstrapped registry over a benchLog with namespace "ns"
 // holding n ServiceAccounts.
 func benchEnv(b *testing.B, n int) (*Store, context.Context) {
 	b.Helper()
-	reg := New(DefaultConfig(), &benchLog{f: fsm.New()}, CoreResources())
+	reg := New(DefaultConfig(), memlog.New(), CoreResources())
 	ctx := genericapirequest.WithUser(context.Background(), &user.DefaultInfo{Name: "bench", Groups: []string{user.SystemPrivilegedGroup}})
 	if err := reg.Bootstrap(genericapirequest.WithNamespace(ctx, ""), []byte{10, 96, 0, 1}, 6443); err != nil {
 		b.Fatal(err)

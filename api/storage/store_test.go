@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,41 +20,14 @@ import (
 	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
+	"github.com/trustplane/trustplane/internal/memlog"
 )
-
-// memLog is the real fsm behind a one-voter "raft": Propose applies the
-// command at the next index.
-type memLog struct {
-	mu    sync.Mutex
-	f     *fsm.FSM
-	index uint64
-}
-
-func (l *memLog) Propose(_ context.Context, cmd *fsm.Command) (*fsm.Result, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.index++
-	res, ok := l.f.Apply(&raft.Log{Index: l.index, Term: 1, Type: raft.LogCommand, Data: cmd.Encode()}).(*fsm.Result)
-	if !ok {
-		return nil, fmt.Errorf("entry %d: no result", l.index)
-	}
-	return res, nil
-}
-func (l *memLog) ReadIndex(context.Context) (uint64, error) { return l.f.AppliedIndex(), nil }
-func (l *memLog) WaitApplied(ctx context.Context, index uint64) error {
-	return l.f.WaitApplied(ctx, index)
-}
-func (l *memLog) AppliedIndex() uint64                                 { return l.f.AppliedIndex() }
-func (l *memLog) Get(key fsm.Key, rev uint64) (*fsm.KV, uint64, error) { return l.f.Get(key, rev) }
-func (l *memLog) List(p fsm.Prefix, opts fsm.ListOptions) (fsm.ListResult, error) {
-	return l.f.List(p, opts)
-}
 
 var sasGVR = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
 
-func newStore(t *testing.T) (*storage.Store, *memLog) {
+func newStore(t *testing.T) (*storage.Store, *memlog.Log) {
 	t.Helper()
-	l := &memLog{f: fsm.New()}
+	l := memlog.New()
 	s := storage.New(&storage.Config{FreshWait: 10 * time.Millisecond}, l).ForResource(storage.ResourceConfig{
 		GVR: sasGVR, Codec: registry.StorageCodec(sasGVR.GroupVersion()), Convertor: registry.Scheme,
 		NewFunc: func() runtime.Object { return &api.ServiceAccount{} },
@@ -127,8 +98,8 @@ func TestCreate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rv := out.(*api.ServiceAccount).ResourceVersion; rv != fmt.Sprint(l.f.AppliedIndex()) {
-		t.Fatalf("resourceVersion %q, want the applied index %d", rv, l.f.AppliedIndex())
+	if rv := out.(*api.ServiceAccount).ResourceVersion; rv != fmt.Sprint(l.FSM.AppliedIndex()) {
+		t.Fatalf("resourceVersion %q, want the applied index %d", rv, l.FSM.AppliedIndex())
 	}
 	tests := []struct {
 		name string
@@ -147,14 +118,14 @@ func TestCreate(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			before := l.f.AppliedIndex()
+			before := l.FSM.AppliedIndex()
 			_, err := s.Create(ctx, key(tc.obj.Name), tc.obj, tc.opts)
 			if tc.code != 0 {
 				wantStatus(t, err, tc.code, tc.msg)
 			} else if err != nil {
 				t.Fatal(err)
 			}
-			if tc.opts.DryRun && l.f.AppliedIndex() != before {
+			if tc.opts.DryRun && l.FSM.AppliedIndex() != before {
 				t.Fatal("a dry run wrote to the log")
 			}
 		})
@@ -186,23 +157,23 @@ func TestGuaranteedUpdate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if storage.RevisionOf(out) != l.f.AppliedIndex() {
-			t.Fatalf("revision %d, want %d", storage.RevisionOf(out), l.f.AppliedIndex())
+		if storage.RevisionOf(out) != l.FSM.AppliedIndex() {
+			t.Fatalf("revision %d, want %d", storage.RevisionOf(out), l.FSM.AppliedIndex())
 		}
 	})
 	t.Run("an update that changes nothing writes nothing", func(t *testing.T) {
-		before := l.f.AppliedIndex()
+		before := l.FSM.AppliedIndex()
 		out, err := s.GuaranteedUpdate(ctx, key("a"), nil, label("1"), storage.UpdateOptions{})
-		if err != nil || l.f.AppliedIndex() != before || storage.RevisionOf(out) != before {
-			t.Fatalf("%v; applied %d -> %d", err, before, l.f.AppliedIndex())
+		if err != nil || l.FSM.AppliedIndex() != before || storage.RevisionOf(out) != before {
+			t.Fatalf("%v; applied %d -> %d", err, before, l.FSM.AppliedIndex())
 		}
 	})
 	t.Run("a dry run writes nothing and shows the current resourceVersion", func(t *testing.T) {
-		before := l.f.AppliedIndex()
+		before := l.FSM.AppliedIndex()
 		out, err := s.GuaranteedUpdate(ctx, key("a"), nil, label("2"), storage.UpdateOptions{DryRun: true})
-		if err != nil || l.f.AppliedIndex() != before || storage.RevisionOf(out) != before ||
+		if err != nil || l.FSM.AppliedIndex() != before || storage.RevisionOf(out) != before ||
 			out.(*api.ServiceAccount).Labels["k"] != "2" {
-			t.Fatalf("%v %v; applied %d -> %d", out, err, before, l.f.AppliedIndex())
+			t.Fatalf("%v %v; applied %d -> %d", out, err, before, l.FSM.AppliedIndex())
 		}
 	})
 	t.Run("a failed precondition is 409 and tryUpdate does not run", func(t *testing.T) {
@@ -252,8 +223,8 @@ func TestDelete(t *testing.T) {
 	wantStatus(t, err, http.StatusConflict,
 		`Operation cannot be fulfilled on serviceaccounts "a": the object has been modified; please apply your changes to the latest version and try again`)
 	at, err := s.Delete(ctx, key("a"), rev)
-	if err != nil || at != l.f.AppliedIndex() {
-		t.Fatalf("delete at %d (%v), want %d", at, err, l.f.AppliedIndex())
+	if err != nil || at != l.FSM.AppliedIndex() {
+		t.Fatalf("delete at %d (%v), want %d", at, err, l.FSM.AppliedIndex())
 	}
 	_, err = s.Delete(ctx, key("a"), 0)
 	wantStatus(t, err, http.StatusNotFound, `serviceaccounts "a" not found`)
