@@ -65,12 +65,7 @@ func runFill(ctx context.Context, e *env) (WorkloadResult, error) {
 	stop()
 	r := rec.result("fill", elapsed)
 	r.Detail = fillDetail(e.cfg)
-	switch serr := errors.Join(srvErr, srvErr2); {
-	case serr != nil:
-		e.prog.logf("fill: no server figures: %v", serr)
-	case len(e.cfg.ServerPIDs) > 0:
-		serverFigures(&r, srvBefore, srvAfter, elapsed)
-	}
+	e.recordServer(&r, srvBefore, srvAfter, errors.Join(srvErr, srvErr2), elapsed)
 	if err != nil {
 		return r, fmt.Errorf("%w: fill stored %d of %d objects: %v", ErrWorkloadFailed, r.Ops, e.cfg.Objects, err)
 	}

@@ -109,17 +109,23 @@ func runWorkload(ctx context.Context, e *env, w *workload) WorkloadResult {
 	if cpu > 0 && elapsed > 0 {
 		r.ClientCores = cpu.Seconds() / elapsed.Seconds()
 	}
-	switch err := errors.Join(srvErr, srvErr2); {
-	case err != nil:
-		e.prog.logf("%s: no server figures: %v", w.name, err)
-	case len(e.cfg.ServerPIDs) > 0:
-		serverFigures(&r, srvBefore, srvAfter, elapsed)
-	}
+	e.recordServer(&r, srvBefore, srvAfter, errors.Join(srvErr, srvErr2), elapsed)
 	r.Detail = w.detail(e.cfg)
 	if d, ok := l.(interface{ detail() string }); ok && d.detail() != "" {
 		r.Detail = d.detail()
 	}
 	return r
+}
+
+// recordServer fills r's server figures from the samples around its timed
+// phase, or says why there are none.
+func (e *env) recordServer(r *WorkloadResult, before, after procSample, err error, elapsed time.Duration) {
+	switch {
+	case err != nil:
+		e.prog.logf("%s: no server figures: %v", r.Name, err)
+	case len(e.cfg.ServerPIDs) > 0:
+		serverFigures(r, before, after, elapsed)
+	}
 }
 
 // sampleServer samples the server processes; the zero sample when none
