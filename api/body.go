@@ -1,0 +1,155 @@
+package api
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
+	"k8s.io/apiserver/pkg/warning"
+
+	"github.com/trustplane/trustplane/api/registry"
+)
+
+// objectRequest does what every request with an object body starts with:
+// negotiate the response format (406 before any work), pick the input
+// serializer from Content-Type (415) and read the bounded body (413).
+func (s *Server) objectRequest(req *http.Request) (*output, runtime.SerializerInfo, []byte, error) {
+	format, err := negotiateOutput(req)
+	if err != nil {
+		return nil, runtime.SerializerInfo{}, nil, err
+	}
+	si, err := negotiation.NegotiateInputSerializer(req, false, registry.Codecs)
+	if err != nil {
+		return nil, runtime.SerializerInfo{}, nil, err
+	}
+	body, err := s.readBody(req)
+	if err != nil {
+		return nil, runtime.SerializerInfo{}, nil, err
+	}
+	return format, si, body, nil
+}
+
+// createRequest is objectRequest plus the validated CreateOptions, what
+// every POST (stored or virtual resource) starts with.
+func (s *Server) createRequest(req *http.Request) (*output, runtime.SerializerInfo, []byte, *metav1.CreateOptions, error) {
+	format, si, body, err := s.objectRequest(req)
+	if err != nil {
+		return nil, si, nil, nil, err
+	}
+	opts := &metav1.CreateOptions{}
+	if err := decodeOptions(req, opts, "CreateOptions", func() field.ErrorList { return metav1validation.ValidateCreateOptions(opts) }); err != nil {
+		return nil, si, nil, nil, err
+	}
+	return format, si, body, opts, nil
+}
+
+// decodeOptions decodes the query into a meta options struct and validates
+// it, with kube-apiserver's status codes (400 undecodable, 422 invalid).
+func decodeOptions(req *http.Request, opts runtime.Object, kind string, validate func() field.ErrorList) error {
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	if validate == nil {
+		return nil
+	}
+	if errs := validate(); len(errs) > 0 {
+		return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
+	}
+	return nil
+}
+
+// readBody reads at most MaxRequestBodyBytes; more is 413, as kube-apiserver.
+func (s *Server) readBody(req *http.Request) ([]byte, error) {
+	defer req.Body.Close()
+	limit := s.cfg.MaxRequestBodyBytes
+	lr := &io.LimitedReader{R: req.Body, N: limit + 1}
+	data, err := io.ReadAll(lr)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("unable to read the request body: %v", err))
+	}
+	if lr.N <= 0 {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", limit))
+	}
+	return data, nil
+}
+
+// decodeBody decodes a create or update body into the internal version,
+// applying the fieldValidation directive to unknown and duplicate fields.
+func (s *Server) decodeBody(ctx context.Context, st *registry.Store, si runtime.SerializerInfo, body []byte, directive string) (runtime.Object, error) {
+	if directive == "" {
+		directive = metav1.FieldValidationWarn
+	}
+	ser := si.Serializer
+	if (directive == metav1.FieldValidationWarn || directive == metav1.FieldValidationStrict) && si.StrictSerializer != nil {
+		ser = si.StrictSerializer
+	}
+	defaultGVK := st.GVK()
+	original := st.NewFunc()
+	obj, gvk, err := registry.Codecs.DecoderToVersion(ser, hub(st.GVR.GroupVersion())).Decode(body, &defaultGVK, original)
+	if err != nil {
+		strictErr, isStrict := runtime.AsStrictDecodingError(err)
+		if isStrict && obj != nil && directive == metav1.FieldValidationWarn {
+			for _, e := range strictErr.Errors() {
+				warning.AddWarning(ctx, "", e.Error())
+			}
+		} else {
+			return nil, transformDecodeError(st.KindName, err, gvk, body)
+		}
+	}
+	if gvk.GroupVersion() != st.GVR.GroupVersion() {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%v)",
+			gvk.GroupVersion().String(), st.GVR.GroupVersion().String()))
+	}
+	return obj, nil
+}
+
+// transformDecodeError words a decode failure as kube-apiserver does.
+func transformDecodeError(kind string, baseErr error, gvk *schema.GroupVersionKind, body []byte) error {
+	if gvk != nil && len(gvk.Kind) > 0 {
+		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, kind, baseErr))
+	}
+	return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %v (%s)", kind, baseErr, summarizeData(body, 30)))
+}
+
+func summarizeData(data []byte, maxLength int) string {
+	switch {
+	case len(data) == 0:
+		return "<empty>"
+	case data[0] == '{':
+		if len(data) > maxLength {
+			return string(data[:maxLength]) + " ..."
+		}
+		return string(data)
+	default:
+		if len(data) > maxLength {
+			return hex.EncodeToString(data[:maxLength]) + " ..."
+		}
+		return hex.EncodeToString(data)
+	}
+}
+
+// checkName enforces that a PUT body names the object on the URL.
+func checkName(obj runtime.Object, name, ns string) error {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s based on URL) was undeterminable: %v", name, err))
+	}
+	if m.GetName() != name {
+		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), name))
+	}
+	if ns != "" && m.GetNamespace() != "" && m.GetNamespace() != ns {
+		return apierrors.NewBadRequest(fmt.Sprintf("the namespace of the object (%s) does not match the namespace on the request (%s)", m.GetNamespace(), ns))
+	}
+	return nil
+}

@@ -1,0 +1,236 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/warning"
+	kjson "sigs.k8s.io/json"
+
+	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/apply"
+)
+
+// patchTypes are the patch media types served, in kube-apiserver's order.
+var patchTypes = []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType), string(types.ApplyYAMLPatchType)}
+
+func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.Store, sub, name, ns string) {
+	if st.UpdateStrategy == nil && sub == "" {
+		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "patch"))
+		return
+	}
+	format, err := negotiateOutput(req)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	contentType := req.Header.Get("Content-Type")
+	if i := strings.Index(contentType, ";"); i > 0 {
+		contentType = contentType[:i]
+	}
+	pt := types.PatchType(strings.TrimSpace(contentType))
+	if pt != types.JSONPatchType && pt != types.MergePatchType && pt != types.StrategicMergePatchType && pt != types.ApplyYAMLPatchType {
+		s.writeError(w, req, negotiation.NewUnsupportedMediaTypeError(patchTypes))
+		return
+	}
+	body, err := s.readBody(req)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	opts := &metav1.PatchOptions{}
+	if err := decodeOptions(req, opts, "PatchOptions", func() field.ErrorList { return metav1validation.ValidatePatchOptions(opts, pt) }); err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	dryRun := len(opts.DryRun) > 0
+	if pt == types.ApplyYAMLPatchType {
+		a := &applyInfo{
+			store: st, fm: s.fields.get(st, sub), patch: body, manager: opts.FieldManager,
+			force: opts.Force != nil && *opts.Force, directive: fieldValidation(opts.FieldValidation), name: name, namespace: ns,
+		}
+		if a.fm == nil {
+			s.writeError(w, req, negotiation.NewUnsupportedMediaTypeError(patchTypes[:3]))
+			return
+		}
+		out, created, err := s.patchApply(req.Context(), st, sub, a, dryRun)
+		if err != nil {
+			s.writeError(w, req, err)
+			return
+		}
+		code := http.StatusOK
+		if created {
+			code = http.StatusCreated
+		}
+		s.writeObject(w, req, format, code, st, out)
+		return
+	}
+	var info rest.UpdatedObjectInfo = &patchInfo{store: st, patchType: pt, patch: body, name: name, namespace: ns, directive: fieldValidation(opts.FieldValidation)}
+	info = s.managed(st, sub, info, apply.ManagerOrUserAgent(opts.FieldManager, req.UserAgent()))
+	out, err := updateObject(req.Context(), st, sub, name, info, dryRun)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	s.writeObject(w, req, format, http.StatusOK, st, out)
+}
+
+// patchInfo applies a patch to whatever object is current, so that the
+// store's optimistic loop can re-apply it after a conflict. It follows
+// kube-apiserver's patch handler: the patch is decoded strictly unless
+// fieldValidation is Ignore, unknown fields are warnings (Warn, the default)
+// or a 422 (Strict), and the result must keep the name and namespace of the
+// URL.
+type patchInfo struct {
+	store     *registry.Store
+	patchType types.PatchType
+	patch     []byte
+	name      string
+	namespace string
+	directive string
+}
+
+// jsonPatchOp is the shape a JSON patch is strictly decoded into, to find
+// unknown fields, as kube-apiserver does.
+type jsonPatchOp struct {
+	Op    string      `json:"op"`
+	Path  string      `json:"path"`
+	From  string      `json:"from"`
+	Value interface{} `json:"value"`
+}
+
+func (p *patchInfo) Preconditions() *metav1.Preconditions { return nil }
+
+func (p *patchInfo) strict() bool {
+	return p.directive == metav1.FieldValidationWarn || p.directive == metav1.FieldValidationStrict
+}
+
+func (p *patchInfo) UpdatedObject(ctx context.Context, old runtime.Object) (runtime.Object, error) {
+	gv := p.store.GVR.GroupVersion()
+	oldJSON, err := runtime.Encode(registry.Codecs.LegacyCodec(gv), old)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	var (
+		patched    []byte
+		strictErrs []error
+		invalid    string // the "patch" value shown in a strict decoding 422
+	)
+	switch p.patchType {
+	case types.JSONPatchType:
+		if p.strict() {
+			var ops []jsonPatchOp
+			if strictErrs, err = kjson.UnmarshalStrict(p.patch, &ops); err != nil {
+				// kube's message names its own type, handlers.jsonPatchOp.
+				msg := strings.ReplaceAll(err.Error(), "api.jsonPatchOp", "handlers.jsonPatchOp")
+				return nil, apierrors.NewBadRequest("error decoding patch: " + msg)
+			}
+			for i, e := range strictErrs {
+				strictErrs[i] = fmt.Errorf("json patch %v", e)
+			}
+		}
+		patched, err = apply.JSONPatch(oldJSON, p.patch)
+	case types.MergePatchType:
+		if p.strict() {
+			v := map[string]interface{}{}
+			if strictErrs, err = kjson.UnmarshalStrict(p.patch, &v); err != nil {
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
+			}
+		}
+		patched, err = apply.MergePatch(oldJSON, p.patch)
+	case types.StrategicMergePatchType:
+		patchMap := map[string]interface{}{}
+		if p.strict() {
+			strictErrs, err = kjson.UnmarshalStrict(p.patch, &patchMap)
+		} else {
+			err = kjson.UnmarshalCaseSensitivePreserveInts(p.patch, &patchMap)
+		}
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		invalid = fmt.Sprintf("%+v", patchMap)
+		var schemaObj runtime.Object
+		schemaObj, err = registry.Scheme.New(p.store.GVK())
+		if err == nil {
+			patched, err = apply.StrategicMergePatch(oldJSON, p.patch, schemaObj)
+		}
+	}
+	switch {
+	case errors.Is(err, apply.ErrBadPatch):
+		return nil, apierrors.NewBadRequest(strings.TrimPrefix(err.Error(), apply.ErrBadPatch.Error()+": "))
+	case errors.Is(err, apply.ErrTooManyOperations):
+		return nil, apierrors.NewRequestEntityTooLargeError(strings.TrimPrefix(err.Error(), apply.ErrTooManyOperations.Error()+": "))
+	case errors.Is(err, apply.ErrPatchFailed):
+		return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "",
+			strings.TrimPrefix(err.Error(), apply.ErrPatchFailed.Error()+": "), 0, false)
+	case err != nil:
+		return nil, apierrors.NewInternalError(err)
+	}
+	if invalid == "" {
+		invalid = string(patched)
+	}
+	info, _ := runtime.SerializerInfoForMediaType(registry.Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
+	ser := info.Serializer
+	if p.strict() && info.StrictSerializer != nil {
+		ser = info.StrictSerializer
+	}
+	defaultGVK := p.store.GVK()
+	obj, _, err := registry.Codecs.DecoderToVersion(ser, hub(gv)).Decode(patched, &defaultGVK, p.store.NewFunc())
+	if err != nil {
+		strictErr, isStrict := runtime.AsStrictDecodingError(err)
+		if !isStrict || obj == nil {
+			return nil, apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{
+				field.Invalid(field.NewPath("patch"), string(patched), err.Error())})
+		}
+		strictErrs = append(strictErrs, strictErr.Errors()...)
+	}
+	if len(strictErrs) > 0 {
+		if p.directive == metav1.FieldValidationWarn {
+			for _, e := range strictErrs {
+				warning.AddWarning(ctx, "", e.Error())
+			}
+		} else {
+			return nil, apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{
+				field.Invalid(field.NewPath("patch"), invalid, runtime.NewStrictDecodingError(strictErrs).Error())})
+		}
+	}
+	// A resourceVersion the patch did not change is no precondition: the
+	// store may re-apply the patch to a newer object.
+	om, _ := meta.Accessor(old)
+	nm, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	if nm.GetResourceVersion() == om.GetResourceVersion() {
+		nm.SetResourceVersion("")
+	}
+	if err := rest.EnsureObjectNamespaceMatchesRequestNamespace(rest.ExpectedNamespaceForScope(p.namespace, p.store.Namespaced), nm); err != nil {
+		return nil, err
+	}
+	if err := checkName(obj, p.name, p.namespace); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// fieldValidation is the fieldValidation directive in effect: Warn unless
+// the client chose one.
+func fieldValidation(directive string) string {
+	if directive == "" {
+		return metav1.FieldValidationWarn
+	}
+	return directive
+}

@@ -1,0 +1,105 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/apply"
+)
+
+func (s *Server) create(w http.ResponseWriter, req *http.Request, st *registry.Store) {
+	if st.CreateStrategy == nil {
+		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "create"))
+		return
+	}
+	format, si, body, opts, err := s.createRequest(req)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	obj, err := s.decodeBody(req.Context(), st, si, body, opts.FieldValidation)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		s.writeError(w, req, apierrors.NewInternalError(err))
+		return
+	}
+	rest.WipeObjectMetaSystemFields(m)
+	ns, _ := genericapirequest.NamespaceFrom(req.Context())
+	if err := rest.EnsureObjectNamespaceMatchesRequestNamespace(rest.ExpectedNamespaceForScope(ns, st.Namespaced), m); err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	if fm := s.fields.get(st, ""); fm != nil {
+		obj = fm.UpdateNoErrors(st.NewFunc(), obj, apply.ManagerOrUserAgent(opts.FieldManager, req.UserAgent()))
+	}
+	out, err := st.Create(req.Context(), obj, len(opts.DryRun) > 0)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	s.writeObject(w, req, format, http.StatusCreated, st, out)
+}
+
+// updateObject runs an update through the resource or its subresource sub.
+func updateObject(ctx context.Context, st *registry.Store, sub, name string, objInfo rest.UpdatedObjectInfo, dryRun bool) (runtime.Object, error) {
+	if sub != "" {
+		return st.UpdateSubresource(ctx, sub, name, objInfo, dryRun)
+	}
+	return st.Update(ctx, name, objInfo, dryRun)
+}
+
+func (s *Server) update(w http.ResponseWriter, req *http.Request, st *registry.Store, sub, name, ns string) {
+	if st.UpdateStrategy == nil && sub == "" {
+		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "update"))
+		return
+	}
+	format, si, body, err := s.objectRequest(req)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	opts := &metav1.UpdateOptions{}
+	if err := decodeOptions(req, opts, "UpdateOptions", func() field.ErrorList { return metav1validation.ValidateUpdateOptions(opts) }); err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	obj, err := s.decodeBody(req.Context(), st, si, body, opts.FieldValidation)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		s.writeError(w, req, apierrors.NewInternalError(err))
+		return
+	}
+	if err := rest.EnsureObjectNamespaceMatchesRequestNamespace(rest.ExpectedNamespaceForScope(ns, st.Namespaced), m); err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	if err := checkName(obj, name, ns); err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	info := s.managed(st, sub, rest.DefaultUpdatedObjectInfo(obj), apply.ManagerOrUserAgent(opts.FieldManager, req.UserAgent()))
+	out, err := updateObject(req.Context(), st, sub, name, info, len(opts.DryRun) > 0)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	s.writeObject(w, req, format, http.StatusOK, st, out)
+}
