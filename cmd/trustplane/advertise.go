@@ -1,10 +1,14 @@
 package main
 
 import (
+	"encoding/base64"
 	"flag"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // advertiseFlags are the addresses a node gives its peers and clients when
@@ -94,4 +98,38 @@ func (a *advertiseFlags) resolve(listen, raftAddr, gossipAddr string, multiNode 
 func unspecified(host string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsUnspecified()
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// advertised is the address peers use for this node's API: the listen
+// address, with an unspecified host replaced by loopback.
+func advertised(listen string) string {
+	return strings.TrimPrefix(apiURL(listen, hostOf(listen)), "https://")
+}
+
+func hostOf(addr string) string {
+	h, _, _ := net.SplitHostPort(addr)
+	return h
+}
+
+// readGossipKey reads <ca-dir>/gossip.key (trustplane certs init writes it).
+func readGossipKey(caDir string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(caDir, gossipKeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("gossip key (create it with trustplane certs init --dir %s): %w", caDir, err)
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(key) != 32 {
+		return nil, fmt.Errorf("gossip key %s: want base64 of 32 bytes", filepath.Join(caDir, gossipKeyFile))
+	}
+	return key, nil
 }

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/trustplane/trustplane/api"
+	"github.com/trustplane/trustplane/api/storage"
+	"github.com/trustplane/trustplane/cluster"
+	"github.com/trustplane/trustplane/fsm"
+)
+
+// membership adapts the cluster's member view to the API's.
+type membership struct {
+	node *cluster.Node
+	// clusterID is the cluster CA's id, recorded in snapshots (snapshot.go).
+	clusterID string
+}
+
+func (m membership) Members(ctx context.Context) ([]api.Member, error) {
+	ms, err := m.node.Members(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Member, len(ms))
+	for i, c := range ms {
+		out[i] = api.Member{
+			Name: c.Name, RaftAddr: c.RaftAddr, APIAddr: c.APIAddr, Voter: c.Voter, Status: c.Status,
+			RaftState: c.RaftState, LastContact: c.LastContact, AppliedIndex: c.AppliedIndex,
+		}
+	}
+	return out, nil
+}
+
+// LeaderContactWithin is api.LeaderContact: the API bounds how stale its
+// local reads may be (--max-stale-read).
+func (m membership) LeaderContactWithin(d time.Duration) bool { return m.node.LeaderContactWithin(d) }
+
+func (m membership) RemoveMember(ctx context.Context, name string) error {
+	return m.node.RemoveMember(ctx, name)
+}
+
+// InConfiguration is api.ConfigurationMember: the API refuses
+// resourceVersion=0 reads and watches while it is false.
+func (m membership) InConfiguration() bool { return m.node.InConfiguration() }
+
+// RaftStatus is api.RaftReporter (GET /debug/trustplane/raft).
+func (m membership) RaftStatus() api.RaftStatus {
+	s := m.node.Status()
+	return api.RaftStatus{
+		Node: s.Node, State: s.State, Term: s.Term, Leader: s.Leader,
+		LeaderChanges: s.LeaderChanges, Elections: s.Elections,
+		CommitIndex: s.CommitIndex, AppliedIndex: s.AppliedIndex, LastContact: api.ContactAge(s.LastContact),
+	}
+}
+
+// backend joins the node (writes, read index) and the fsm (local reads) into
+// what the storage layer needs (storage.Backend).
+type backend struct {
+	node *cluster.Node
+	fsm  *fsm.FSM
+}
+
+func (b backend) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error) {
+	res, err := b.node.Propose(ctx, cmd)
+	if errors.Is(err, cluster.ErrTimeout) || errors.Is(err, cluster.ErrLeadershipLost) || errors.Is(err, cluster.ErrShutdown) {
+		// The entry may have been handed to raft: its outcome is unknown.
+		err = fmt.Errorf("%w: %w", storage.ErrOutcomeUnknown, err)
+	}
+	return res, err
+}
+func (b backend) ReadIndex(ctx context.Context) (uint64, error) { return b.node.ReadIndex(ctx) }
+func (b backend) AppliedIndex() uint64                          { return b.fsm.AppliedIndex() }
+func (b backend) WaitApplied(ctx context.Context, index uint64) error {
+	return b.fsm.WaitApplied(ctx, index)
+}
+func (b backend) Get(key fsm.Key, rev uint64) (*fsm.KV, uint64, error) { return b.fsm.Get(key, rev) }
+func (b backend) List(p fsm.Prefix, opts fsm.ListOptions) (fsm.ListResult, error) {
+	return b.fsm.List(p, opts)
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/trustplane/trustplane/api"
+	"github.com/trustplane/trustplane/api/controllers"
+	"github.com/trustplane/trustplane/certs"
+	"github.com/trustplane/trustplane/internal/failpoint"
+)
+
+// loadNodeCA loads the node CA from caDir. A node of a multi-node cluster
+// must share it with its peers, so it never creates one: the operator runs
+// `trustplane certs init` (which adds a missing node CA to an existing CA
+// directory). A one-node cluster creates its own.
+func loadNodeCA(caDir string, multiNode bool) (*certs.CA, error) {
+	if !multiNode {
+		ca, err := certs.LoadOrCreateNodeCA(caDir)
+		if err != nil {
+			return nil, fmt.Errorf("node CA: %w", err)
+		}
+		return ca, nil
+	}
+	ca, err := certs.LoadNodeCA(caDir)
+	if errors.Is(err, certs.ErrCANotFound) {
+		return nil, fmt.Errorf("node CA: %w; every node of a cluster needs the same node CA: run `trustplane certs init --dir %s` once and copy the directory to every node", err, caDir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("node CA: %w", err)
+	}
+	return ca, nil
+}
+
+// refuseNodeCASigners refuses to start when a CSR signer is configured
+// with the node CA: whoever could get a CSR signed would become a node.
+func refuseNodeCASigners(nodeCA *certs.CA, s controllers.Signers) error {
+	for name, f := range map[string]controllers.SignerFiles{
+		"kube-apiserver-client": s.KubeAPIServerClient, "kube-apiserver-client-kubelet": s.KubeAPIServerClientKubelet, "kubelet-serving": s.KubeletServing,
+	} {
+		pemBytes, err := os.ReadFile(f.CertFile)
+		if err != nil {
+			return fmt.Errorf("%s signer CA: %w", name, err)
+		}
+		if certs.HoldsCert(pemBytes, nodeCA.Cert) {
+			return fmt.Errorf("the %s signer is configured with the node CA (%s); no signer may use it, because its certificates would be node identities", name, f.CertFile)
+		}
+	}
+	return nil
+}
+
+// servingRequest is the API's serving certificate: kube's names for the
+// kubernetes Service, loopback, the node name and hosts (the listen host,
+// the advertised address and --tls-san). EnsurePair reissues the stored
+// pair whenever one of these is missing from it, so a node restarted with
+// another address (a pod's new IP) or new --tls-san names gets a matching
+// certificate on its next start.
+func servingRequest(nodeName string, clusterIP net.IP, hosts ...string) certs.Request {
+	r := certs.Request{
+		CommonName:  "trustplane-apiserver",
+		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1"), clusterIP},
+		Server:      true,
+	}
+	r.AddHost(nodeName)
+	for _, h := range hosts {
+		r.AddHost(h)
+	}
+	return r
+}
+
+// validateTLSSANs checks --tls-san: every entry an IP address or a DNS
+// name (a leading "*." wildcard allowed), as a certificate SAN must be.
+func validateTLSSANs(list string) error {
+	for _, h := range splitList(list) {
+		if net.ParseIP(h) != nil {
+			continue
+		}
+		errs := validation.IsDNS1123Subdomain(h)
+		if strings.HasPrefix(h, "*.") {
+			errs = validation.IsWildcardDNS1123Subdomain(h)
+		}
+		if len(errs) > 0 {
+			return fmt.Errorf("--tls-san %q: neither an IP address nor a DNS name: %s", h, strings.Join(errs, "; "))
+		}
+	}
+	return nil
+}
+
+// firstServiceIP is the first host address of the service range, the
+// ClusterIP kube-apiserver gives default/kubernetes.
+func firstServiceIP(cidr string) (net.IP, error) {
+	_, n, err := net.ParseCIDR(cidr)
+	if err != nil {
+		return nil, fmt.Errorf("--service-cluster-ip-range: %w", err)
+	}
+	ip := make(net.IP, len(n.IP))
+	copy(ip, n.IP)
+	ip[len(ip)-1]++
+	if !n.Contains(ip) {
+		return nil, fmt.Errorf("--service-cluster-ip-range %s has no host addresses", cidr)
+	}
+	return ip, nil
+}
+
+// apiURL is the URL clients use: the bound address, with an unspecified
+// listen host replaced by loopback.
+func apiURL(bound, listenHost string) string {
+	host, port, _ := net.SplitHostPort(bound)
+	if ip := net.ParseIP(listenHost); ip == nil || !ip.IsUnspecified() {
+		host = listenHost
+	} else {
+		host = "127.0.0.1"
+	}
+	return "https://" + net.JoinHostPort(host, port)
+}
+
+func writeAdminKubeconfig(ca *certs.CA, pki, path, server string) error {
+	cert, key, err := ca.Issue(certs.Request{CommonName: "trustplane-admin", Organization: []string{"system:masters"}, Client: true})
+	if err != nil {
+		return err
+	}
+	return certs.WriteKubeconfig(path, certs.Kubeconfig{
+		Server: server, ClusterName: "trustplane", UserName: "trustplane-admin",
+		CAPEM: ca.CertPEM, CertPEM: cert, KeyPEM: key,
+	})
+}
+
+// versionString is what `trustplane version` prints. A binary built with
+// -tags failpoints says so (" +failpoints"): the chaos tool checks for it
+// before relying on <data-dir>/failpoints.
+func versionString() string {
+	v := "trustplane " + api.Version.GitVersion
+	if failpoint.Enabled {
+		v += " +failpoints"
+	}
+	return v
+}
