@@ -17,6 +17,7 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/certs"
 )
 
@@ -25,7 +26,11 @@ func testServer(t *testing.T) *Server {
 	cfg := DefaultConfig()
 	cfg.TLS = &tls.Config{Certificates: []tls.Certificate{{}}}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := New(cfg, registry.New(registry.DefaultConfig(), nil, nil))
+	stor, err := storage.New(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg, registry.New(stor, nil, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,7 +122,11 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 func buildFuzzEnv() (*fuzzEnv, error) {
 	l := &memLog{f: fsm.New()}
 	resources := append(append(registry.CoreResources(), registry.RBACResources()...), registry.CertificateResources("v1beta1")...)
-	reg := registry.New(&registry.Config{FreshWait: 20 * time.Millisecond}, l, resources)
+	stor, err := storage.New(&storage.Config{FreshWait: 20 * time.Millisecond}, l)
+	if err != nil {
+		return nil, err
+	}
+	reg := registry.New(stor, resources, nil)
 	ctx := genericapirequest.WithUser(context.Background(), fuzzAdmin)
 	if err := reg.Bootstrap(genericapirequest.WithNamespace(ctx, ""), net.ParseIP("10.96.0.1"), 6443); err != nil {
 		return nil, err

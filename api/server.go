@@ -53,8 +53,6 @@ type Config struct {
 	// heard from a leader for longer serves them no more (members.go).
 	// 0 disables the bound.
 	MaxStaleRead time.Duration
-	// Watch serves ?watch=true from the node's watch cache; nil answers 405.
-	Watch Watcher
 	// Authenticator identifies a caller that presents no client
 	// certificate from the cluster CA (bearer tokens). nil accepts client
 	// certificates only.

@@ -17,18 +17,8 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 
 	"github.com/trustplane/trustplane/api/registry"
-	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/watchcache"
 )
-
-// Watcher is what the watch handler needs from the node's watch cache.
-type Watcher interface {
-	// Watch streams the changes under opts.Prefix after opts.StartRevision
-	// (with the state at that revision first when opts.Initial); it is fed
-	// from the applied stream, so it never shows a change this node has not
-	// applied.
-	Watch(ctx context.Context, opts watchcache.WatchOptions) (*watchcache.Watcher, error)
-}
 
 // defaultWatchTimeout is kube-apiserver's --min-request-timeout; a watch
 // without timeoutSeconds ends after a random time between it and twice it,
@@ -41,10 +31,6 @@ const initialEventsEndAnnotation = "k8s.io/initial-events-end"
 
 // watch serves ?watch=true on a collection from the watch cache.
 func (s *Server) watch(w http.ResponseWriter, req *http.Request, st *registry.Store, format *output, opts *metainternalversion.ListOptions) {
-	if s.cfg.Watch == nil {
-		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "watch"))
-		return
-	}
 	stream, err := negotiation.NegotiateOutputMediaTypeStream(req, registry.Codecs, restrictions{})
 	if err != nil {
 		s.writeError(w, req, err)
@@ -56,19 +42,6 @@ func (s *Server) watch(w http.ResponseWriter, req *http.Request, st *registry.St
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), timeout)
 	defer cancel()
-
-	wopts := watchcache.WatchOptions{
-		Prefix:           st.Prefix(ctx),
-		Predicate:        st.Predicate(opts),
-		Bookmarks:        opts.AllowWatchBookmarks,
-		InitialEventsEnd: opts.SendInitialEvents != nil && *opts.SendInitialEvents,
-	}
-	start, initial, err := st.WatchStart(ctx, opts)
-	if err != nil {
-		s.writeError(w, req, err)
-		return
-	}
-	wopts.StartRevision, wopts.Initial = start, initial
 
 	ww := &watchWriter{
 		st: st, req: req, format: format, events: &s.events,
@@ -84,15 +57,17 @@ func (s *Server) watch(w http.ResponseWriter, req *http.Request, st *registry.St
 		mediaType += ";stream=watch"
 	}
 
-	watcher, werr := s.cfg.Watch.Watch(ctx, wopts)
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		s.writeError(w, req, apierrors.NewInternalError(errors.New("streaming is not supported by the connection")))
 		return
 	}
-	var tooOld *watchcache.TooOldError
-	if werr != nil && !errors.As(werr, &tooOld) {
-		s.writeError(w, req, apierrors.NewInternalError(werr))
+	// A start before the window is 410 Gone, which kube-apiserver sends as
+	// an ERROR event on an accepted stream; every other error is answered
+	// before the stream starts.
+	watcher, err := st.Watch(ctx, opts)
+	if err != nil && !apierrors.IsResourceExpired(err) {
+		s.writeError(w, req, err)
 		return
 	}
 	w.Header().Set("Content-Type", mediaType)
@@ -100,10 +75,8 @@ func (s *Server) watch(w http.ResponseWriter, req *http.Request, st *registry.St
 	w.WriteHeader(http.StatusOK)
 	flusher.Flush()
 	ww.frames = ww.framer.NewFrameWriter(w)
-	if tooOld != nil {
-		// kube-apiserver answers a watch from a compacted revision with
-		// an ERROR event carrying 410 Gone, not with an HTTP error.
-		ww.writeStatus(storage.WatchTooOld(tooOld))
+	if err != nil {
+		ww.writeStatus(err)
 		flusher.Flush()
 		return
 	}

@@ -16,7 +16,8 @@ import (
 // authenticated user in its context; the filter chain always sets one.
 var ErrNoUser = errors.New("admission: no user in the request context")
 
-// Hook adapts plugins to registry.Resource.Admit for the resource gvr of
+// Hook adapts plugins to one step of a store's admission chain
+// (registry.AdmitFunc) for the resource gvr of
 // kind gvk (the external group version the plugins see). Mutating plugins
 // run first, then validating ones, each only for the operations it handles.
 func Hook(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, plugins ...admission.Interface) func(ctx context.Context, obj, old runtime.Object) error {

@@ -1,5 +1,6 @@
 // Package admission runs kube-apiserver's admission plugins (k8s.io/apiserver
-// admission.Interface) as a registry.Resource Admit hook.
+// admission.Interface) as a step of a store's admission chain
+// (registry.AdmitFunc).
 //
 // It owns the translation from a store write to admission.Attributes: the
 // user, namespace, name, operation and options the plugins expect. The rules

@@ -72,7 +72,11 @@ func newWorld(t testing.TB, mutate func(*authn.Config)) *world {
 func newWorldKeyed(t testing.TB, withKey bool, mutate func(*authn.Config)) *world {
 	t.Helper()
 	l := newLocalLog()
-	reg := registry.New(registry.DefaultConfig(), l, registry.CoreResources())
+	stor, err := storage.New(nil, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := registry.New(stor, registry.CoreResources(), nil)
 	if err := reg.Bootstrap(context.Background(), net.ParseIP("10.96.0.1"), 6443); err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,11 @@ func secretsAtRest(t *testing.T, keys ...[2]string) storage.AtRest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := registry.New(&registry.Config{Transformers: encryptionconfig.StaticTransformers(loaded.Transformers)}, nil, nil)
+	stor, err := storage.New(&storage.Config{Transformers: encryptionconfig.StaticTransformers(loaded.Transformers)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := registry.New(stor, nil, nil)
 	return reg.AtRest(schema.GroupResource{Resource: "secrets"})
 }
 

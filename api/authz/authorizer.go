@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/trustplane/trustplane/api/registry"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -68,9 +69,27 @@ var fullAuthority = []rbac.PolicyRule{
 	{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}},
 }
 
+// For is authorisation's part of the registry's admission chain
+// (registry.Admission): the escalation check of each RBAC resource, so
+// that nobody grants through a Role or binding what they do not hold.
+func (a *Authorizer) For(gvr schema.GroupVersionResource, _ schema.GroupVersionKind) []registry.AdmitFunc {
+	switch gvr {
+	case registry.RolesGVR:
+		return []registry.AdmitFunc{a.AdmitRole}
+	case registry.ClusterRolesGVR:
+		return []registry.AdmitFunc{a.AdmitClusterRole}
+	case registry.RoleBindingsGVR:
+		return []registry.AdmitFunc{a.AdmitRoleBinding}
+	case registry.ClusterRoleBindingsGVR:
+		return []registry.AdmitFunc{a.AdmitClusterRoleBinding}
+	}
+	return nil
+}
+
 // AdmitRole is kube's escalation check for Role writes (pkg/registry/rbac/
 // role/policybased): the writer must hold every rule of the role, or may
-// escalate roles, or is in system:masters. It is a registry Resource.Admit.
+// escalate roles, or is in system:masters. It is the Role store's step of
+// the admission chain (For).
 func (a *Authorizer) AdmitRole(ctx context.Context, obj, old runtime.Object) error {
 	if rbacregistry.EscalationAllowed(ctx) || rbacregistry.RoleEscalationAuthorized(ctx, a) {
 		return nil

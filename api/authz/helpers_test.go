@@ -16,6 +16,7 @@ import (
 	"k8s.io/kubernetes/pkg/apis/rbac"
 
 	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
 )
 
@@ -46,7 +47,7 @@ func (b *directBackend) List(p fsm.Prefix, opts fsm.ListOptions) (fsm.ListResult
 }
 
 // world is a registry with the RBAC resources over a real FSM, the cache
-// and authorizer fed from it, and the escalation checks attached, wired as
+// and authorizer fed from it, and the escalation checks in the admission chain, wired as
 // cmd/trustplane wires them.
 type world struct {
 	t     testing.TB
@@ -59,9 +60,12 @@ type world struct {
 func newWorld(t testing.TB, bootstrap bool) *world {
 	t.Helper()
 	back := &directBackend{f: fsm.New()}
-	reg := registry.New(registry.DefaultConfig(), back, append(registry.CoreResources(), registry.RBACResources()...))
+	stor, err := storage.New(nil, back)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var decodeErrs []error
-	cache, err := NewCache(back.f, reg.Open, func(err error) { decodeErrs = append(decodeErrs, err) })
+	cache, err := NewCache(back.f, stor.Open, func(err error) { decodeErrs = append(decodeErrs, err) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,10 +76,7 @@ func newWorld(t testing.TB, bootstrap bool) *world {
 		}
 	})
 	a := New(cache)
-	reg.Store(registry.RolesGVR).Admit = a.AdmitRole
-	reg.Store(registry.ClusterRolesGVR).Admit = a.AdmitClusterRole
-	reg.Store(registry.RoleBindingsGVR).Admit = a.AdmitRoleBinding
-	reg.Store(registry.ClusterRoleBindingsGVR).Admit = a.AdmitClusterRoleBinding
+	reg := registry.New(stor, append(registry.CoreResources(), registry.RBACResources()...), a)
 	w := &world{t: t, back: back, reg: reg, cache: cache, authz: a}
 	for _, ns := range []string{"kube-system", "kube-public", "default", "ns1", "ns2"} {
 		w.create(adminCtx(""), schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, &api.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})

@@ -17,19 +17,20 @@ import (
 	"k8s.io/apiserver/pkg/server/options/encryptionconfig"
 	api "k8s.io/kubernetes/pkg/apis/core"
 
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
 )
 
 // encryptionConfig writes an EncryptionConfiguration for secrets whose
 // aescbc provider has keys, first one first, then identity, and returns
 // the registry configuration with its transformers.
-func encryptionConfig(t *testing.T, keys ...string) *Config {
+func encryptionConfig(t *testing.T, keys ...string) *storage.Config {
 	t.Helper()
 	return encryptionConfigOf(t, "aescbc", keys...)
 }
 
 // encryptionConfigOf is encryptionConfig with provider instead of aescbc.
-func encryptionConfigOf(t *testing.T, provider string, keys ...string) *Config {
+func encryptionConfigOf(t *testing.T, provider string, keys ...string) *storage.Config {
 	t.Helper()
 	yaml := "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n- resources: [secrets]\n  providers:\n  - " + provider + ":\n      keys:\n"
 	for _, k := range keys {
@@ -44,7 +45,7 @@ func encryptionConfigOf(t *testing.T, provider string, keys ...string) *Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Config{FreshWait: testFreshWait, Transformers: encryptionconfig.StaticTransformers(loaded.Transformers)}
+	return &storage.Config{FreshWait: testFreshWait, Transformers: encryptionconfig.StaticTransformers(loaded.Transformers)}
 }
 
 var testKeys = map[string]string{}
@@ -96,7 +97,7 @@ func TestAtRest(t *testing.T) {
 		return out.(*api.Secret)
 	}
 
-	one := New(encryptionConfig(t, "key1"), e.b, CoreResources())
+	one := newRegistry(t, encryptionConfig(t, "key1"), e.b, CoreResources())
 	created, err := one.stores[secretsGVR].Create(ctx, &api.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "default"}, Data: map[string][]byte{"v": value},
 	}, false)
@@ -114,7 +115,7 @@ func TestAtRest(t *testing.T) {
 
 	t.Run("the key is authenticated data: a value moved to another key does not decrypt", func(t *testing.T) {
 		// aescbc authenticates nothing; aesgcm and secretbox do.
-		gcm := New(encryptionConfigOf(t, "aesgcm", "gcm1"), e.b, CoreResources()).AtRest(secretsGVR.GroupResource())
+		gcm := newRegistry(t, encryptionConfigOf(t, "aesgcm", "gcm1"), e.b, CoreResources()).AtRest(secretsGVR.GroupResource())
 		plain := []byte("k8s\x00value")
 		sealed, err := gcm.Seal(key, plain)
 		if err != nil || !bytes.HasPrefix(sealed, []byte("k8s:enc:aesgcm:v1:gcm1:")) {
@@ -146,7 +147,7 @@ func TestAtRest(t *testing.T) {
 		}
 	})
 
-	two := New(encryptionConfig(t, "key2", "key1"), e.b, CoreResources())
+	two := newRegistry(t, encryptionConfig(t, "key2", "key1"), e.b, CoreResources())
 	t.Run("a new first key reads old values, and an unchanged update re-encrypts", func(t *testing.T) {
 		before := stored(t).ModRevision
 		out := replace(t, two)
@@ -162,7 +163,7 @@ func TestAtRest(t *testing.T) {
 	})
 
 	t.Run("with the old key removed the value still reads", func(t *testing.T) {
-		read(t, New(encryptionConfig(t, "key2"), e.b, CoreResources()))
+		read(t, newRegistry(t, encryptionConfig(t, "key2"), e.b, CoreResources()))
 	})
 
 	t.Run("Open decrypts for any stored resource", func(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 // holding n ServiceAccounts.
 func benchEnv(b *testing.B, n int) (*Store, context.Context) {
 	b.Helper()
-	reg := New(DefaultConfig(), memlog.New(), CoreResources())
+	reg := newRegistry(b, nil, memlog.New(), CoreResources())
 	ctx := genericapirequest.WithUser(context.Background(), &user.DefaultInfo{Name: "bench", Groups: []string{user.SystemPrivilegedGroup}})
 	if err := reg.Bootstrap(genericapirequest.WithNamespace(ctx, ""), []byte{10, 96, 0, 1}, 6443); err != nil {
 		b.Fatal(err)

@@ -27,8 +27,11 @@
 //   - The registry never parses a resourceVersion, never builds a continue
 //     token and never reads the fsm: the storage layer does, with kube's
 //     Status errors, which the HTTP layer only writes out.
-//   - A Resource's Admit hook (admission) runs before its strategy, on the
-//     leader, inside the update loop; subresources (status, approval) update
+//   - Admission is a chain each store is built with (admission.go): the
+//     resource's own Admit, then the node's plugins for it (Admission,
+//     handed to New), fixed before the first request; it runs before the
+//     strategy, on the leader, inside the update loop; subresources
+//     (status, approval) update
 //     through their own strategy. Virtual resources (reviews, TokenRequest)
 //     are registered here for discovery but never stored.
 //   - Encryption happens in exactly one place, the storage layer's AtRest

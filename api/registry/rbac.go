@@ -26,8 +26,8 @@ var (
 // RBACResources returns Role, ClusterRole, RoleBinding and ClusterRoleBinding
 // of rbac.authorization.k8s.io/v1 with kube's strategies and table columns.
 // kube serves them without short names or categories. Their escalation
-// checks (the bind and escalate verbs) are attached to Resource.Admit by
-// whoever owns the authorizer (api/authz), because they need it.
+// checks (the bind and escalate verbs) are steps of the admission chain
+// given by whoever owns the authorizer (api/authz), because they need it.
 func RBACResources() []*Resource {
 	return []*Resource{
 		{

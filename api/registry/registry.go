@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -13,33 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
-	"k8s.io/apiserver/pkg/storage/value"
 	api "k8s.io/kubernetes/pkg/apis/core"
 
 	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
 )
-
-// Config configures a Registry.
-type Config struct {
-	// FreshWait bounds how long a read waits for a resourceVersion this node
-	// has not applied yet (kube-apiserver waits 3 s).
-	FreshWait time.Duration
-	// Transformers encrypt stored values at rest, per resource: kube's
-	// encryptionconfig.StaticTransformers from an EncryptionConfiguration.
-	// nil stores values as encoded (kube's identity provider).
-	Transformers value.ResourceTransformers
-	// MaxObjectBytes bounds the stored (protobuf) encoding of an object; a
-	// create, update, patch or apply that would store more gets 413 before
-	// anything is proposed. 0 is no bound. The default is etcd's request
-	// limit, which bounds kube-apiserver's objects: 1.5 MiB.
-	MaxObjectBytes int64
-}
-
-// DefaultConfig returns kube-apiserver's defaults.
-func DefaultConfig() *Config {
-	return &Config{FreshWait: 3 * time.Second, MaxObjectBytes: DefaultMaxObjectBytes}
-}
 
 // DefaultMaxObjectBytes is etcd's default request limit (--max-request-bytes).
 const DefaultMaxObjectBytes = storage.DefaultMaxObjectBytes
@@ -56,12 +33,12 @@ type Registry struct {
 	virtualOrder []*Virtual
 }
 
-// New builds stores for resources over backend.
-func New(cfg *Config, backend storage.Backend, resources []*Resource) *Registry {
-	stor := storage.New(&storage.Config{FreshWait: cfg.FreshWait, Transformers: cfg.Transformers, MaxObjectBytes: cfg.MaxObjectBytes}, backend)
+// New builds a store for each of resources on stor, each guarded by the
+// resource's own Admit and then by adm's steps for it (nil: none).
+func New(stor *storage.Storage, resources []*Resource, adm Admission) *Registry {
 	r := &Registry{storage: stor, stores: map[schema.GroupVersionResource]*Store{}}
 	for _, res := range resources {
-		s := &Store{Resource: res, storage: stor.ForResource(storage.ResourceConfig{
+		s := &Store{Resource: res, chain: chain(res, adm), storage: stor.ForResource(storage.ResourceConfig{
 			GVR: res.GVR, Codec: StorageCodec(res.GVR.GroupVersion()), Convertor: Scheme, NewFunc: res.NewFunc,
 		})}
 		if res.Namespaced {
@@ -167,15 +144,3 @@ func ipFamily(ip net.IP) api.IPFamily {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// Decode turns a stored value of any served resource into its internal
-// object with its resourceVersion set. The watch cache calls it once per
-// event and shares the result between watchers.
-func (r *Registry) Decode(kv *fsm.KV) (any, error) {
-	for _, s := range r.ordered {
-		if s.GVR.Group == kv.Key.Group && s.GVR.Resource == kv.Key.Resource {
-			return s.storage.Decode(kv)
-		}
-	}
-	return nil, fmt.Errorf("no served resource stores %s/%s", kv.Key.Group, kv.Key.Resource)
-}

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -64,13 +65,11 @@ type Resource struct {
 	// TableConvertor renders the Table output.
 	TableConvertor rest.TableConvertor
 
-	// Admit is the resource's admission: it runs on create (old nil) before
-	// the strategy prepares and validates the object, and on update after
-	// the new object is computed, before the strategy runs. It may mutate
-	// obj (ServiceAccount admission for pods) or refuse the write with a
-	// Status error (RBAC escalation checks). It runs on the leader, inside
-	// the optimistic update loop, so it must be safe to run more than once.
-	Admit func(ctx context.Context, obj, old runtime.Object) error
+	// Admit is the resource's own admission rule, part of its strategy
+	// (a legacy token Secret's warning): the first step of its store's
+	// chain, before the node's plugins (Admission). See AdmitFunc for when
+	// it runs.
+	Admit AdmitFunc
 	// AdmitDelete is the resource's admission of a delete, run before the
 	// object is read: it may refuse the deletion of the named object with
 	// a Status error (kube's NamespaceLifecycle keeps the system

@@ -3,7 +3,6 @@ package registry
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
+	"github.com/trustplane/trustplane/watchcache"
 )
 
 // maxGenerateNameAttempts bounds retries when a generated name collides.
@@ -35,6 +35,9 @@ type Store struct {
 	storage *storage.Store
 	// admit runs before a create is proposed (namespace lifecycle).
 	admit func(ctx context.Context, s *Store, obj runtime.Object) error
+	// chain is the store's admission (admission.go), fixed when the
+	// registry built it.
+	chain []AdmitFunc
 }
 
 func (s *Store) key(ctx context.Context, name string) fsm.Key {
@@ -69,10 +72,8 @@ func (s *Store) Create(ctx context.Context, obj runtime.Object, dryRun bool) (ru
 	if generated {
 		m.SetName(s.CreateStrategy.GenerateName(m.GetGenerateName()))
 	}
-	if s.Resource.Admit != nil {
-		if err := s.Resource.Admit(ctx, obj, nil); err != nil {
-			return nil, err
-		}
+	if err := s.admitWrite(ctx, obj, nil); err != nil {
+		return nil, err
 	}
 	if err := rest.BeforeCreate(s.CreateStrategy, ctx, obj); err != nil {
 		return nil, err
@@ -151,10 +152,8 @@ func (s *Store) update(ctx context.Context, strategy rest.RESTUpdateStrategy, na
 			case pinned != om.GetResourceVersion():
 				return nil, s.storage.Conflict(name)
 			}
-			if s.Resource.Admit != nil {
-				if err := s.Resource.Admit(ctx, obj, old); err != nil {
-					return nil, err
-				}
+			if err := s.admitWrite(ctx, obj, old); err != nil {
+				return nil, err
 			}
 			if err := rest.BeforeUpdate(strategy, ctx, obj, old); err != nil {
 				return nil, err
@@ -465,19 +464,7 @@ func (s *Store) List(ctx context.Context, opts *metainternalversion.ListOptions)
 // order, so that the response can be written from per-version caches
 // (WriteListJSON).
 func (s *Store) ListVersions(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, []*fsm.KV, error) {
-	label := labels.Everything()
-	if opts.LabelSelector != nil {
-		label = opts.LabelSelector
-	}
-	fieldSel := fields.Everything()
-	if opts.FieldSelector != nil {
-		fieldSel = opts.FieldSelector
-	}
-	var match storage.Predicate
-	if !label.Empty() || !fieldSel.Empty() {
-		match = func(obj runtime.Object) (bool, error) { return s.matches(obj, label, fieldSel) }
-	}
-	res, err := s.storage.GetList(ctx, s.prefix(ctx), opts, match)
+	res, err := s.storage.GetList(ctx, s.prefix(ctx), opts, s.predicate(opts))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -510,13 +497,18 @@ func (s *Store) matches(obj runtime.Object, label labels.Selector, field fields.
 	return label.Matches(ls) && field.Matches(fs), nil
 }
 
-// Prefix is the fsm prefix of this resource in the context's namespace (all
-// namespaces when the context has none), for watches.
-func (s *Store) Prefix(ctx context.Context) fsm.Prefix { return s.prefix(ctx) }
+// Watch starts a watch of this resource in the context's namespace (all
+// namespaces when it has none) with opts' selectors, resourceVersion and
+// bookmarks (storage.Store.Watch, whose errors it returns: a 410 is for an
+// ERROR event, not an HTTP error). The events' objects are shared: the
+// caller must copy one before changing it.
+func (s *Store) Watch(ctx context.Context, opts *metainternalversion.ListOptions) (*watchcache.Watcher, error) {
+	return s.storage.Watch(ctx, s.prefix(ctx), s.predicate(opts), opts)
+}
 
-// Predicate returns the selector test a watch applies to decoded objects;
-// nil when the options select everything.
-func (s *Store) Predicate(opts *metainternalversion.ListOptions) func(any) (bool, error) {
+// predicate is the label and field selector test of opts; nil when they
+// select everything, so that nothing is decoded for the selector's sake.
+func (s *Store) predicate(opts *metainternalversion.ListOptions) storage.Predicate {
 	label, field := labels.Everything(), fields.Everything()
 	if opts.LabelSelector != nil {
 		label = opts.LabelSelector
@@ -527,17 +519,5 @@ func (s *Store) Predicate(opts *metainternalversion.ListOptions) func(any) (bool
 	if label.Empty() && field.Empty() {
 		return nil
 	}
-	return func(obj any) (bool, error) {
-		o, ok := obj.(runtime.Object)
-		if !ok {
-			return false, fmt.Errorf("watch: unexpected object %T", obj)
-		}
-		return s.matches(o, label, field)
-	}
-}
-
-// WatchStart resolves where a watch with opts starts (storage.WatchStart):
-// after revision start, with the state at it first when initial is set.
-func (s *Store) WatchStart(ctx context.Context, opts *metainternalversion.ListOptions) (start uint64, initial bool, err error) {
-	return s.storage.WatchStart(ctx, opts)
+	return func(obj runtime.Object) (bool, error) { return s.matches(obj, label, field) }
 }

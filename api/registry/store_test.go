@@ -116,7 +116,7 @@ func newEnv(t testing.TB) *env {
 		time.Sleep(10 * time.Millisecond)
 	}
 	b := &testBackend{node: node, fsm: f}
-	reg := New(&Config{FreshWait: testFreshWait}, b, CoreResources())
+	reg := newRegistry(t, &storage.Config{FreshWait: testFreshWait}, b, CoreResources())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	ctx = genericapirequest.WithUser(ctx, &user.DefaultInfo{Name: "test-admin", Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}})
@@ -1379,7 +1379,7 @@ func TestStoreList(t *testing.T) {
 		// wait (bounded) until this node has applied its revision, as a
 		// list at resourceVersion N does (DESIGN §5).
 		sb := &waitSignal{testBackend: e.b, waiting: make(chan struct{})}
-		patient := New(&Config{FreshWait: 30 * time.Second}, sb, CoreResources()).Store(sas.GVR)
+		patient := newRegistry(t, &storage.Config{FreshWait: 30 * time.Second}, sb, CoreResources()).Store(sas.GVR)
 		token := storage.EncodeContinue(e.applied()+1, "")
 		stop := make(chan struct{})
 		wrote := make(chan error, 1)
@@ -1597,7 +1597,7 @@ func TestStoreDeleteCollection(t *testing.T) {
 func TestObjectsLargerThanMaxObjectBytesAreRefusedBeforeTheLog(t *testing.T) {
 	e := newEnv(t)
 	e.namespace(t, "ns")
-	sas := New(&Config{FreshWait: testFreshWait, MaxObjectBytes: 4 << 10}, e.b, CoreResources()).
+	sas := newRegistry(t, &storage.Config{FreshWait: testFreshWait, MaxObjectBytes: 4 << 10}, e.b, CoreResources()).
 		Store(schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"})
 	big := map[string]string{"big": strings.Repeat("x", 8<<10)}
 	const msg = "Request entity too large: limit is 4096"
@@ -1634,7 +1634,7 @@ func TestObjectsLargerThanMaxObjectBytesAreRefusedBeforeTheLog(t *testing.T) {
 func TestTooLargeManagedFieldsAreDroppedExceptForApply(t *testing.T) {
 	e := newEnv(t)
 	e.namespace(t, "ns")
-	sas := New(&Config{FreshWait: testFreshWait, MaxObjectBytes: 4 << 10}, e.b, CoreResources()).
+	sas := newRegistry(t, &storage.Config{FreshWait: testFreshWait, MaxObjectBytes: 4 << 10}, e.b, CoreResources()).
 		Store(schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"})
 	withFields := func(name string) *api.ServiceAccount {
 		return &api.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, ManagedFields: []metav1.ManagedFieldsEntry{{
@@ -1655,4 +1655,15 @@ func TestTooLargeManagedFieldsAreDroppedExceptForApply(t *testing.T) {
 		_, err := sas.Create(storage.WithManagedFieldsKept(e.in("ns")), withFields("applied"), false)
 		wantStatus(t, err, apierrors.IsRequestEntityTooLargeError, "413", "Request entity too large: limit is 4096")
 	})
+}
+
+// newRegistry builds the storage layer over b with cfg (nil: defaults)
+// and the registry of resources on it, without admission plugins.
+func newRegistry(t testing.TB, cfg *storage.Config, b storage.Backend, resources []*Resource) *Registry {
+	t.Helper()
+	stor, err := storage.New(cfg, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(stor, resources, nil)
 }

@@ -1,7 +1,7 @@
 // Package storage is the storage layer under the generic registry: the one
 // place that turns Kubernetes reads and writes on keys into fsm reads and
 // Raft proposals. It is shaped like kube's k8s.io/apiserver/pkg/storage
-// (Get, Create, GuaranteedUpdate, Delete, GetList and the start of a Watch,
+// (Get, Create, GuaranteedUpdate, Delete, GetList and Watch,
 // with preconditions, a codec and a predicate handed in), but on fsm.Key
 // rather than etcd key strings, and it hands out shared, immutable decoded
 // objects where kube decodes into a caller's object (see "Why not kube's
@@ -26,9 +26,12 @@
 //   - Compaction: a read at a compacted revision is 410 Gone, with kube's
 //     "inconsistent continue" token when a continued list's revision was
 //     compacted; a watch from before the window is 410 as an ERROR event.
-//   - The start position of a watch (after which revision, and whether the
-//     state at it comes first). Subscribing to the watch cache is still the
-//     api's watch handler's (the next slice moves Watch here).
+//   - Watches: the node's watch cache, which it builds over the fsm's
+//     applied stream (Config.Feed) and alone reads; the start position of
+//     a watch (after which revision, and whether the state at it comes
+//     first); the watch cache decodes through the stores' shared object
+//     cache, so a stored version that is both read and watched is decoded
+//     once and held once.
 //   - Reads and writes on keys (Store: Get, Create, GuaranteedUpdate,
 //     Delete, GetList): the stored encoding (a codec handed in: protobuf of
 //     the external version, without resourceVersion), preconditions with

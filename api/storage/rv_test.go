@@ -47,7 +47,11 @@ func (b *fakeBackend) List(fsm.Prefix, fsm.ListOptions) (fsm.ListResult, error) 
 
 func newTestStorage(applied uint64) (*Storage, *fakeBackend) {
 	b := &fakeBackend{applied: applied}
-	return New(&Config{FreshWait: 10 * time.Millisecond}, b), b
+	s, err := New(&Config{FreshWait: 10 * time.Millisecond}, b)
+	if err != nil {
+		panic(err) // no Feed: New cannot fail
+	}
+	return s, b
 }
 
 // wantStatus checks that err is a Status error with code and, if msg is

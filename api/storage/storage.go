@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubestorage "k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/value"
 
 	"github.com/trustplane/trustplane/fsm"
+	"github.com/trustplane/trustplane/watchcache"
 )
 
 // Backend is what the storage layer needs from the replicated state
@@ -53,6 +56,9 @@ var (
 	// from it (a key missing from the encryption configuration, or a
 	// corrupt value). The message names the key, never the value.
 	ErrAtRest = errors.New("storage: at-rest transformation of a stored value failed")
+	// ErrNoResource: the watch cache met a stored value of a resource no
+	// store was built for (ForResource), so it cannot be decoded.
+	ErrNoResource = errors.New("storage: no store for the stored value's resource")
 )
 
 // Config configures a Storage.
@@ -69,6 +75,15 @@ type Config struct {
 	// proposed. 0 is no bound. The default is etcd's request limit, which
 	// bounds kube-apiserver's objects: 1.5 MiB.
 	MaxObjectBytes int64
+	// Feed is the fsm whose applied stream feeds the node's watch cache,
+	// which the storage layer builds and alone reads (Store.Watch). nil
+	// serves no watches: Watch answers 405, as for a resource without the
+	// verb.
+	Feed *fsm.FSM
+	// Watch configures that watch cache; nil is watchcache.DefaultConfig().
+	// Its Decode is the storage layer's own (the shared decoded objects of
+	// every resource), whatever is set here.
+	Watch *watchcache.Config
 }
 
 // DefaultMaxObjectBytes is etcd's default request limit (--max-request-bytes).
@@ -87,14 +102,59 @@ type Storage struct {
 	transformers value.ResourceTransformers
 	// maxObjectBytes bounds an object's stored encoding; 0 is no bound.
 	maxObjectBytes int64
+	// watches is the node's watch cache; nil when there is no Feed.
+	watches *watchcache.Cache
+
+	// mu guards stores, the resources' storage by group and resource: the
+	// first registered for a group/resource decodes its stored values for
+	// the watch cache (every version of a resource stores one encoding).
+	mu     sync.RWMutex
+	stores map[schema.GroupResource]*Store
 }
 
-// New builds the storage layer over backend. cfg nil means DefaultConfig().
-func New(cfg *Config, backend Backend) *Storage {
+// New builds the storage layer over backend and, given a Feed, the node's
+// watch cache fed from it. cfg nil means DefaultConfig(). It fails only on
+// a watch configuration watchcache refuses.
+func New(cfg *Config, backend Backend) (*Storage, error) {
 	if cfg == nil {
 		cfg = DefaultConfig()
 	}
-	return &Storage{backend: backend, freshWait: cfg.FreshWait, transformers: cfg.Transformers, maxObjectBytes: cfg.MaxObjectBytes}
+	s := &Storage{backend: backend, freshWait: cfg.FreshWait, transformers: cfg.Transformers, maxObjectBytes: cfg.MaxObjectBytes,
+		stores: map[schema.GroupResource]*Store{}}
+	if cfg.Feed != nil {
+		wcfg := watchcache.DefaultConfig()
+		if cfg.Watch != nil {
+			c := *cfg.Watch
+			wcfg = &c
+		}
+		wcfg.Decode = s.decodeShared
+		wc, err := watchcache.New(wcfg, cfg.Feed)
+		if err != nil {
+			return nil, fmt.Errorf("watch cache: %w", err)
+		}
+		s.watches = wc
+	}
+	return s, nil
+}
+
+// Close stops the watch cache: every watch ends.
+func (s *Storage) Close() {
+	if s.watches != nil {
+		s.watches.Close()
+	}
+}
+
+// decodeShared decodes a stored value of any resource into the shared,
+// immutable object of its resource's store (objcache.go), so that a
+// version watched and read is decoded once and held once on this node.
+func (s *Storage) decodeShared(kv *fsm.KV) (any, error) {
+	s.mu.RLock()
+	st := s.stores[schema.GroupResource{Group: kv.Key.Group, Resource: kv.Key.Resource}]
+	s.mu.RUnlock()
+	if st == nil {
+		return nil, fmt.Errorf("%w: %s/%s", ErrNoResource, kv.Key.Group, kv.Key.Resource)
+	}
+	return st.DecodeShared(kv)
 }
 
 // Backend returns the backend the storage layer reads and writes.

@@ -54,9 +54,17 @@ type Store struct {
 }
 
 // ForResource builds the storage of one resource.
+// The first store of a group/resource decodes its values for the watch
+// cache.
 func (s *Storage) ForResource(cfg ResourceConfig) *Store {
-	return &Store{Storage: s, gvr: cfg.GVR, codec: cfg.Codec, convertor: cfg.Convertor, newFunc: cfg.NewFunc,
+	st := &Store{Storage: s, gvr: cfg.GVR, codec: cfg.Codec, convertor: cfg.Convertor, newFunc: cfg.NewFunc,
 		atRest: s.AtRest(cfg.GVR.GroupResource())}
+	s.mu.Lock()
+	if _, ok := s.stores[st.gr()]; !ok {
+		s.stores[st.gr()] = st
+	}
+	s.mu.Unlock()
+	return st
 }
 
 func (s *Store) gr() schema.GroupResource { return s.gvr.GroupResource() }

@@ -28,7 +28,11 @@ var sasGVR = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccoun
 func newStore(t *testing.T) (*storage.Store, *memlog.Log) {
 	t.Helper()
 	l := memlog.New()
-	s := storage.New(&storage.Config{FreshWait: 10 * time.Millisecond}, l).ForResource(storage.ResourceConfig{
+	stor, err := storage.New(&storage.Config{FreshWait: 10 * time.Millisecond}, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := stor.ForResource(storage.ResourceConfig{
 		GVR: sasGVR, Codec: registry.StorageCodec(sasGVR.GroupVersion()), Convertor: registry.Scheme,
 		NewFunc: func() runtime.Object { return &api.ServiceAccount{} },
 	})

@@ -2,12 +2,62 @@ package storage
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/trustplane/trustplane/fsm"
 	"github.com/trustplane/trustplane/watchcache"
 )
+
+// Watch starts a watch of the objects under prefix that match (nil: all),
+// from where opts put it (WatchStart), with the bookmarks opts ask for.
+// The events' objects are the shared decoded objects of this store: the
+// caller must not modify them.
+//
+// Errors are Status errors the caller answers with before any event: 400
+// for a malformed resourceVersion, 503 or 504 when the start cannot be made
+// fresh, 405 when the node serves no watches. But a start older than the
+// watch window is 410 Gone (IsResourceExpired), which kube-apiserver sends
+// as an ERROR event on an accepted stream, not as an HTTP error: the
+// caller must do the same.
+func (s *Store) Watch(ctx context.Context, prefix fsm.Prefix, match Predicate, opts *metainternalversion.ListOptions) (*watchcache.Watcher, error) {
+	if s.watches == nil {
+		return nil, apierrors.NewMethodNotSupported(s.gr(), "watch")
+	}
+	start, initial, err := s.WatchStart(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	wopts := watchcache.WatchOptions{
+		Prefix:           prefix,
+		StartRevision:    start,
+		Initial:          initial,
+		Bookmarks:        opts.AllowWatchBookmarks,
+		InitialEventsEnd: opts.SendInitialEvents != nil && *opts.SendInitialEvents,
+	}
+	if match != nil {
+		wopts.Predicate = func(obj any) (bool, error) {
+			o, ok := obj.(runtime.Object)
+			if !ok {
+				return false, fmt.Errorf("%w: watch cache object is %T", ErrNoResource, obj)
+			}
+			return match(o)
+		}
+	}
+	w, err := s.watches.Watch(ctx, wopts)
+	var tooOld *watchcache.TooOldError
+	switch {
+	case errors.As(err, &tooOld):
+		return nil, WatchTooOld(tooOld)
+	case err != nil:
+		return nil, apierrors.NewInternalError(err)
+	}
+	return w, nil
+}
 
 // WatchStart resolves where a watch with opts starts: after revision start
 // (0: after this node's applied index when the watch begins), with the

@@ -42,58 +42,49 @@ func loopbackConfig(ca *certs.CA, url, user string, groups ...string) (*rest.Con
 	}, nil
 }
 
-// setupAdmission installs kube's admission plugins on the stores they
-// guard and starts the informers they read, over the node's own API at url.
-// authz decides the certificate plugins' signer permissions; without one
-// those plugins are not installed.
-// It runs after the listener is bound and before requests are served; the
-// informers stop with ctx.
-func setupAdmission(ctx context.Context, w *wiring, url string, authz authorizer.Authorizer) error {
-	cfg, err := loopbackConfig(w.ca, url, loopbackUser, "system:masters")
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	factory := informers.NewSharedInformerFactory(client, 0)
+// admissionChain is the node's admission (registry.Admission): each
+// part's steps for a resource, in the order of the parts.
+type admissionChain []registry.Admission
 
-	// ServiceAccount admission for pods: default serviceAccountName, the
-	// account must exist, enforce-mountable-secrets, the projected token
-	// volume. An account missing from the informer is looked up directly.
-	sa := saadmission.NewServiceAccount()
-	sa.SetExternalKubeClientSet(client)
-	sa.SetExternalKubeInformerFactory(factory)
-	if err := sa.ValidateInitialization(); err != nil {
-		return err
+func (c admissionChain) For(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.AdmitFunc {
+	var steps []registry.AdmitFunc
+	for _, a := range c {
+		steps = append(steps, a.For(gvr, kind)...)
 	}
-	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-	w.reg.Store(pods).Admit = admissionhook.Hook(registry.Scheme, pods, pods.GroupVersion().WithKind("Pod"), sa)
-
-	if err := certificateAdmission(w.reg, authz); err != nil {
-		return err
-	}
-
-	go factory.Start(ctx.Done())
-	return nil
+	return steps
 }
 
-// certificateAdmission installs kube's certificate admission plugins: who
-// may approve (approve on signers) and sign (sign on signers) a CSR, no
-// system:masters client certificates through kube-apiserver-client, and who
-// may publish a ClusterTrustBundle for a signer (attest on signers). With
-// no authorizer only the node subject restriction is installed; it always
-// is, so that no CSR can ask for a node identity.
-func certificateAdmission(reg *registry.Registry, authz authorizer.Authorizer) error {
-	nodeSubject := admissionhook.NewNodeSubjectRestriction()
+// plugins are kube's admission plugins the node runs, built before the
+// registry so that its chain is whole from the start (For), and
+// initialised, as kube-apiserver's plugin initialisers do, once the API
+// they read through is bound (start).
+type plugins struct {
+	// sa is ServiceAccount admission for pods: default serviceAccountName,
+	// the account must exist, enforce-mountable-secrets, the projected
+	// token volume. An account missing from its informer is looked up
+	// directly.
+	sa *saadmission.Plugin
+	// csr guards CertificateSigningRequests: no node identity (always),
+	// then, with an authorizer, who may approve and sign for a signer and
+	// no system:masters client certificates through kube-apiserver-client.
+	csr []admission.Interface
+	// ctb guards ClusterTrustBundles: who may publish for a signer.
+	ctb []admission.Interface
+}
+
+var (
+	podsGR = schema.GroupResource{Resource: "pods"}
+	csrGR  = schema.GroupResource{Group: registry.CertificatesGroup, Resource: "certificatesigningrequests"}
+	ctbGR  = schema.GroupResource{Group: registry.CertificatesGroup, Resource: "clustertrustbundles"}
+)
+
+// newAdmission builds the plugins; authz decides the certificate plugins'
+// signer permissions. Without an authorizer only the node subject
+// restriction guards CSRs, so that no CSR can ask for a node identity.
+func newAdmission(authz authorizer.Authorizer) (*plugins, error) {
+	p := &plugins{sa: saadmission.NewServiceAccount(), csr: []admission.Interface{admissionhook.NewNodeSubjectRestriction()}}
 	if authz == nil {
-		for _, st := range reg.Stores() {
-			if st.GVR.Group == registry.CertificatesGroup && st.GVR.Resource == "certificatesigningrequests" {
-				st.Admit = admissionhook.Hook(registry.Scheme, st.GVR, st.GVK(), nodeSubject)
-			}
-		}
-		return nil
+		return p, nil
 	}
 	approve, sign, restrict := approval.NewPlugin(), signing.NewPlugin(), subjectrestriction.NewPlugin()
 	approve.SetAuthorizer(authz)
@@ -102,22 +93,53 @@ func certificateAdmission(reg *registry.Registry, authz authorizer.Authorizer) e
 	attest.SetAuthorizer(authz)
 	gates := featuregate.NewFeatureGate()
 	if err := gates.Add(map[featuregate.Feature]featuregate.FeatureSpec{features.ClusterTrustBundle: {Default: true, PreRelease: featuregate.Beta}}); err != nil {
-		return err
+		return nil, err
 	}
 	attest.InspectFeatureGates(gates)
-	for _, p := range []admission.InitializationValidator{approve, sign, restrict, attest} {
-		if err := p.ValidateInitialization(); err != nil {
-			return err
+	for _, pl := range []admission.InitializationValidator{approve, sign, restrict, attest} {
+		if err := pl.ValidateInitialization(); err != nil {
+			return nil, err
 		}
 	}
-	for _, st := range reg.Stores() {
-		switch {
-		case st.GVR.Group != registry.CertificatesGroup:
-		case st.GVR.Resource == "certificatesigningrequests":
-			st.Admit = admissionhook.Hook(registry.Scheme, st.GVR, st.GVK(), nodeSubject, approve, sign, restrict)
-		case st.GVR.Resource == "clustertrustbundles":
-			st.Admit = admissionhook.Hook(registry.Scheme, st.GVR, st.GVK(), attest)
-		}
+	p.csr = append(p.csr, approve, sign, restrict)
+	p.ctb = []admission.Interface{attest}
+	return p, nil
+}
+
+// For gives each guarded resource its plugins, in every served version.
+func (p *plugins) For(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.AdmitFunc {
+	var list []admission.Interface
+	switch gvr.GroupResource() {
+	case podsGR:
+		list = []admission.Interface{p.sa}
+	case csrGR:
+		list = p.csr
+	case ctbGR:
+		list = p.ctb
+	default:
+		return nil
 	}
+	return []registry.AdmitFunc{admissionhook.Hook(registry.Scheme, gvr, kind, list...)}
+}
+
+// start initialises the plugins that read the API, over the node's own
+// API at url, and starts their informers, which stop with ctx. It runs
+// after the listener is bound and before requests are served.
+func (p *plugins) start(ctx context.Context, ca *certs.CA, url string) error {
+	cfg, err := loopbackConfig(ca, url, loopbackUser, "system:masters")
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	p.sa.SetExternalKubeClientSet(client)
+	p.sa.SetExternalKubeInformerFactory(factory)
+	if err := p.sa.ValidateInitialization(); err != nil {
+		return err
+	}
+	go factory.Start(ctx.Done())
 	return nil
 }

@@ -9,13 +9,12 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/trustplane/trustplane/api/storage"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apiserver/pkg/apis/apiserver"
 	apiserverinstall "k8s.io/apiserver/pkg/apis/apiserver/install"
 	"k8s.io/apiserver/pkg/server/options/encryptionconfig"
-
-	"github.com/trustplane/trustplane/api/registry"
 )
 
 // atRestFlags are the data-at-rest flags of serve.
@@ -29,10 +28,10 @@ func (f *atRestFlags) register(fs *flag.FlagSet) {
 		"kube-apiserver's EncryptionConfiguration (apiserver.config.k8s.io/v1) for Secrets and the token signing keys: providers aescbc, aesgcm, secretbox, identity (no KMS); every node must be given the same file")
 }
 
-// registryConfig is the registry's configuration: kube's defaults, with
-// the transformers the encryption configuration asks for.
-func (f *atRestFlags) registryConfig() (*registry.Config, error) {
-	cfg := registry.DefaultConfig()
+// storageConfig is the storage layer's configuration: kube's defaults,
+// with the transformers the encryption configuration asks for.
+func (f *atRestFlags) storageConfig() (*storage.Config, error) {
+	cfg := storage.DefaultConfig()
 	if f.encryptionConfig == "" {
 		return cfg, nil
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/trustplane/trustplane/api"
 	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/cluster"
 	"github.com/trustplane/trustplane/watchcache"
 )
@@ -71,7 +72,7 @@ func (l *limitFlags) validate() error {
 	return nil
 }
 
-// setAPI, registryConfig, setCluster and setWatchCache copy the limits
+// setAPI, setStorage, setCluster and setWatchCache copy the limits
 // into the components' configs.
 func (l *limitFlags) setAPI(a *api.Config) {
 	a.MaxRequestsInFlight = l.maxRequestsInFlight
@@ -82,11 +83,7 @@ func (l *limitFlags) setAPI(a *api.Config) {
 	a.HandshakeTimeout = l.handshakeTimeout
 }
 
-func (l *limitFlags) registryConfig() *registry.Config {
-	r := registry.DefaultConfig()
-	r.MaxObjectBytes = int64(l.maxObjectBytes)
-	return r
-}
+func (l *limitFlags) setStorage(s *storage.Config) { s.MaxObjectBytes = int64(l.maxObjectBytes) }
 
 func (l *limitFlags) setCluster(c *cluster.Config) {
 	c.MaxPendingHandshakes = l.raftMaxPendingHandshakes

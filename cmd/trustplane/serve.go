@@ -23,6 +23,7 @@ import (
 	"github.com/trustplane/trustplane/api"
 	"github.com/trustplane/trustplane/api/authn"
 	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/certs"
 	"github.com/trustplane/trustplane/cluster"
 	"github.com/trustplane/trustplane/fsm"
@@ -172,7 +173,7 @@ func serve(args []string) error {
 	slog.SetDefault(log)
 
 	privateFiles() // data at rest (atrest.go): 0600 files, 0700 directories
-	regCfg, err := o.atRest.registryConfig()
+	scfg, err := o.atRest.storageConfig()
 	if err != nil {
 		return err
 	}
@@ -255,26 +256,33 @@ func serve(args []string) error {
 		return err
 	}
 	resources := append(append(registry.CoreResources(), authzResources()...), certificateResources(rc)...)
-	regCfg.MaxObjectBytes = o.limits.registryConfig().MaxObjectBytes
-	reg := registry.New(regCfg, back, resources)
+	o.limits.setStorage(scfg)
+	scfg.Feed = f
+	scfg.Watch = watchcache.DefaultConfig()
+	scfg.Watch.Window = o.watchWindow
+	o.limits.setWatchCache(scfg.Watch)
+	stor, err := storage.New(scfg, back)
+	if err != nil {
+		return err
+	}
+	defer stor.Close()
+	az, err := setupAuthz(f, stor, log)
+	if err != nil {
+		return err
+	}
+	adm, err := newAdmission(az.authorizer)
+	if err != nil {
+		return fmt.Errorf("admission: %w", err)
+	}
+	reg := registry.New(stor, resources, admissionChain{az.authorizer, adm})
 	wired := &wiring{opts: o, log: log, ca: ca, pki: pki, caDir: caDir, node: node, fsm: f, reg: reg, back: back, rc: rc}
 	ident, err := setupIdentity(wired)
 	if err != nil {
 		return err
 	}
-	az, err := setupAuthz(wired)
-	if err != nil {
+	if err := az.register(reg); err != nil {
 		return err
 	}
-	wcfg := watchcache.DefaultConfig()
-	wcfg.Window = o.watchWindow
-	wcfg.Decode = reg.Decode
-	o.limits.setWatchCache(wcfg)
-	wc, err := watchcache.New(wcfg, f)
-	if err != nil {
-		return fmt.Errorf("watch cache: %w", err)
-	}
-	defer wc.Close()
 	var bootstrapped, shuttingDown atomic.Bool
 	port, _ := strconv.Atoi(listenPort)
 
@@ -337,7 +345,6 @@ func serve(args []string) error {
 	acfg.Paths = ident.paths
 	acfg.Actions = ident.actions
 	acfg.Authorizer = az.authorizer
-	acfg.Watch = wc
 	if o.multiNode() {
 		acfg.Forward = &api.ForwardConfig{
 			Leadership:    node,
@@ -354,7 +361,7 @@ func serve(args []string) error {
 	}
 	admissionCtx, stopAdmission := context.WithCancel(context.Background())
 	defer stopAdmission()
-	if err := setupAdmission(admissionCtx, wired, apiURL(srv.Addr().String(), listenHost), az.authorizer); err != nil {
+	if err := adm.start(admissionCtx, ca, apiURL(srv.Addr().String(), listenHost)); err != nil {
 		return fmt.Errorf("admission: %w", err)
 	}
 	serveErr := make(chan error, 1)

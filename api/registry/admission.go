@@ -1,0 +1,52 @@
+package registry
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// AdmitFunc is one admission step of a write: it runs on create (old nil)
+// before the strategy prepares and validates the object, and on update
+// after the new object is computed, before the strategy runs. It may
+// mutate obj (ServiceAccount admission for pods) or refuse the write with
+// a Status error (RBAC escalation checks). It runs on the leader, inside
+// the optimistic update loop, so it must be safe to run more than once.
+type AdmitFunc func(ctx context.Context, obj, old runtime.Object) error
+
+// Admission is the node's admission chain, handed to the registry when it
+// is built (New).
+type Admission interface {
+	// For returns the steps that guard writes of gvr (whose objects are
+	// kind), in the order they
+	// run, after the resource's own Resource.Admit. The registry asks once
+	// per store, when it builds it, so a resource's chain is fixed before
+	// the first request: a plugin is added by listing it in the chain, and
+	// can never replace another's step.
+	For(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []AdmitFunc
+}
+
+// chain is the admission of one store: the resource's own rule, then the
+// node's plugins for it.
+func chain(res *Resource, adm Admission) []AdmitFunc {
+	var steps []AdmitFunc
+	if res.Admit != nil {
+		steps = append(steps, res.Admit)
+	}
+	if adm != nil {
+		steps = append(steps, adm.For(res.GVR, res.GVK())...)
+	}
+	return steps
+}
+
+// admitWrite runs the store's admission chain on obj; the first refusal
+// ends it.
+func (s *Store) admitWrite(ctx context.Context, obj, old runtime.Object) error {
+	for _, admit := range s.chain {
+		if err := admit(ctx, obj, old); err != nil {
+			return err
+		}
+	}
+	return nil
+}
