@@ -22,7 +22,9 @@ import (
 // stepsFor is an Admission that gives each resource the steps listed for it.
 type stepsFor map[schema.GroupVersionResource][]AdmitFunc
 
-func (a stepsFor) For(gvr schema.GroupVersionResource, _ schema.GroupVersionKind) []AdmitFunc { return a[gvr] }
+func (a stepsFor) For(gvr schema.GroupVersionResource, _ schema.GroupVersionKind) []AdmitFunc {
+	return a[gvr]
+}
 
 func TestAdmissionChain(t *testing.T) {
 	sasGVR := schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
