@@ -36,6 +36,11 @@ type Config struct {
 	// until cleanup, so that every workload runs against a store of that
 	// size; 0: none.
 	Objects int
+	// Keep leaves what the run created (its namespaces, with the Objects
+	// fill, and its CSRs) in place instead of deleting it at the end, so
+	// that a store of a known size can be measured afterwards (a snapshot,
+	// a new node's catch-up). The run's label (RunLabel) finds it later.
+	Keep bool
 	// Watchers is the number of watches of the watch workload, and
 	// WatchRate the writes per second its writer makes (0: as fast as one
 	// writer can).

@@ -78,7 +78,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if len(failed) > 0 {
 		errs = append(errs, fmt.Errorf("%w: %s had no successful operation", ErrWorkloadFailed, strings.Join(failed, ", ")))
 	}
-	if err := cleanup(e); err != nil {
+	if cfg.Keep {
+		e.prog.logf("keeping what the run created (--keep): namespaces labelled %s=%s", RunLabel, e.runID)
+	} else if err := cleanup(e); err != nil {
 		errs = append(errs, err)
 	}
 	return res, errors.Join(errs...)

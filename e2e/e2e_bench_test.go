@@ -172,6 +172,45 @@ func fieldsOf(out, first string) []string {
 	return nil
 }
 
+// TestBenchKeep checks that --keep leaves the fill in place, labelled
+// with the run, so that a store of a known size can be measured after the
+// run (the scale script's snapshot and catch-up phases).
+func TestBenchKeep(t *testing.T) {
+	n := startNode(t)
+	stdout, stderr, err := runBench(t, 2*time.Minute, "bench", "--kubeconfig", n.kubeconfigPath(),
+		"--workloads", "get", "--duration", "1s", "--clients", "2", "--objects", "9", "--keep")
+	if err != nil {
+		t.Fatalf("trustplane bench --keep: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+	}
+	cs := n.clientset()
+	ctx := context.Background()
+	nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: bench.RunLabel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := 0
+	for _, ns := range nss.Items {
+		if ns.DeletionTimestamp != nil {
+			t.Errorf("namespace %s is being deleted", ns.Name)
+		}
+		cms, err := cs.CoreV1().ConfigMaps(ns.Name).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cm := range cms.Items {
+			if strings.HasPrefix(cm.Name, "fill-") {
+				kept++
+			}
+		}
+	}
+	if kept != 3 {
+		t.Fatalf("%d fill ConfigMaps are left in the run's namespaces %v, want 3 of the 9 objects\nstderr:\n%s", kept, nss.Items, stderr)
+	}
+	if !strings.Contains(stderr, "--keep") {
+		t.Errorf("the run does not say what it kept:\n%s", stderr)
+	}
+}
+
 // TestBenchFailingWorkload checks that a workload without one successful
 // operation makes the command exit non-zero while the others are still
 // reported: without controllers no signer issues the CSRs.

@@ -71,6 +71,7 @@ func benchFlags(args []string) (bench.Config, string, error) {
 	fs.IntVar(&cfg.ListSize, "list-size", cfg.ListSize, "ConfigMaps seeded once for the list workloads")
 	fs.IntVar(&cfg.ListPageSize, "list-page-size", cfg.ListPageSize, "limit of each page of list-paged (and of mixed's list page)")
 	fs.IntVar(&cfg.Objects, "objects", cfg.Objects, "objects (ServiceAccounts, ConfigMaps and Secrets, 1 KiB each) stored before the first workload and kept until cleanup, so that the workloads run against a store of that size; the fill is reported as workload \"fill\" and bounded by --setup-timeout")
+	fs.BoolVar(&cfg.Keep, "keep", cfg.Keep, "leave what the run created (its namespaces with the --objects fill, its CSRs) instead of deleting it, to measure a store of that size afterwards (snapshot, catch-up); it carries the run's label")
 	fs.IntVar(&cfg.Watchers, "watchers", cfg.Watchers, "watches of the watch workload, each with its own connection")
 	fs.Float64Var(&cfg.WatchRate, "watch-rate", cfg.WatchRate, "writes per second of the watch workload's writer (0: as fast as it can)")
 	fs.BoolVar(&cfg.Protobuf, "protobuf", cfg.Protobuf, "speak application/vnd.kubernetes.protobuf instead of JSON")
