@@ -22,7 +22,8 @@ type PlotSpec struct {
 	// X is the name of a bench flag every result recorded.
 	X string
 	// Y are metrics as WORKLOAD:METRIC, METRIC one of ops (ops/s), p50,
-	// p90, p99 (milliseconds), cpu (server CPU ms per operation).
+	// p90, p99 (milliseconds), cpu (server CPU ms per operation), rss
+	// (the servers' resident memory at the end of the workload, MiB).
 	Y []string
 	// LogX and LogY use a log10 axis (for 10k, 100k, 1M).
 	LogX, LogY bool
@@ -51,6 +52,8 @@ func metricValue(w WorkloadResult, metric string) (float64, bool) {
 		return w.Latency.P99Ms, true
 	case "cpu":
 		return w.ServerCPUPerOpMs, true
+	case "rss":
+		return float64(w.ServerRSSBytes) / (1 << 20), true
 	}
 	return 0, false
 }
@@ -62,6 +65,8 @@ func metricUnit(metric string) string {
 		return "ops/s"
 	case "cpu":
 		return "server CPU ms/op"
+	case "rss":
+		return "server RSS MiB"
 	}
 	return metric + " ms"
 }

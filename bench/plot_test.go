@@ -152,3 +152,18 @@ func TestTickLabel(t *testing.T) {
 		}
 	}
 }
+
+func TestPlotRSSInMiB(t *testing.T) {
+	w := wl("get", 4000, 1, 9)
+	w.ServerRSSBytes = 300 << 20
+	got, err := PlotSeries(PlotSpec{X: "objects", Y: []string{"get:rss"}}, []*Result{scaled(true, 1, "10000", w)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || len(got[0].Points) != 1 || got[0].Points[0] != (Point{10000, 300}) {
+		t.Fatalf("series %+v, want one point at (10000, 300 MiB)", got)
+	}
+	if u := metricUnit("rss"); u != "server RSS MiB" {
+		t.Fatalf("unit %q", u)
+	}
+}

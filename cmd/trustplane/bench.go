@@ -160,7 +160,7 @@ func benchPlot(args []string) error {
 	var spec bench.PlotSpec
 	var ys listFlag
 	fs.StringVar(&spec.X, "x", "objects", "the bench flag on the x axis (objects, watchers, list-size, clients, ...)")
-	fs.Var(&ys, "y", "WORKLOAD:METRIC on the y axis, METRIC one of ops, p50, p90, p99, cpu (server CPU ms per op); repeat for more lines")
+	fs.Var(&ys, "y", "WORKLOAD:METRIC on the y axis, METRIC one of ops, p50, p90, p99, cpu (server CPU ms per op), rss (server RSS MiB at the end of the workload); repeat for more lines")
 	fs.BoolVar(&spec.LogX, "log-x", false, "log10 x axis")
 	fs.BoolVar(&spec.LogY, "log-y", false, "log10 y axis")
 	fs.StringVar(&spec.Title, "title", "", "the plot's title")
