@@ -11,7 +11,7 @@ PKGS     := ./...
 # build cache. Only the race detector needs cgo; its tests turn it back on.
 export CGO_ENABLED ?= 0
 
-.PHONY: all build image run cluster cluster-stop reference reference-build reference-stop compare test test-unit test-e2e test-failpoints test-deploy deploy-prebuild lint bench fuzz chaos chaos-short chaos-bin clean
+.PHONY: all build image run cluster cluster-stop reference reference-build reference-stop compare scale test test-unit test-e2e test-failpoints test-deploy deploy-prebuild lint bench fuzz chaos chaos-short chaos-bin clean
 
 all: build
 
@@ -60,6 +60,14 @@ reference-stop:
 # make test; it needs both at rest to be fair, so nothing else should run.
 compare: build reference-build
 	scripts/compare.sh
+
+# scale measures how costs grow with the work (scripts/scale.sh): creates,
+# gets and memory against objects stored (OBJECTS), list time against list
+# size (LIST_SIZES), watch delivery against watchers (WATCHERS), snapshot,
+# restore and a new node's catch-up at the largest store; SVG plots and JSON
+# in SCALE_DIR. Outside make test: the default sizes take about an hour.
+scale: build
+	scripts/scale.sh
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
