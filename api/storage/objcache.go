@@ -3,6 +3,7 @@ package storage
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -97,6 +98,23 @@ func (s *Store) DecodeShared(kv *fsm.KV) (runtime.Object, error) {
 	}
 	c.put(kv, obj, s.liveRevision)
 	return obj, nil
+}
+
+// Unshared returns a shallow copy of a shared decoded object (a new top-level
+// struct whose fields still point into the shared one), for handing to an
+// encoder: kube's versioning codec sets the GroupVersionKind of the object
+// it encodes and restores it afterwards, a write to the top level only, and
+// conversion and serialization read everything below it. Anything that
+// changes a field below the top level (metadata included) needs a deep
+// copy instead.
+func Unshared(obj runtime.Object) runtime.Object {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return obj.DeepCopyObject()
+	}
+	c := reflect.New(v.Elem().Type())
+	c.Elem().Set(v.Elem())
+	return c.Interface().(runtime.Object)
 }
 
 // Decode turns a stored value into an internal object carrying its
