@@ -34,12 +34,17 @@ type objCache struct {
 }
 
 // cachedObj is one decoded stored version and, computed on first use, its
-// JSON as an item of a list (external version, no kind or apiVersion).
+// encodings as an item of a list in the external version: JSON (no kind or
+// apiVersion) and protobuf (the message alone, as a list's items field
+// holds it).
 type cachedObj struct {
 	obj      runtime.Object
 	jsonOnce sync.Once
 	json     []byte
 	jsonErr  error
+	pbOnce   sync.Once
+	pb       []byte
+	pbErr    error
 }
 
 // minSweepAt is the size below which the cache is never swept.
@@ -152,18 +157,27 @@ func (s *Store) liveRevision(key fsm.Key) (uint64, bool) {
 	return kv.ModRevision, true
 }
 
+// entryFor returns kv's cache entry, decoding kv if it is not cached.
+func (s *Store) entryFor(kv *fsm.KV) (*cachedObj, error) {
+	if e := s.objs.entry(kv); e != nil {
+		return e, nil
+	}
+	if _, err := s.DecodeShared(kv); err != nil {
+		return nil, err
+	}
+	if e := s.objs.entry(kv); e != nil {
+		return e, nil
+	}
+	return nil, fmt.Errorf("object cache lost %s", kv.Key)
+}
+
 // ItemJSON is kv's JSON as an item of a list in the resource's external
 // version: what the JSON serializer writes for it inside the list, computed
 // once per stored version and shared: it must not be modified.
 func (s *Store) ItemJSON(kv *fsm.KV) ([]byte, error) {
-	e := s.objs.entry(kv)
-	if e == nil {
-		if _, err := s.DecodeShared(kv); err != nil {
-			return nil, err
-		}
-		if e = s.objs.entry(kv); e == nil {
-			return nil, fmt.Errorf("object cache lost %s", kv.Key)
-		}
+	e, err := s.entryFor(kv)
+	if err != nil {
+		return nil, err
 	}
 	e.jsonOnce.Do(func() {
 		out, err := s.convertor.ConvertToVersion(e.obj, s.gvr.GroupVersion())
@@ -176,4 +190,29 @@ func (s *Store) ItemJSON(kv *fsm.KV) ([]byte, error) {
 		e.json, e.jsonErr = json.Marshal(out)
 	})
 	return e.json, e.jsonErr
+}
+
+// ItemProtobuf is kv's protobuf message in the resource's external version,
+// as a list's items field holds it (kube's generated Marshal, which writes
+// no kind or apiVersion), computed once per stored version and shared: it
+// must not be modified.
+func (s *Store) ItemProtobuf(kv *fsm.KV) ([]byte, error) {
+	e, err := s.entryFor(kv)
+	if err != nil {
+		return nil, err
+	}
+	e.pbOnce.Do(func() {
+		out, err := s.convertor.ConvertToVersion(e.obj, s.gvr.GroupVersion())
+		if err != nil {
+			e.pbErr = err
+			return
+		}
+		m, ok := out.(interface{ Marshal() ([]byte, error) })
+		if !ok {
+			e.pbErr = fmt.Errorf("%T has no protobuf encoding", out)
+			return
+		}
+		e.pb, e.pbErr = m.Marshal()
+	})
+	return e.pb, e.pbErr
 }
