@@ -131,7 +131,7 @@ func TestSharedObjectsNotModified(t *testing.T) {
 						if name == "partialList" {
 							return
 						}
-						rec := serve(s, p+"?watch=true&resourceVersion=0&allowWatchBookmarks=true", accept, 300*time.Millisecond)
+						rec := serve(s, p+"?watch=true&resourceVersion=0&allowWatchBookmarks=true", accept, 2*time.Second)
 						if rec.Code != http.StatusOK && rec.Code != http.StatusNotAcceptable {
 							errs <- fmt.Errorf("round %d: watch %s as %s: %d %s", round, p, name, rec.Code, rec.Body.String())
 						} else if body := rec.Body.String(); rec.Code == http.StatusOK && (strings.Contains(body, `"ERROR"`) || !strings.Contains(body, "ADDED")) {
