@@ -111,7 +111,7 @@ var (
 // before each input.
 func newFuzzEnv(tb testing.TB) *fuzzEnv {
 	tb.Helper()
-	fuzzEnvOnce.Do(func() { fuzzEnvVal, fuzzEnvErr = buildFuzzEnv() })
+	fuzzEnvOnce.Do(func() { fuzzEnvVal, fuzzEnvErr = buildFuzzEnv(false) })
 	if fuzzEnvErr != nil {
 		tb.Fatal(fuzzEnvErr)
 	}
@@ -119,10 +119,16 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 	return fuzzEnvVal
 }
 
-func buildFuzzEnv() (*fuzzEnv, error) {
+// buildFuzzEnv builds the harness; with watches, the storage layer has a
+// watch cache fed from the fsm.
+func buildFuzzEnv(watches bool) (*fuzzEnv, error) {
 	l := &memLog{f: fsm.New()}
 	resources := append(append(registry.CoreResources(), registry.RBACResources()...), registry.CertificateResources("v1beta1")...)
-	stor, err := storage.New(&storage.Config{FreshWait: 20 * time.Millisecond}, l)
+	scfg := &storage.Config{FreshWait: 20 * time.Millisecond}
+	if watches {
+		scfg.Feed = l.f
+	}
+	stor, err := storage.New(scfg, l)
 	if err != nil {
 		return nil, err
 	}

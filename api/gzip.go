@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -71,6 +72,21 @@ func serializeObject(mediaType string, encoder runtime.Encoder, hw http.Response
 	w.Close()
 }
 
+// writeSized writes a response body of a known size from body, compressed
+// as serializeObject would compress the same bytes (the size alone decides,
+// so the body can be written in chunks, straight to the connection or the
+// compressor, without being buffered whole first).
+func writeSized(mediaType string, hw http.ResponseWriter, req *http.Request, code, size int, body io.WriterTo) {
+	w := &compressingWriter{mediaType: mediaType, code: code, gzip: acceptsGzip(req), hw: hw}
+	w.start(size)
+	if _, err := body.WriteTo(w.w); err != nil {
+		utilruntime.HandleError(fmt.Errorf("unable to write a response: %w", err))
+	}
+	if err := w.Close(); err != nil {
+		utilruntime.HandleError(fmt.Errorf("unable to close the response writer cleanly: %w", err))
+	}
+}
+
 // acceptsGzip reports whether the response may be compressed.
 func acceptsGzip(req *http.Request) bool {
 	enc := req.Header.Get("Accept-Encoding")
@@ -123,13 +139,19 @@ func (w *compressingWriter) Write(p []byte) (int, error) {
 
 // write writes p, first choosing the encoding and writing the header.
 func (w *compressingWriter) write(p []byte) (int, error) {
-	if w.written {
-		return w.w.Write(p)
+	if !w.written {
+		w.start(len(p))
 	}
+	return w.w.Write(p)
+}
+
+// start chooses the encoding for a body of size bytes and writes the
+// header; the body then goes to w.w.
+func (w *compressingWriter) start(size int) {
 	w.written = true
 	h := w.hw.Header()
 	w.w = w.hw
-	if w.gzip && len(p) > gzipThreshold {
+	if w.gzip && size > gzipThreshold {
 		h.Set("Content-Encoding", "gzip")
 		h.Add("Vary", "Accept-Encoding")
 		w.gz = gzipPool.Get().(*gzip.Writer)
@@ -138,7 +160,6 @@ func (w *compressingWriter) write(p []byte) (int, error) {
 	}
 	h.Set("Content-Type", w.mediaType)
 	w.hw.WriteHeader(w.code)
-	return w.w.Write(p)
 }
 
 // Close flushes what is buffered and ends the gzip stream.

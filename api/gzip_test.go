@@ -160,3 +160,72 @@ type discardWriter struct{ h http.Header }
 func (d *discardWriter) Header() http.Header         { return d.h }
 func (d *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (d *discardWriter) WriteHeader(int)             {}
+
+// chunks is a body of known size written in pieces (ListJSON.WriteTo).
+type chunks [][]byte
+
+func (c chunks) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	for _, p := range c {
+		m, err := w.Write(p)
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func (c chunks) size() int { return len(bytes.Join(c, nil)) }
+
+// TestWriteSizedMatchesKube: a body of known size written in chunks
+// (the list path) reaches the client as kube's SerializeObject sends the
+// same bytes encoded in one piece: status, headers, decompressed body; the
+// size alone decides compression, at kube's threshold.
+func TestWriteSizedMatchesKube(t *testing.T) {
+	piece := []byte(`{"metadata":{"name":"x"},"data":{"k":"vvvvvvvvvvvvvvvv"}},`)
+	many := func(n int) chunks {
+		c := chunks{[]byte(`{"items":[`)}
+		for range n {
+			c = append(c, piece)
+		}
+		return append(c, []byte(`{}]}`+"\n"))
+	}
+	atThreshold := chunks{bytes.Repeat([]byte("x"), gzipThreshold)}
+	for _, tc := range []struct {
+		name     string
+		body     chunks
+		accept   string
+		gateOff  bool
+		wantGzip bool
+	}{
+		{"small, gzip accepted", many(3), "gzip", false, false},
+		{"large, gzip accepted", many(5000), "gzip", false, true},
+		{"at the threshold exactly", atThreshold, "gzip", false, false},
+		{"one byte past the threshold", append(atThreshold, []byte("y")), "gzip", false, true},
+		{"large, no Accept-Encoding", many(5000), "", false, false},
+		{"large, APIResponseCompression off", many(5000), "gzip", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.gateOff {
+				featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.APIResponseCompression, false)
+			}
+			ours := respond(t, func(w http.ResponseWriter, r *http.Request) {
+				writeSized("application/json", w, r, http.StatusOK, tc.body.size(), tc.body)
+			}, tc.accept)
+			whole := chunkEncoder{chunks: [][]byte{bytes.Join(tc.body, nil)}}
+			kube := respond(t, func(w http.ResponseWriter, r *http.Request) {
+				responsewriters.SerializeObject("application/json", whole, w, r, http.StatusOK, nil)
+			}, tc.accept)
+			if ours.code != kube.code || ours.contentType != kube.contentType || ours.encoding != kube.encoding || ours.vary != kube.vary {
+				t.Fatalf("ours: %d %q %q %q; kube's: %d %q %q %q", ours.code, ours.contentType, ours.encoding, ours.vary, kube.code, kube.contentType, kube.encoding, kube.vary)
+			}
+			if !bytes.Equal(ours.body, kube.body) {
+				t.Fatalf("bodies differ: ours %d bytes, kube's %d", len(ours.body), len(kube.body))
+			}
+			if (ours.encoding == "gzip") != tc.wantGzip {
+				t.Fatalf("gzip %q, want compressed=%v", ours.encoding, tc.wantGzip)
+			}
+		})
+	}
+}

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"io"
 	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 
 	"github.com/trustplane/trustplane/api/registry"
-	"github.com/trustplane/trustplane/fsm"
 )
 
 // restrictions says which output transformations resource endpoints accept,
@@ -88,37 +86,46 @@ func (s *Server) writeObject(w http.ResponseWriter, req *http.Request, out *outp
 	serializeObject(out.info.MediaType, encoder, w, req, code, obj)
 }
 
-// plainJSON is the JSON serializer a request gets unless it asks for pretty
-// output.
-var plainJSON = func() runtime.Serializer {
-	info, _ := runtime.SerializerInfoForMediaType(registry.Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
-	return info.Serializer
+// plainJSON and plainProtobuf are the serializers a request gets for JSON
+// (unless it asks for pretty output) and for protobuf.
+var plainJSON, plainProtobuf = func() (runtime.Serializer, runtime.Serializer) {
+	j, _ := runtime.SerializerInfoForMediaType(registry.Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
+	p, _ := runtime.SerializerInfoForMediaType(registry.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	return j.Serializer, p.Serializer
 }()
 
-// writeList writes a list. Plain JSON, the common case for large lists, is
-// written from each item's cached JSON (registry.Store.WriteListJSON), byte
-// for byte what the codec would write; every other format goes through
-// writeObject.
-func (s *Server) writeList(w http.ResponseWriter, req *http.Request, format *output, st *registry.Store, list runtime.Object, kvs []*fsm.KV) {
-	if format.mt.Convert != nil || format.info.Serializer != plainJSON || len(kvs) == 0 {
+// writeList writes a page of a list. JSON and protobuf, what clients ask
+// for large lists, are written from each item's cached encoding
+// (registry.ListBody), byte for byte what the codec would write, in pooled
+// chunks straight to the connection or the compressor, without building
+// the typed list; every other format (YAML, pretty JSON, Table,
+// PartialObjectMetadataList) builds the list and goes through writeObject.
+func (s *Server) writeList(w http.ResponseWriter, req *http.Request, format *output, st *registry.Store, page *registry.ListPage) {
+	var body func() (*registry.ListBody, error)
+	if format.mt.Convert == nil && page.Len() > 0 {
+		switch format.info.Serializer {
+		case plainJSON:
+			body = page.JSON
+		case plainProtobuf:
+			body = page.Protobuf
+		}
+	}
+	if body == nil {
+		list, err := page.Object()
+		if err != nil {
+			s.writeError(w, req, err)
+			return
+		}
 		s.writeObject(w, req, format, http.StatusOK, st, list)
 		return
 	}
-	serializeObject(format.info.MediaType, cachedListEncoder{st: st, kvs: kvs}, w, req, http.StatusOK, list)
+	b, err := body()
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	writeSized(format.info.MediaType, w, req, http.StatusOK, b.Size(), b)
 }
-
-// cachedListEncoder adapts Store.WriteListJSON to the response writer, which
-// also handles gzip.
-type cachedListEncoder struct {
-	st  *registry.Store
-	kvs []*fsm.KV
-}
-
-func (e cachedListEncoder) Encode(obj runtime.Object, w io.Writer) error {
-	return e.st.WriteListJSON(w, obj, e.kvs)
-}
-
-func (e cachedListEncoder) Identifier() runtime.Identifier { return "trustplane-cached-list-json" }
 
 func transform(req *http.Request, st *registry.Store, obj runtime.Object, target *schema.GroupVersionKind) (runtime.Object, error) {
 	switch target.Kind {

@@ -66,12 +66,12 @@ func (s *Server) list(w http.ResponseWriter, req *http.Request, st *registry.Sto
 		s.watch(w, req, st, format, opts)
 		return
 	}
-	out, kvs, err := st.ListVersions(req.Context(), opts)
+	page, err := st.ListPage(req.Context(), opts)
 	if err != nil {
 		s.writeError(w, req, err)
 		return
 	}
-	s.writeList(w, req, format, st, out, kvs)
+	s.writeList(w, req, format, st, page)
 }
 
 // listOptions decodes and validates list parameters as kube-apiserver does,

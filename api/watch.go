@@ -17,6 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 
 	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/watchcache"
 )
 
@@ -213,8 +214,9 @@ func (ww *watchWriter) object(ev watchcache.Event) (runtime.Object, error) {
 			return nil, err
 		}
 		m.SetResourceVersion(rv)
+		return obj, nil
 	}
-	return obj, nil
+	return storage.Unshared(obj), nil // encoders set its kind
 }
 
 // transform renders an event's object as the client asked (a one-row Table

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"runtime"
 	"strings"
@@ -759,7 +760,10 @@ func TestWatcherEnds(t *testing.T) {
 	}
 }
 
-func TestDecodeOncePerChange(t *testing.T) {
+// TestDecodeNotHeld: the window holds no decoded objects. Events nobody
+// looks at are never decoded, and every Object call asks Config.Decode (the
+// storage layer's shared cache in production) instead of a copy of its own.
+func TestDecodeNotHeld(t *testing.T) {
 	h := newHarness(t)
 	var mu sync.Mutex
 	calls := map[uint64]int{}
@@ -771,26 +775,44 @@ func TestDecodeOncePerChange(t *testing.T) {
 			return string(kv.Value), nil
 		}
 	})
-	pass := func(any) (bool, error) { return true, nil }
+	count := func() map[uint64]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(calls)
+	}
 	var ws []*Watcher
 	for range 20 {
-		ws = append(ws, watch(t, c, WatchOptions{Prefix: pods, Predicate: pass}))
+		ws = append(ws, watch(t, c, WatchOptions{Prefix: pods}))
 	}
 	h.put(pod("a", "p"), "1")
 	h.put(pod("a", "p"), "2")
+	var evs []Event
 	for _, w := range ws {
-		for _, ev := range []Event{recv(t, w), recv(t, w)} {
-			if _, err := ev.Object(); err != nil {
-				t.Fatal(err)
-			}
+		evs = append(evs, recv(t, w), recv(t, w))
+	}
+	if n := count(); len(n) != 0 {
+		t.Fatalf("events delivered without a predicate were decoded: %v", n)
+	}
+	for _, ev := range evs[:2] {
+		obj, err := ev.Object()
+		if err != nil || obj != string(ev.KV.Value) {
+			t.Fatalf("Object() = %v, %v; want %q", obj, err, ev.KV.Value)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	// Revision 1 is decoded as event 1's object and as event 2's previous
-	// version (two items), revision 2 once.
-	if calls[1] != 2 || calls[2] != 1 {
-		t.Fatalf("decode calls per revision = %v", calls)
+	if prev, err := evs[1].PrevObject(); err != nil || prev != "1" {
+		t.Fatalf("PrevObject() = %v, %v; want \"1\"", prev, err)
+	}
+	if n := count(); n[1] != 2 || n[2] != 1 {
+		t.Fatalf("decode calls per revision = %v, want one per Object call", n)
+	}
+	// A watcher with a predicate decodes the new and the previous version
+	// of each change it filters, through Decode each time.
+	pass := func(any) (bool, error) { return true, nil }
+	w := watch(t, c, WatchOptions{Prefix: pods, Predicate: pass})
+	h.put(pod("a", "p"), "3")
+	recv(t, w)
+	if n := count(); n[2] != 2 || n[3] != 1 {
+		t.Fatalf("decode calls per revision = %v, want the predicate's two", n)
 	}
 }
 

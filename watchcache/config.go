@@ -23,8 +23,7 @@ type Config struct {
 	// stored encodings each event keeps alive (the new and the previous
 	// version) plus a fixed overhead per event (eventOverhead). Large
 	// objects written in a burst cannot grow a node's memory past it. The
-	// oldest go first. Decoded objects, made lazily for watchers, are not
-	// counted.
+	// oldest go first. The window holds no decoded objects (Decode).
 	MaxBytes int64
 	// BookmarkInterval is how often a watcher that asked for bookmarks gets
 	// one at the node's applied index, writes or not (idle progress).
@@ -39,9 +38,14 @@ type Config struct {
 	// inject k8s.io/utils/clock/testing.FakeClock so they never sleep.
 	Clock clock.Clock
 	// Decode turns a stored value into the object that predicates and the
-	// api see. It is called at most once per stored version an event
-	// carries, and the result is shared by every watcher, so it must not be
-	// modified. nil means the object is the *fsm.KV itself.
+	// api see. The cache keeps no decoded object: it calls Decode whenever a
+	// watcher needs one (each watcher with a predicate, for the new and the
+	// previous version; the api for the event it writes), so Decode must be
+	// cheap when asked again for the same version. The storage layer's
+	// DecodeShared is: one decoded object per stored version, held once per
+	// node, which the watch window therefore never duplicates. The result
+	// is shared and must not be modified. nil means the object is the
+	// *fsm.KV itself.
 	Decode func(kv *fsm.KV) (any, error)
 }
 

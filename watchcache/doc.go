@@ -42,7 +42,11 @@
 //     nothing a watcher selects has changed, so an idle watcher's
 //     resourceVersion never falls behind the node (kubernetes#91073).
 //
-//   - Decode once. Each stored version an event carries is decoded at most
-//     once, lazily, and shared by every watcher; objects handed out must be
-//     copied before they are changed.
+//   - Decoded objects are not held here. The window holds stored versions
+//     (and counts their bytes); a decoded object is asked of Config.Decode
+//     whenever a watcher needs it, which in production is the storage
+//     layer's cache of one shared, immutable object per stored version. So
+//     each version is decoded once per node and held once, and events that
+//     nobody watches are never decoded. Objects handed out are shared and
+//     must be copied before they are changed.
 package watchcache

@@ -3,7 +3,6 @@ package watchcache
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/trustplane/trustplane/fsm"
 )
@@ -81,14 +80,14 @@ type Event struct {
 	// k8s.io/initial-events-end: "true".
 	InitialEventsEnd bool
 
-	src *item
-	c   *Cache
+	c *Cache
 }
 
-// Object returns KV decoded by Config.Decode. It decodes at most once per
-// change however many watchers ask, so the returned value is shared: the
-// caller must copy it before changing anything (resourceVersion included).
-// A BOOKMARK has no object: (nil, nil).
+// Object returns KV decoded by Config.Decode. The cache holds no decoded
+// objects: every call asks Config.Decode, whose result (the storage layer's
+// one decoded object per stored version) is shared, so the caller must copy
+// it before changing anything (resourceVersion included). A BOOKMARK has no
+// object: (nil, nil).
 func (e Event) Object() (any, error) {
 	return e.decode(e.KV)
 }
@@ -100,20 +99,12 @@ func (e Event) PrevObject() (any, error) {
 }
 
 func (e Event) decode(kv *fsm.KV) (any, error) {
-	if kv == nil || e.src == nil {
+	if kv == nil || e.c == nil {
 		return nil, nil
-	}
-	switch kv {
-	case e.src.ev.KV:
-		return e.src.cur.get(e.c.cfg.Decode, kv)
-	case e.src.ev.Prev:
-		return e.src.prev.get(e.c.cfg.Decode, kv)
 	}
 	return e.c.cfg.Decode(kv)
 }
 
-// item is one applied change in the window (or one initial object), with
-// its decoded versions filled in on first use.
 // eventOverhead approximates what an event costs besides its stored
 // encodings: the item, the KVs and their keys.
 const eventOverhead = 256
@@ -131,22 +122,13 @@ func eventBytes(e *fsm.Event) int64 {
 	return n
 }
 
+// item is one applied change in the window (or one initial object). It
+// holds the stored versions only; decoded objects live in whatever cache
+// Config.Decode reads (the storage layer's), never here, so the window
+// costs its encodings and nothing more however many watchers read it.
 type item struct {
 	ev fsm.Event
 	at int64 // Clock UnixNano when appended; 0 for initial objects
-	// cur decodes ev.KV, prev decodes ev.Prev.
-	cur, prev decoded
-}
-
-type decoded struct {
-	once sync.Once
-	obj  any
-	err  error
-}
-
-func (d *decoded) get(dec func(*fsm.KV) (any, error), kv *fsm.KV) (any, error) {
-	d.once.Do(func() { d.obj, d.err = dec(kv) })
-	return d.obj, d.err
 }
 
 func identity(kv *fsm.KV) (any, error) { return kv, nil }

@@ -299,9 +299,8 @@ func (w *Watcher) finish() {
 }
 
 func (w *Watcher) deliverInitial(kv *fsm.KV) bool {
-	it := &item{ev: fsm.Event{Type: fsm.EventPut, Revision: kv.ModRevision, KV: kv}}
 	if w.opts.Predicate != nil {
-		ok, err := w.match(it, kv)
+		ok, err := w.match(kv)
 		if err != nil {
 			return false
 		}
@@ -309,7 +308,7 @@ func (w *Watcher) deliverInitial(kv *fsm.KV) bool {
 			return true
 		}
 	}
-	return w.send(Event{Type: Added, Revision: kv.ModRevision, KV: kv, src: it, c: w.c})
+	return w.send(Event{Type: Added, Revision: kv.ModRevision, KV: kv, c: w.c})
 }
 
 // deliver turns one applied change into this watcher's event, if any. With
@@ -322,7 +321,7 @@ func (w *Watcher) deliver(it *item) bool {
 	if k.Resource != p.Resource || k.Group != p.Group || (p.Namespace != "" && k.Namespace != p.Namespace) {
 		return true
 	}
-	out := Event{Revision: ev.Revision, KV: ev.KV, Prev: ev.Prev, src: it, c: w.c}
+	out := Event{Revision: ev.Revision, KV: ev.KV, Prev: ev.Prev, c: w.c}
 	if w.opts.Predicate == nil {
 		switch {
 		case ev.Type == fsm.EventDelete:
@@ -334,9 +333,9 @@ func (w *Watcher) deliver(it *item) bool {
 		}
 		return w.send(out)
 	}
-	// A delete's KV has the deleted version's content, so matching it
-	// decodes once for both the predicate and the api.
-	cur, err := w.match(it, ev.KV)
+	// A delete's KV has the deleted version's content: the predicate and
+	// the api see the same decoded object.
+	cur, err := w.match(ev.KV)
 	if err != nil {
 		return false
 	}
@@ -349,7 +348,7 @@ func (w *Watcher) deliver(it *item) bool {
 	}
 	prev := false
 	if ev.Prev != nil {
-		if prev, err = w.match(it, ev.Prev); err != nil {
+		if prev, err = w.match(ev.Prev); err != nil {
 			return false
 		}
 	}
@@ -366,10 +365,9 @@ func (w *Watcher) deliver(it *item) bool {
 	return w.send(out)
 }
 
-// match runs the predicate on kv (it.ev.KV or it.ev.Prev) decoded; an
-// error ends the watcher.
-func (w *Watcher) match(it *item, kv *fsm.KV) (bool, error) {
-	obj, err := Event{KV: kv, src: it, c: w.c}.Object()
+// match runs the predicate on kv decoded; an error ends the watcher.
+func (w *Watcher) match(kv *fsm.KV) (bool, error) {
+	obj, err := Event{KV: kv, c: w.c}.Object()
 	if err != nil {
 		err = fmt.Errorf("watchcache: decode %v at revision %d: %w", kv.Key, kv.ModRevision, err)
 		w.cancel(err)

@@ -24,4 +24,9 @@
 //     so kube's bootstrap RBAC policy grants it exactly what it needs. The
 //     shared informers and the tokens controller use the root identity
 //     system:kube-controller-manager, as kube-controller-manager does.
+//   - Caches hold what the controllers read. The informer factories'
+//     transform (trim.go) drops managedFields, and the data and annotations
+//     no controller here reads, so the controllers do not keep a second full
+//     copy of every stored object beside the API's own; a controller added
+//     here that reads more must be added to trimCached's list.
 package controllers

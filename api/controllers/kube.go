@@ -323,14 +323,14 @@ func (k *Kube) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("shared informers: %w", err)
 	}
-	factory := informers.NewSharedInformerFactory(root, 0)
+	factory := informers.NewSharedInformerFactoryWithOptions(root, 0, informers.WithTransform(trimCached))
 	// Resources the typed factory does not know are watched as metadata
 	// only, as kube-controller-manager's ObjectOrMetadataInformerFactory does.
 	rootMeta, err := metadata.NewForConfig(rootCfg)
 	if err != nil {
 		return fmt.Errorf("shared metadata informers: %w", err)
 	}
-	metaFactory := metadatainformer.NewSharedInformerFactory(rootMeta, 0)
+	metaFactory := metadatainformer.NewSharedInformerFactoryWithOptions(rootMeta, 0, metadatainformer.WithTransform(trimCached))
 	// informersStarted is closed once the factories have started, after
 	// every controller registered its informers (kube-controller-manager's
 	// InformersStarted): the garbage collector's monitors wait for it.

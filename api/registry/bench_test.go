@@ -79,11 +79,15 @@ func BenchmarkStoreList(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		list, kvs, err := sas.ListVersions(ctx, opts)
+		page, err := sas.ListPage(ctx, opts)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := sas.WriteListJSON(io.Discard, list, kvs); err != nil {
+		body, err := page.JSON()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := body.WriteTo(io.Discard); err != nil {
 			b.Fatal(err)
 		}
 	}

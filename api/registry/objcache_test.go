@@ -2,7 +2,9 @@ package registry
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -105,9 +107,10 @@ func TestObjectCacheMatchesDecode(t *testing.T) {
 	}
 }
 
-// TestWriteListJSONMatchesTheCodec: a list written from cached item JSON is
-// byte for byte what the JSON serializer writes for the same list.
-func TestWriteListJSONMatchesTheCodec(t *testing.T) {
+// TestListBodyMatchesTheCodec: a list written from cached item encodings is
+// byte for byte what kube's JSON and protobuf serializers write for the
+// same list.
+func TestListBodyMatchesTheCodec(t *testing.T) {
 	e := newEnv(t)
 	e.namespace(t, "wl")
 	sas := e.store(t, "serviceaccounts")
@@ -138,32 +141,39 @@ func TestWriteListJSONMatchesTheCodec(t *testing.T) {
 	if _, err := pods.Create(ctx, pod, false); err != nil {
 		t.Fatal(err)
 	}
+	// A list larger than one write of ListJSON.WriteTo (listChunk), with
+	// one item larger than a write by itself.
+	e.namespace(t, "wl-big")
+	bigCtx := e.in("wl-big")
+	for i := 0; i < 100; i++ {
+		note := strings.Repeat("n", 1000+i)
+		if i == 50 {
+			note = strings.Repeat("N", listChunk+100)
+		}
+		sa := &api.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("big-%03d", i), Annotations: map[string]string{"note": note}}}
+		if _, err := sas.Create(bigCtx, sa, false); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cases := []struct {
 		name  string
 		store *Store
+		ctx   context.Context
 		opts  *metainternalversion.ListOptions
 	}{
-		{"service accounts", sas, &metainternalversion.ListOptions{}},
-		{"a page with continue and remainingItemCount", sas, &metainternalversion.ListOptions{Limit: 2}},
-		{"pods with kube's defaults", pods, &metainternalversion.ListOptions{}},
+		{"service accounts", sas, ctx, &metainternalversion.ListOptions{}},
+		{"a list of several write chunks", sas, bigCtx, &metainternalversion.ListOptions{ResourceVersion: "0"}},
+		{"a page with continue and remainingItemCount", sas, ctx, &metainternalversion.ListOptions{Limit: 2}},
+		{"pods with kube's defaults", pods, ctx, &metainternalversion.ListOptions{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			for pass := 0; pass < 2; pass++ { // the second pass reads cached JSON
-				list, kvs, err := tc.store.ListVersions(ctx, tc.opts)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want, err := runtime.Encode(Codecs.LegacyCodec(tc.store.GVR.GroupVersion()), list)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var got bytes.Buffer
-				if err := tc.store.WriteListJSON(&got, list, kvs); err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(got.Bytes(), want) {
-					t.Fatalf("pass %d:\n got %s\nwant %s", pass, got.Bytes(), want)
+				for _, mt := range []string{runtime.ContentTypeJSON, runtime.ContentTypeProtobuf} {
+					got, want := listBodies(t, tc.store, tc.ctx, tc.opts, mt)
+					if !bytes.Equal(got, want) {
+						t.Fatalf("pass %d, %s:\n got %q\nwant %q", pass, mt, got, want)
+					}
 				}
 			}
 		})
@@ -177,16 +187,51 @@ func TestWriteListJSONMatchesTheCodec(t *testing.T) {
 	if _, err := sas.Update(ctx, "sa-1", rest.DefaultUpdatedObjectInfo(up), false); err != nil {
 		t.Fatal(err)
 	}
-	list, kvs, err := sas.ListVersions(ctx, &metainternalversion.ListOptions{})
+	for _, mt := range []string{runtime.ContentTypeJSON, runtime.ContentTypeProtobuf} {
+		got, want := listBodies(t, sas, ctx, &metainternalversion.ListOptions{}, mt)
+		if !bytes.Equal(got, want) || !bytes.Contains(got, []byte("changed")) {
+			t.Fatalf("after an update, %s:\n got %q\nwant %q", mt, got, want)
+		}
+	}
+}
+
+// listBodies returns a page of st's list written from cached item
+// encodings, in chunks (ListBody.WriteTo), and as kube's codec writes the
+// typed list, in JSON (mediaType runtime.ContentTypeJSON) or protobuf.
+func listBodies(t *testing.T, st *Store, ctx context.Context, opts *metainternalversion.ListOptions, mediaType string) (got, want []byte) {
+	t.Helper()
+	page, err := st.ListPage(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := runtime.Encode(Codecs.LegacyCodec(sas.GVR.GroupVersion()), list)
-	var got bytes.Buffer
-	if err := sas.WriteListJSON(&got, list, kvs); err != nil {
+	if page.Len() == 0 {
+		t.Fatal("the page is empty")
+	}
+	list, err := page.Object()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got.Bytes(), want) || !bytes.Contains(got.Bytes(), []byte(`"i":"changed"`)) {
-		t.Fatalf("after an update:\n got %s\nwant %s", got.Bytes(), want)
+	info, ok := runtime.SerializerInfoForMediaType(Codecs.SupportedMediaTypes(), mediaType)
+	if !ok {
+		t.Fatalf("no serializer for %s", mediaType)
 	}
+	if want, err = runtime.Encode(Codecs.EncoderForVersion(info.Serializer, st.GVR.GroupVersion()), list); err != nil {
+		t.Fatal(err)
+	}
+	body, err := page.JSON()
+	if mediaType == runtime.ContentTypeProtobuf {
+		body, err = page.Protobuf()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	n, err := body.WriteTo(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != int64(buf.Len()) || buf.Len() != body.Size() {
+		t.Fatalf("WriteTo reported %d bytes and Size %d; wrote %d", n, body.Size(), buf.Len())
+	}
+	return buf.Bytes(), want
 }

@@ -456,34 +456,11 @@ func (s *Store) DeleteCollection(ctx context.Context, listOpts *metainternalvers
 
 // List returns the objects the options select, ordered by namespace and name.
 func (s *Store) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
-	list, _, err := s.ListVersions(ctx, opts)
-	return list, err
-}
-
-// ListVersions is List that also returns the stored version of each item, in
-// order, so that the response can be written from per-version caches
-// (WriteListJSON).
-func (s *Store) ListVersions(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, []*fsm.KV, error) {
-	res, err := s.storage.GetList(ctx, s.prefix(ctx), opts, s.predicate(opts))
+	page, err := s.ListPage(ctx, opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	list := s.NewListFunc()
-	if err := meta.SetList(list, res.Items); err != nil {
-		return nil, nil, apierrors.NewInternalError(err)
-	}
-	lm, err := meta.ListAccessor(list)
-	if err != nil {
-		return nil, nil, apierrors.NewInternalError(err)
-	}
-	lm.SetResourceVersion(storage.FormatResourceVersion(res.Revision))
-	if res.Continue != "" {
-		lm.SetContinue(res.Continue)
-		if res.RemainingItemCount != nil {
-			lm.SetRemainingItemCount(res.RemainingItemCount)
-		}
-	}
-	return list, res.KVs, nil
+	return page.Object()
 }
 
 func (s *Store) matches(obj runtime.Object, label labels.Selector, field fields.Selector) (bool, error) {

@@ -47,7 +47,9 @@
 //     resource; the RBAC cache and the signing keys go through Open and
 //     AtRest.
 //   - The decoded-object cache (objcache.go): one decoded object per
-//     stored version, shared and never modified, and its list-item JSON.
+//     stored version, shared and never modified (by lists, and by the
+//     watch cache, which holds none of its own), and its encodings as a
+//     list item, JSON and protobuf.
 //
 // Rules it keeps:
 //

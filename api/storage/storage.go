@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -110,6 +111,11 @@ type Storage struct {
 	// the watch cache (every version of a resource stores one encoding).
 	mu     sync.RWMutex
 	stores map[schema.GroupResource]*Store
+	// itemEncodings counts the bytes of list-item encodings the object
+	// caches of every resource hold (objcache.go), against
+	// maxItemEncodings (maxItemEncodingBytes; tests lower it).
+	itemEncodings    atomic.Int64
+	maxItemEncodings int64
 }
 
 // New builds the storage layer over backend and, given a Feed, the node's
@@ -120,7 +126,7 @@ func New(cfg *Config, backend Backend) (*Storage, error) {
 		cfg = DefaultConfig()
 	}
 	s := &Storage{backend: backend, freshWait: cfg.FreshWait, transformers: cfg.Transformers, maxObjectBytes: cfg.MaxObjectBytes,
-		stores: map[schema.GroupResource]*Store{}}
+		stores: map[schema.GroupResource]*Store{}, maxItemEncodings: maxItemEncodingBytes}
 	if cfg.Feed != nil {
 		wcfg := watchcache.DefaultConfig()
 		if cfg.Watch != nil {

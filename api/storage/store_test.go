@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -272,5 +273,57 @@ func TestGetList(t *testing.T) {
 	all, err := s.GetList(ctx, prefix, &metainternalversion.ListOptions{ResourceVersion: "0", Limit: 2}, nil)
 	if err != nil || len(all.Items) != 5 || all.Continue != "" {
 		t.Fatalf("a list at 0 ignores limit, as kube's watch cache does: %v %v", names(all), err)
+	}
+}
+
+// TestItemEncodingBudget: list-item encodings are cached while the node's
+// budget allows and computed for each call past it, the same bytes either
+// way; the budget is never exceeded.
+func TestItemEncodingBudget(t *testing.T) {
+	ctx := context.Background()
+	s, l := newStore(t)
+	var kvs []*fsm.KV
+	for i := range 10 {
+		n := fmt.Sprint("sa-", i)
+		if _, err := s.Create(ctx, key(n), sa(n), storage.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		kv, _, err := l.Get(key(n), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kvs = append(kvs, kv)
+	}
+	one, err := s.ItemJSON(kvs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := s.ItemProtobuf(kvs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Room for the first object's two encodings and about two more.
+	budget := int64(len(one)+len(pb)) + 2*int64(len(one))
+	s.SetMaxItemEncodingBytes(budget)
+	for pass := range 2 {
+		for i, kv := range kvs {
+			j, err := s.ItemJSON(kv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := s.ItemProtobuf(kv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(j, []byte(fmt.Sprintf(`"name":"sa-%d"`, i))) || !bytes.Contains(p, []byte(fmt.Sprint("sa-", i))) {
+				t.Fatalf("pass %d, item %d: wrong encodings %q, %q", pass, i, j, p)
+			}
+			if n := s.ItemEncodingBytes(); n > budget {
+				t.Fatalf("pass %d: %d bytes of encodings cached, budget %d", pass, n, budget)
+			}
+		}
+	}
+	if n := s.ItemEncodingBytes(); n < int64(len(one)+len(pb)) {
+		t.Fatalf("only %d bytes cached, though the budget allows %d", n, budget)
 	}
 }
