@@ -148,7 +148,8 @@ func (s *Server) managed(st *registry.Store, sub string, info rest.UpdatedObject
 // object is current when the store's loop asks. kube's applyPatcher: the
 // body is decoded as YAML (JSON is YAML), merged by the FieldManager, and
 // then checked strictly for duplicate fields unless fieldValidation is
-// Ignore.
+// Ignore. A body in compact JSON, what clients send, is decoded and checked
+// in one JSON pass with the same outcome (apply.DecodeApplyPatch).
 type applyInfo struct {
 	store     *registry.Store
 	fm        *managedfields.FieldManager
@@ -163,11 +164,11 @@ type applyInfo struct {
 func (a *applyInfo) Preconditions() *metav1.Preconditions { return nil }
 
 func (a *applyInfo) UpdatedObject(ctx context.Context, old runtime.Object) (runtime.Object, error) {
-	patchObj, err := apply.DecodeApplyPatch(a.patch)
+	patch, err := apply.DecodeApplyPatch(a.patch)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
-	obj, err := a.fm.Apply(old, patchObj, a.manager, a.force)
+	obj, err := a.fm.Apply(old, patch.Object, a.manager, a.force)
 	if err != nil {
 		// Conflicts and bad kinds are Status errors; anything else (a
 		// field the schema does not declare) is answered as kube-apiserver
@@ -175,7 +176,7 @@ func (a *applyInfo) UpdatedObject(ctx context.Context, old runtime.Object) (runt
 		return nil, err
 	}
 	if a.directive == metav1.FieldValidationStrict || a.directive == metav1.FieldValidationWarn {
-		if err := apply.CheckApplyPatchStrict(a.patch); err != nil {
+		if err := patch.CheckStrict(); err != nil {
 			if a.directive == metav1.FieldValidationStrict {
 				return nil, apierrors.NewBadRequest(err.Error())
 			}

@@ -9,9 +9,11 @@
 //     reset fields (NewFieldManager): it records managedFields on every
 //     write, merges applies, reports conflicts, and carries client-side
 //     apply's last-applied annotation;
-//   - decoding an apply body and its strict (duplicate field) check, and the
-//     field manager a write is recorded under when the client names none
-//     (ManagerOrUserAgent).
+//   - decoding an apply body and its strict (duplicate field) check, as
+//     kube decodes it, in one JSON pass for the compact JSON clients send
+//     (DecodeApplyPatch; FuzzApplyPatchJSON holds it to kube's decoding),
+//     and the field manager a write is recorded under when the client
+//     names none (ManagerOrUserAgent).
 //
 // Rules it keeps: every function is pure (bytes or objects in, bytes or
 // objects out, no I/O; only the FieldManager reads the clock, for

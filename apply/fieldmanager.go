@@ -8,7 +8,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -18,7 +17,6 @@ import (
 	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"sigs.k8s.io/structured-merge-diff/v4/fieldpath"
-	"sigs.k8s.io/yaml"
 )
 
 // Sentinel errors of server-side apply; the api package maps them to
@@ -109,25 +107,6 @@ func NewFieldManager(cfg FieldManagerConfig) (*managedfields.FieldManager, error
 	hub := schema.GroupVersion{Group: cfg.Kind.Group, Version: runtime.APIVersionInternal}
 	return managedfields.NewDefaultFieldManager(cfg.TypeConverter, runtime.UnsafeObjectConvertor(cfg.Scheme),
 		cfg.Scheme, cfg.Scheme, cfg.Kind, hub, cfg.Subresource, reset)
-}
-
-// DecodeApplyPatch decodes an apply body (YAML or JSON) into the
-// unstructured object the FieldManager applies.
-func DecodeApplyPatch(patch []byte) (*unstructured.Unstructured, error) {
-	obj := &unstructured.Unstructured{Object: map[string]interface{}{}}
-	if err := yaml.Unmarshal(patch, &obj.Object); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadApplyPatch, err)
-	}
-	return obj, nil
-}
-
-// CheckApplyPatchStrict reports what a strict decoding of an apply body
-// finds (duplicate fields), as kube's apply patcher checks it.
-func CheckApplyPatchStrict(patch []byte) error {
-	if err := yaml.UnmarshalStrict(patch, &map[string]interface{}{}); err != nil {
-		return fmt.Errorf("%w: %v", ErrStrictApplyPatch, err)
-	}
-	return nil
 }
 
 // ManagerOrUserAgent is the field manager a write is recorded under: the

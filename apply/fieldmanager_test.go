@@ -61,7 +61,7 @@ func mustApply(t *testing.T, fm *managedfields.FieldManager, live runtime.Object
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fm.Apply(live, patch, manager, force)
+	return fm.Apply(live, patch.Object, manager, force)
 }
 
 func managers(t *testing.T, obj runtime.Object) map[string]string {
@@ -167,17 +167,19 @@ func TestDecodeApplyPatch(t *testing.T) {
 		{name: "YAML", body: "apiVersion: v1\nkind: ConfigMap\n"},
 		{name: "not an object", body: "[1, 2", wantErr: ErrBadApplyPatch},
 		{name: "duplicate field is only a strict error", body: "kind: A\nkind: B\n", strict: ErrStrictApplyPatch},
+		{name: "duplicate JSON field is only a strict error", body: `{"kind":"A","kind":"B"}`, strict: ErrStrictApplyPatch},
+		{name: "JSON that YAML refuses", body: `{"kind":"\/"}`, wantErr: ErrBadApplyPatch},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := DecodeApplyPatch([]byte(tc.body))
+			p, err := DecodeApplyPatch([]byte(tc.body))
 			if !errors.Is(err, tc.wantErr) && !(err == nil && tc.wantErr == nil) {
 				t.Fatalf("decode: %v, want %v", err, tc.wantErr)
 			}
 			if tc.wantErr != nil {
 				return
 			}
-			if err := CheckApplyPatchStrict([]byte(tc.body)); !errors.Is(err, tc.strict) && !(err == nil && tc.strict == nil) {
+			if err := p.CheckStrict(); !errors.Is(err, tc.strict) && !(err == nil && tc.strict == nil) {
 				t.Fatalf("strict: %v, want %v", err, tc.strict)
 			}
 		})

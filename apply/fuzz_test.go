@@ -166,14 +166,14 @@ func FuzzApplyPatch(f *testing.F) {
 		if len(m) > metav1validation.FieldManagerMaxLength || !utf8.ValidString(m) || strings.ContainsFunc(m, func(r rune) bool { return !unicode.IsPrint(r) }) {
 			t.Fatalf("manager %q from user agent %q", m, userAgent)
 		}
-		obj, err := DecodeApplyPatch(body)
+		p, err := DecodeApplyPatch(body)
 		if err != nil {
 			if !errors.Is(err, ErrBadApplyPatch) {
 				t.Fatalf("error %v wraps no sentinel", err)
 			}
 			return
 		}
-		if err := CheckApplyPatchStrict(body); err != nil && !errors.Is(err, ErrStrictApplyPatch) {
+		if err := p.CheckStrict(); err != nil && !errors.Is(err, ErrStrictApplyPatch) {
 			t.Fatalf("strict error %v wraps no sentinel", err)
 		}
 		// The api package merges whatever decodes; errors are Status
@@ -182,6 +182,6 @@ func FuzzApplyPatch(f *testing.F) {
 			ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "u1", ResourceVersion: "1"},
 			Data:       map[string]string{"a": "0"},
 		}
-		_, _ = fm.Apply(live, obj, "fuzz", force)
+		_, _ = fm.Apply(live, p.Object, "fuzz", force)
 	})
 }
