@@ -8,7 +8,9 @@
 //   - kube's FieldManager per resource and subresource, with the strategy's
 //     reset fields (NewFieldManager): it records managedFields on every
 //     write, merges applies, reports conflicts, and carries client-side
-//     apply's last-applied annotation;
+//     apply's last-applied annotation; objects with managedFields reach
+//     structured-merge-diff as maps rather than reflected structs
+//     (unstructuredFirst), with kube's results;
 //   - decoding an apply body and its strict (duplicate field) check, as
 //     kube decodes it, in one JSON pass for the compact JSON clients send
 //     (DecodeApplyPatch; FuzzApplyPatchJSON holds it to kube's decoding),

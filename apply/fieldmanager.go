@@ -91,7 +91,9 @@ type FieldManagerConfig struct {
 // creater, the internal version as hub, and the strategy's reset fields.
 // The FieldManager keeps managedFields on updates, merges applies, moves
 // client-side apply's last-applied annotation along with applies, and caps
-// update managers at ten, all as kube-apiserver does.
+// update managers at ten, all as kube-apiserver does. Its TypeConverter is
+// cfg.TypeConverter behind unstructuredFirst, which changes how fast, not
+// what, it computes.
 func NewFieldManager(cfg FieldManagerConfig) (*managedfields.FieldManager, error) {
 	var reset map[fieldpath.APIVersion]fieldpath.Filter
 	rs, isReset := cfg.Strategy.(rest.ResetFieldsStrategy)
@@ -105,7 +107,7 @@ func NewFieldManager(cfg FieldManagerConfig) (*managedfields.FieldManager, error
 		reset = rf.GetResetFieldsFilter()
 	}
 	hub := schema.GroupVersion{Group: cfg.Kind.Group, Version: runtime.APIVersionInternal}
-	return managedfields.NewDefaultFieldManager(cfg.TypeConverter, runtime.UnsafeObjectConvertor(cfg.Scheme),
+	return managedfields.NewDefaultFieldManager(unstructuredFirst{cfg.TypeConverter}, runtime.UnsafeObjectConvertor(cfg.Scheme),
 		cfg.Scheme, cfg.Scheme, cfg.Kind, hub, cfg.Subresource, reset)
 }
 

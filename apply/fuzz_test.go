@@ -137,8 +137,9 @@ func FuzzStrategicMergePatch(f *testing.F) {
 
 // FuzzApplyPatch feeds apply bodies (YAML or JSON) to their decoders and
 // merges the ones that decode into a live ConfigMap with kube's
-// FieldManager, as the api package does; the User-Agent a write is recorded
-// under is client bytes too.
+// FieldManager, as the api package does, and into one with managedFields,
+// where NewFieldManager's must give kube's result; the User-Agent a write
+// is recorded under is client bytes too.
 func FuzzApplyPatch(f *testing.F) {
 	for _, b := range []string{
 		"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: ns\ndata:\n  a: \"1\"\n",
@@ -161,6 +162,15 @@ func FuzzApplyPatch(f *testing.F) {
 		f.Add([]byte(h), "\xff\xfe/x", true)
 	}
 	fm := fieldManager(f, "ConfigMap", "", nil)
+	kube := kubeFieldManager(f, "ConfigMap", "", nil)
+	alice, err := DecodeApplyPatch([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"ns","labels":{"a":"b"}},"data":{"a":"1","b":"2"}}`))
+	if err != nil {
+		f.Fatal(err)
+	}
+	managedLive, err := kube.Apply(&api.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "u1", ResourceVersion: "1"}}, alice.Object, "alice", false)
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, body []byte, userAgent string, force bool) {
 		m := ManagerOrUserAgent("", userAgent)
 		if len(m) > metav1validation.FieldManagerMaxLength || !utf8.ValidString(m) || strings.ContainsFunc(m, func(r rune) bool { return !unicode.IsPrint(r) }) {
@@ -177,11 +187,17 @@ func FuzzApplyPatch(f *testing.F) {
 			t.Fatalf("strict error %v wraps no sentinel", err)
 		}
 		// The api package merges whatever decodes; errors are Status
-		// errors or the FieldManager's own, a panic is a bug.
+		// errors or the FieldManager's own, a panic is a bug. The merge
+		// into a live object with managedFields is kube's merge.
 		live := &api.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "u1", ResourceVersion: "1"},
 			Data:       map[string]string{"a": "0"},
 		}
 		_, _ = fm.Apply(live, p.Object, "fuzz", force)
+		p, _ = DecodeApplyPatch(body)
+		kp, _ := DecodeApplyPatch(body)
+		got, err := fm.Apply(managedLive.DeepCopyObject(), p.Object, "fuzz", force)
+		want, wantErr := kube.Apply(managedLive.DeepCopyObject(), kp.Object, "fuzz", force)
+		sameResult(t, "apply", got, want, err, wantErr)
 	})
 }
