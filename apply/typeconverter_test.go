@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -179,4 +180,52 @@ func sameErrorKind(a, b error) bool {
 	}
 	before := func(e error) string { s, _, _ := strings.Cut(e.Error(), ":"); return s }
 	return before(a) == before(b)
+}
+
+// TestFieldManagerLeavesSharedObjectsAlone: applies and updates from many
+// goroutines against one live object (as a decoded object shared by a
+// cache would be passed) and one decoded apply body never write to them.
+// Run with -race, it also catches a write racing with the others' reads.
+func TestFieldManagerLeavesSharedObjectsAlone(t *testing.T) {
+	fm := fieldManager(t, "Pod", "", pod.Strategy)
+	body := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns","labels":{"app":"a"}},` +
+		`"spec":{"containers":[{"name":"c","image":"i","ports":[{"containerPort":80}],"env":[{"name":"A","value":"1"}]}]}}`
+	p, err := DecodeApplyPatch([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := fm.Apply(&api.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1", ResourceVersion: "1"}}, p.Object, "deployer", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := live.(*api.Pod)
+	shared.ResourceVersion = "2"
+	sharedPatch, err := DecodeApplyPatch([]byte(strings.ReplaceAll(body, `"i"`, `"j"`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLive, wantPatch := shared.DeepCopy(), sharedPatch.Object.DeepCopy()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				if _, err := fm.Apply(shared, sharedPatch.Object, fmt.Sprintf("m%d", g), true); err != nil {
+					t.Error(err)
+					return
+				}
+				upd := shared.DeepCopy()
+				upd.Labels["n"] = fmt.Sprint(i)
+				fm.UpdateNoErrors(shared, upd, "editor")
+			}
+		}()
+	}
+	wg.Wait()
+	if !reflect.DeepEqual(shared, wantLive) {
+		t.Fatalf("the shared live object changed:\n%#v\nwas\n%#v", shared, wantLive)
+	}
+	if !reflect.DeepEqual(sharedPatch.Object, wantPatch) {
+		t.Fatalf("the shared apply body changed:\n%#v\nwas\n%#v", sharedPatch.Object, wantPatch)
+	}
 }
