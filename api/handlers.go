@@ -28,6 +28,10 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 		req = req.WithContext(genericapirequest.WithRequestInfo(req.Context(), info))
 	}
 	ctx := req.Context()
+	switch info.Verb {
+	case "create", "update", "patch", "delete", "deletecollection":
+		growStack()
+	}
 	if !info.IsResourceRequest {
 		s.serveDiscovery(w, req, info)
 		return
