@@ -68,6 +68,9 @@ wait_file() {
 serve() {
   local dir=$1 port=$2
   shift 2
+  # Fresh every time: a kubeconfig left by an earlier run would pass for
+  # readiness. Every data directory is the script's own, under $OUT.
+  rm -rf "$dir" "$dir.log"
   mkdir -p "$dir"
   "$TP" serve --data-dir "$dir" --listen "127.0.0.1:$port" \
     --raft-addr "127.0.0.1:$((port + 1))" --gossip-addr "127.0.0.1:$((port + 2))" "$@" \
