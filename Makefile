@@ -11,7 +11,7 @@ PKGS     := ./...
 # build cache. Only the race detector needs cgo; its tests turn it back on.
 export CGO_ENABLED ?= 0
 
-.PHONY: all build image run cluster cluster-stop reference reference-build reference-stop compare scale test test-unit test-e2e test-failpoints test-deploy deploy-prebuild lint bench fuzz chaos chaos-short chaos-bin clean
+.PHONY: all build image run cluster cluster-stop reference reference-build reference-stop e2e-reference compare scale test test-unit test-e2e test-failpoints test-deploy deploy-prebuild lint bench fuzz chaos chaos-short chaos-bin clean
 
 all: build
 
@@ -53,6 +53,19 @@ reference-build:
 
 reference-stop:
 	scripts/reference.sh stop
+
+# e2e-reference runs the end-to-end suite against the reference
+# (TRUSTPLANE_E2E_KUBECONFIG, e2e/doc.go), starting it first unless it
+# runs; scenarios that need a trustplane process of their own skip, and
+# those checking trustplane's own behaviour skip naming it. The objects a
+# run creates stay in the reference's etcd: for a fresh one, make
+# reference-stop and remove $(REFERENCE_RUN) first. E2E_ARGS pass on to
+# go test (-run ...). Not part of make test (docs/COMPATIBILITY.md).
+REFERENCE_RUN = $(or $(REFERENCE_DIR),bin/reference/run)
+e2e-reference:
+	scripts/reference.sh status > /dev/null 2>&1 || scripts/reference.sh start
+	TRUSTPLANE_E2E_KUBECONFIG=$(abspath $(REFERENCE_RUN))/admin.kubeconfig TRUSTPLANE_E2E_CA_DIR=$(abspath $(REFERENCE_RUN))/pki \
+		$(GO) test -count=1 -v -timeout 40m ./e2e/ $(E2E_ARGS)
 
 # compare runs trustplane bench against a fresh trustplane node and a fresh
 # reference in alternating rounds (ROUNDS, default 3; BENCH_ARGS pass on)

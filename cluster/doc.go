@@ -53,7 +53,8 @@
 //   - MVCC history is bounded by age and by bytes, and only through the
 //     log: the leader's compactor proposes OpCompact (compact.go); no node
 //     drops history on its own.
-//   - Membership never costs the quorum (membership.go). A voter counts as
+//   - Membership never costs the quorum (membership.go: reconcile and
+//     autopilot; removal.go: RemoveMember and Leave). A voter counts as
 //     alive when the leader's raft reaches it (heartbeat observations,
 //     contact.go) and gossip does not report it failed or left; no removal
 //     (RemoveMember, Leave, a member that left, autopilot) proceeds unless
@@ -110,7 +111,7 @@
 //     cluster's configuration.
 //   - Bootstrap happens at most once: BootstrapExpect 1 on the first
 //     start, or bootstrap-expect's identical server list on every node
-//     that sees the same servers (bootstrapLoop).
+//     that sees the same servers (bootstrapLoop, bootstrap.go).
 //   - Raft's hclog and memberlist's log output go to the node's
 //     slog.Logger at Info and up.
 //   - Outbound raft, RPC and gossip TCP connections start from the bind

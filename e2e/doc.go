@@ -17,7 +17,13 @@
 //     own a process (restarts, kills, server flags, several nodes, the data
 //     directory) skip with the reason. TRUSTPLANE_E2E_CA_DIR gives the
 //     server's client CA (ca.crt, ca.key) to scenarios that act as other
-//     users.
+//     users. Where trustplane knowingly differs from kube-apiserver
+//     (docs/COMPATIBILITY.md), a scenario checks that part only when the
+//     server is trustplane (isTrustplane, trustplaneOnly), naming the
+//     difference when it skips; everything else is asserted on both. An
+//     external server keeps what earlier scenarios wrote, so one that
+//     writes under fixed names deletes them first and last (scrub), and
+//     the admin's user name is asked of the server (whoami), not assumed.
 //   - No wall-clock assertions: timings are reported by the benchmarks
 //     here (go test -bench), never asserted.
 package e2e

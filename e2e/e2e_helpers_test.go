@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -265,4 +266,15 @@ func (n *node) clusterCA(t testing.TB) *certs.CA {
 		t.Fatal(err)
 	}
 	return ca
+}
+
+// whoami is the admin client's identity as the server sees it
+// (SelfSubjectReview): the user name and groups differ between servers.
+func (n *node) whoami(t testing.TB) authenticationv1.UserInfo {
+	t.Helper()
+	ssr, err := n.clientset().AuthenticationV1().SelfSubjectReviews().Create(context.Background(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("SelfSubjectReview: %v", err)
+	}
+	return ssr.Status.UserInfo
 }

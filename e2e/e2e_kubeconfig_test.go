@@ -34,6 +34,7 @@ func runBin(t *testing.T, env []string, args ...string) (string, string, error) 
 // a kubeconfig and a URL that is no https URL are refused.
 func TestKubeconfigCommand(t *testing.T) {
 	n := startNode(t)
+	n.needsProcess("read the data directory of")
 	_, port, _ := net.SplitHostPort(n.listen)
 	server := "https://localhost:" + port // in the serving certificate, unlike the node's 127.0.0.1 URL
 

@@ -29,6 +29,7 @@ func row(cells ...string) *regexp.Regexp {
 // then the everyday verbs, comparing output with kube-apiserver's.
 func TestKubectl(t *testing.T) {
 	n := startNode(t)
+	n.scrub(t, "sa/x", "secret/s", "cm/c1", "pod/p1", "cm/from-file", "cm/bad", "pod/applied", "ns/team")
 	dir := t.TempDir()
 	write := func(name, content string) string {
 		p := filepath.Join(dir, name)

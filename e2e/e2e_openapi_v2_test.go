@@ -16,7 +16,7 @@ func TestKubectlCreateReviews(t *testing.T) {
 	dir := t.TempDir()
 	cases := []struct{ file, body, want string }{
 		{"ssar.yaml", "apiVersion: authorization.k8s.io/v1\nkind: SelfSubjectAccessReview\nspec:\n  resourceAttributes:\n    verb: list\n    resource: secrets\n    namespace: default\n", "allowed: true"},
-		{"ssr.yaml", "apiVersion: authentication.k8s.io/v1\nkind: SelfSubjectReview\n", "username: trustplane-admin"},
+		{"ssr.yaml", "apiVersion: authentication.k8s.io/v1\nkind: SelfSubjectReview\n", "username: " + n.whoami(t).Username},
 		{"tr.yaml", "apiVersion: authentication.k8s.io/v1\nkind: TokenReview\nspec:\n  token: not-a-token\n", "error: invalid bearer token"},
 	}
 	for _, c := range cases {

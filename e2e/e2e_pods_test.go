@@ -218,6 +218,9 @@ func TestServices(t *testing.T) {
 		t.Fatalf("services -A: %v, %d items", err, len(list.Items))
 	}
 
+	// Services are read-only on trustplane: default/kubernetes alone
+	// (docs/COMPATIBILITY.md). kube-apiserver allocates and stores them.
+	n.trustplaneOnly(t, "Services are read-only")
 	newSvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
 	_, err = svcs.Create(ctx, newSvc, metav1.CreateOptions{})

@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"crypto/tls"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,7 +16,7 @@ import (
 // open to system:masters only, refuses it.
 func TestRemoteIdentityHeadersCannotBeSpoofed(t *testing.T) {
 	n := startNode(t)
-	ca, err := certs.LoadCA(filepath.Join(n.dir, "pki"))
+	ca, err := certs.LoadCA(n.caDirPath())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,6 +79,9 @@ type node struct {
 	// (externalEnv); "" for a process of its own.
 	external string
 	args     []string
+	// isTP caches isTrustplane's probe of an external server.
+	isTP     sync.Once
+	tpServer bool
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -161,6 +164,51 @@ func (n *node) needsProcess(what string) {
 	if n.external != "" {
 		n.t.Skipf("needs to %s a trustplane process of its own; %s names a server this test does not run", what, externalEnv)
 	}
+}
+
+// isTrustplane reports whether the server is trustplane: always for a
+// process of this package's own; for an external server, when it serves
+// trustplane's raft status endpoint to the admin.
+func (n *node) isTrustplane() bool {
+	if n.external == "" {
+		return true
+	}
+	n.isTP.Do(func() {
+		r := do(n.t, n.httpClient(), http.MethodGet, n.url()+"/debug/trustplane/raft", nil, nil)
+		n.tpServer = r.code == http.StatusOK
+	})
+	return n.tpServer
+}
+
+// trustplaneOnly skips t when the server is not trustplane: what t checks
+// is trustplane's own behaviour, where kube-apiserver knowingly differs
+// (what is named, recorded in docs/COMPATIBILITY.md).
+func (n *node) trustplaneOnly(t testing.TB, what string) {
+	t.Helper()
+	if !n.isTrustplane() {
+		t.Skipf("checks trustplane's own behaviour (%s; docs/COMPATIBILITY.md); %s names a server that is not trustplane", what, externalEnv)
+	}
+}
+
+// scrub deletes objects (kubectl's "kind/name", in the default namespace
+// unless "-n ns" follows) that a scenario creates under fixed names, on an
+// external server only: before the scenario, in case an earlier run left
+// them, and when it ends. A node of this package's own starts empty.
+func (n *node) scrub(t testing.TB, objects ...string) {
+	t.Helper()
+	if n.external == "" {
+		return
+	}
+	del := func() {
+		for _, o := range objects {
+			args := append([]string{"delete", "--ignore-not-found", "--wait=true", "--timeout=60s"}, strings.Fields(o)...)
+			if out, err := n.kubectl(args...); err != nil {
+				t.Logf("scrub %s: %v\n%s", o, err, out)
+			}
+		}
+	}
+	del()
+	t.Cleanup(del)
 }
 
 // pid is the node's process id.

@@ -11,6 +11,7 @@ import (
 // default namespaces, and kubectl works against it.
 func TestSmoke(t *testing.T) {
 	n := startNode(t)
+	n.scrub(t, "sa/x")
 	cs := n.clientset()
 	for _, ns := range []string{"default", "kube-system", "kube-public"} {
 		if _, err := cs.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{}); err != nil {
