@@ -105,7 +105,12 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, req *http.Request, info *
 		s.serveResourceList(w, req, schema.GroupVersion{Group: parts[1], Version: parts[2]})
 		return
 	}
-	s.notFound(w, req)
+	if parts[0] == "api" {
+		// Under /api, the core group's web service answers (a Status).
+		s.notFound(w, req)
+		return
+	}
+	pageNotFound(w, req)
 }
 
 func (s *Server) serveResourceList(w http.ResponseWriter, req *http.Request, gv schema.GroupVersion) {
@@ -140,6 +145,10 @@ func (s *Server) serveResourceList(w http.ResponseWriter, req *http.Request, gv 
 		list.APIResources = append(list.APIResources, r)
 	}
 	if len(list.APIResources) == 0 {
+		if !s.servesGroup(gv.Group) {
+			pageNotFound(w, req)
+			return
+		}
 		s.notFound(w, req)
 		return
 	}

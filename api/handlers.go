@@ -44,6 +44,10 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 	st := s.reg.Store(gvr)
 	sub := info.Subresource
 	if st == nil || sub != "" && st.Subresources[sub] == nil {
+		if !s.servesGroup(gvr.Group) {
+			pageNotFound(w, req)
+			return
+		}
 		s.notFound(w, req)
 		return
 	}
@@ -70,6 +74,12 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 		s.methodNotAllowed(w, req)
 		return
 	}
+	if sub == "" {
+		if err := checkRoute(req, info.Verb); err != nil {
+			s.writeError(w, req, err)
+			return
+		}
+	}
 	ctx = genericapirequest.WithNamespace(ctx, ns)
 	req = req.WithContext(ctx)
 	if st.ReadOnly && info.Verb != "get" && info.Verb != "list" {
@@ -87,6 +97,8 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 			s.notFound(w, req)
 		case !st.Serves(sub, info.Verb):
 			s.methodNotAllowed(w, req)
+		case checkRoute(req, info.Verb) != nil:
+			s.writeError(w, req, checkRoute(req, info.Verb))
 		case info.Verb == "get":
 			s.get(w, req, st, info.Name)
 		case info.Verb == "update":

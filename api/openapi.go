@@ -347,7 +347,8 @@ func (s *Server) serveOpenAPIV3(w http.ResponseWriter, req *http.Request) {
 	} else if b, ok := s.openapi.docs[rest]; ok {
 		body = b
 	} else {
-		s.notFound(w, req)
+		// kube's OpenAPI v3 handler: 404 without a body.
+		w.WriteHeader(http.StatusNotFound)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -194,7 +194,7 @@ func (s *Server) buildHandler() http.Handler {
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
 	r.HandleMethodNotAllowed = false
-	r.NotFound = http.HandlerFunc(s.notFound)
+	r.NotFound = http.HandlerFunc(pageNotFound)
 
 	health := http.NewServeMux()
 	healthz.InstallLivezHandler(health, s.cfg.LivezChecks...)
@@ -428,6 +428,33 @@ func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter 
 
 func (s *Server) notFound(w http.ResponseWriter, req *http.Request) {
 	s.writeError(w, req, apierrors.NewGenericServerResponse(http.StatusNotFound, req.Method, schema.GroupResource{}, "", "", 0, false))
+}
+
+// pageNotFound is kube-apiserver's answer to a path outside every API
+// group it serves (an unknown group or top-level path): its mux's
+// plain-text 404 (net/http's NotFoundHandler), not a Status. Under a
+// served group (the core group always) go-restful has a web service, and
+// its 404, for an unknown version or resource, is a Status (notFound).
+func pageNotFound(w http.ResponseWriter, req *http.Request) { http.NotFound(w, req) }
+
+// servesGroup says whether any stored or virtual resource is served in
+// group, that is, whether kube-apiserver has a go-restful web service for
+// it; the core group always has one (/api).
+func (s *Server) servesGroup(group string) bool {
+	if group == "" {
+		return true
+	}
+	for _, st := range s.reg.Stores() {
+		if st.GVR.Group == group {
+			return true
+		}
+	}
+	for _, v := range s.reg.Virtuals() {
+		if v.GVR.Group == group {
+			return true
+		}
+	}
+	return false
 }
 
 // methodNotAllowed is kube-apiserver's answer (go-restful's, turned into a

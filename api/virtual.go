@@ -29,6 +29,10 @@ func (s *Server) serveVirtual(w http.ResponseWriter, req *http.Request, v *regis
 		s.methodNotAllowed(w, req)
 		return
 	}
+	if err := checkRoute(req, info.Verb); err != nil {
+		s.writeError(w, req, err)
+		return
+	}
 	ctx := genericapirequest.WithNamespace(req.Context(), ns)
 	req = req.WithContext(ctx)
 	format, si, body, opts, err := s.createRequest(req)

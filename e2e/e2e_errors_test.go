@@ -341,7 +341,7 @@ func TestBadInput(t *testing.T) {
 		{"unsupported media type", http.MethodPost, sa, jsonHeader("application/xml"), []byte(`<sa/>`),
 			415, metav1.StatusReasonUnsupportedMediaType, "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"},
 		{"unsupported patch type", http.MethodPatch, sa + "/a", jsonHeader(js), []byte(`{}`),
-			415, metav1.StatusReasonUnsupportedMediaType, "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml"},
+			415, metav1.StatusReasonUnsupportedMediaType, "415: Unsupported Media Type"},
 		{"body over 3 MiB", http.MethodPost, cmPath, jsonHeader(js), big,
 			413, metav1.StatusReasonRequestEntityTooLarge, "Request entity too large: limit is 3145728"},
 		{"undecodable merge patch", http.MethodPatch, sa + "/a", jsonHeader("application/merge-patch+json"), []byte(`{bad`),
@@ -396,18 +396,18 @@ func TestBadInput(t *testing.T) {
 			400, metav1.StatusReasonBadRequest, `"spec.nothing" is not a known field selector: only "metadata.name", "metadata.namespace"`},
 		{"unknown resource", http.MethodGet, "/api/v1/nothings", nil, nil,
 			404, metav1.StatusReasonNotFound, "the server could not find the requested resource"},
-		{"unknown group", http.MethodGet, "/apis/example.com/v1/things", nil, nil,
-			404, metav1.StatusReasonNotFound, "the server could not find the requested resource"},
-		{"unknown top-level path", http.MethodGet, "/nothing/here", nil, nil,
-			404, metav1.StatusReasonNotFound, "the server could not find the requested resource"},
 		{"unknown subresource", http.MethodGet, sa + "/a/nothing", nil, nil,
 			404, metav1.StatusReasonNotFound, "the server could not find the requested resource"},
 		{"POST to an unknown path", http.MethodPost, "/api/v1/namespaces/default/nothings", jsonHeader(js), []byte(`{}`),
 			404, metav1.StatusReasonNotFound, "the server could not find the requested resource"},
 		{"not acceptable", http.MethodGet, sa, map[string]string{"Accept": "application/xml"}, nil,
-			406, metav1.StatusReasonNotAcceptable, "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"},
+			406, metav1.StatusReasonNotAcceptable, "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"},
+		{"not acceptable on get", http.MethodGet, sa + "/a", map[string]string{"Accept": "text/html, application/*"}, nil,
+			406, metav1.StatusReasonNotAcceptable, "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, application/vnd.kubernetes.protobuf"},
 		{"not acceptable on create", http.MethodPost, sa, map[string]string{"Accept": "application/xml", "Content-Type": js}, []byte(`{"metadata":{"name":"b"}}`),
-			406, metav1.StatusReasonNotAcceptable, ""},
+			406, metav1.StatusReasonNotAcceptable, "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, application/vnd.kubernetes.protobuf"},
+		{"a Table in a group that has none passes the route, then kube's negotiation refuses it", http.MethodGet, sa, map[string]string{"Accept": "application/json;as=Table;g=example.com;v=v1"}, nil,
+			406, metav1.StatusReasonNotAcceptable, "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"},
 	}
 	c := n.httpClient()
 	// Where trustplane knowingly differs from kube-apiserver
@@ -424,6 +424,18 @@ func TestBadInput(t *testing.T) {
 			r := do(t, c, bc.method, n.url()+bc.path, bc.header, bc.body)
 			wantStatus(t, r, bc.code, bc.reason, bc.message)
 		})
+	}
+	// Outside every served group kube-apiserver's mux answers in plain
+	// text; under a served group (an unknown version of it too) go-restful
+	// answers with a Status.
+	for _, path := range []string{"/apis/certificates.k8s.io/v9", "/apis/certificates.k8s.io/v9/things", "/api/v9", "/api/v9/things"} {
+		wantStatus(t, do(t, c, http.MethodGet, n.url()+path, nil, nil), 404, metav1.StatusReasonNotFound, "the server could not find the requested resource")
+	}
+	for _, path := range []string{"/apis/example.com/v1/things", "/apis/example.com/v1", "/apis/example.com", "/nothing/here"} {
+		r := do(t, c, http.MethodGet, n.url()+path, nil, nil)
+		if r.code != 404 || string(r.body) != "404 page not found\n" || r.header.Get("Content-Type") != "text/plain; charset=utf-8" {
+			t.Errorf("GET %s: %d %q (%s), want kube's plain-text 404", path, r.code, r.body, r.header.Get("Content-Type"))
+		}
 	}
 	after := n.snapshot(t, resources...)
 	sameSnapshot(t, before, after)
