@@ -10,7 +10,8 @@ import (
 )
 
 // Config is everything a Cache needs besides the fsm. cmd/ fills it from
-// flags (the window length is the operator's knob); the api sets Decode.
+// flags (the window length is the operator's knob); the storage layer,
+// which builds the cache (api/storage New), sets Decode.
 type Config struct {
 	// Window is how long an applied event stays watchable, measured from
 	// when this node appended it. A watch from a resourceVersion whose
