@@ -74,11 +74,8 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 		s.methodNotAllowed(w, req)
 		return
 	}
-	if sub == "" {
-		if err := checkRoute(req, info.Verb); err != nil {
-			s.writeError(w, req, err)
-			return
-		}
+	if sub == "" && s.refuseRoute(w, req, info.Verb) {
+		return
 	}
 	ctx = genericapirequest.WithNamespace(ctx, ns)
 	req = req.WithContext(ctx)
@@ -97,8 +94,7 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 			s.notFound(w, req)
 		case !st.Serves(sub, info.Verb):
 			s.methodNotAllowed(w, req)
-		case checkRoute(req, info.Verb) != nil:
-			s.writeError(w, req, checkRoute(req, info.Verb))
+		case s.refuseRoute(w, req, info.Verb):
 		case info.Verb == "get":
 			s.get(w, req, st, info.Name)
 		case info.Verb == "update":

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"iter"
 	"net/http"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -65,6 +67,15 @@ func checkRoute(req *http.Request, verb string) error {
 	return routeError(http.StatusNotAcceptable, "406: Not Acceptable\n\nAvailable representations: "+available)
 }
 
+// refuseRoute writes checkRoute's refusal, if any, and says whether it did.
+func (s *Server) refuseRoute(w http.ResponseWriter, req *http.Request, verb string) bool {
+	err := checkRoute(req, verb)
+	if err != nil {
+		s.writeError(w, req, err)
+	}
+	return err != nil
+}
+
 // routeError is the Status kube-apiserver makes of a go-restful refusal.
 func routeError(code int, message string) error {
 	return apierrors.NewGenericServerResponse(code, "", schema.GroupResource{}, "", message, 0, false)
@@ -76,13 +87,9 @@ func consumesPatch(contentType string) bool {
 	if contentType == "" {
 		contentType = "application/octet-stream"
 	}
-	for _, mt := range strings.Split(contentType, ",") {
-		mt, _, _ = strings.Cut(mt, ";")
-		mt = strings.TrimSpace(mt)
-		for _, pt := range patchTypes {
-			if mt == pt {
-				return true
-			}
+	for mt := range bareMediaTypes(contentType) {
+		if slices.Contains(patchTypes, mt) {
+			return true
 		}
 	}
 	return false
@@ -93,17 +100,24 @@ func consumesPatch(contentType string) bool {
 // lose their parameters (a Table request is application/json), the
 // produced ones are compared whole.
 func acceptsAny(accept string, produces []string) bool {
-	for _, mt := range strings.Split(accept, ",") {
-		mt, _, _ = strings.Cut(mt, ";")
-		mt = strings.TrimSpace(mt)
-		if mt == "*/*" {
+	for mt := range bareMediaTypes(accept) {
+		if mt == "*/*" || slices.Contains(produces, mt) {
 			return true
-		}
-		for _, p := range produces {
-			if p == mt {
-				return true
-			}
 		}
 	}
 	return false
+}
+
+// bareMediaTypes yields the media types of a comma-separated header value
+// without their parameters, as go-restful reads Content-Type and Accept;
+// it allocates nothing, since every resource request passes through here.
+func bareMediaTypes(list string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for mt := range strings.SplitSeq(list, ",") {
+			mt, _, _ = strings.Cut(mt, ";")
+			if !yield(strings.TrimSpace(mt)) {
+				return
+			}
+		}
+	}
 }

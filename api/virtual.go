@@ -29,8 +29,7 @@ func (s *Server) serveVirtual(w http.ResponseWriter, req *http.Request, v *regis
 		s.methodNotAllowed(w, req)
 		return
 	}
-	if err := checkRoute(req, info.Verb); err != nil {
-		s.writeError(w, req, err)
+	if s.refuseRoute(w, req, info.Verb) {
 		return
 	}
 	ctx := genericapirequest.WithNamespace(req.Context(), ns)
