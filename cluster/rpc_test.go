@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
-	"github.com/trustplane/trustplane/fsm"
 	"net"
 	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+	"github.com/trustplane/trustplane/fsm"
 )
 
 func frame(payload string) []byte {
