@@ -47,9 +47,15 @@
 //     resource; the RBAC cache and the signing keys go through Open and
 //     AtRest.
 //   - The decoded-object cache (objcache.go): one decoded object per
-//     stored version, shared and never modified (by lists, and by the
-//     watch cache, which holds none of its own), and its encodings as a
-//     list item, JSON and protobuf.
+//     stored version while it is cached, shared and never modified (by
+//     lists, and by the watch cache, which holds none of its own), and its
+//     encodings as a list item, JSON and protobuf. The node bounds it: the
+//     decoded objects of every resource within maxCachedObjectBytes (as
+//     objectCost estimates them; past it, entries not read since the last
+//     eviction go first), the encodings within maxItemEncodingBytes. A
+//     version evicted is decoded again when it is next read, as a new
+//     shared object: a caller may hold the same version as two objects,
+//     never one object for two versions.
 //
 // Rules it keeps:
 //
