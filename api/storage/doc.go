@@ -31,7 +31,7 @@
 //     a watch (after which revision, and whether the state at it comes
 //     first); the watch cache decodes through the stores' shared object
 //     cache, so a stored version that is both read and watched is decoded
-//     once and held once.
+//     once and held once while that cache holds it.
 //   - Reads and writes on keys (Store: Get, Create, GuaranteedUpdate,
 //     Delete, GetList): the stored encoding (a codec handed in: protobuf of
 //     the external version, without resourceVersion), preconditions with
