@@ -43,8 +43,10 @@ type Config struct {
 	// watcher needs one (each watcher with a predicate, for the new and the
 	// previous version; the api for the event it writes), so Decode must be
 	// cheap when asked again for the same version. The storage layer's
-	// DecodeShared is: one decoded object per stored version, held once per
-	// node, which the watch window therefore never duplicates. The result
+	// DecodeShared is: one decoded object per stored version while its
+	// bounded cache holds it, held once per node, which the watch window
+	// therefore never duplicates; a version evicted from that cache is
+	// decoded again when asked, as a new object. The result
 	// is shared and must not be modified. nil means the object is the
 	// *fsm.KV itself.
 	Decode func(kv *fsm.KV) (any, error)

@@ -45,8 +45,9 @@
 //   - Decoded objects are not held here. The window holds stored versions
 //     (and counts their bytes); a decoded object is asked of Config.Decode
 //     whenever a watcher needs it, which in production is the storage
-//     layer's cache of one shared, immutable object per stored version. So
-//     each version is decoded once per node and held once, and events that
-//     nobody watches are never decoded. Objects handed out are shared and
+//     layer's bounded cache of one shared, immutable object per stored
+//     version. So each version is decoded once per node and held once
+//     while that cache holds it (an evicted version is decoded again when
+//     asked), and events that nobody watches are never decoded. Objects handed out are shared and
 //     must be copied before they are changed.
 package watchcache

@@ -31,7 +31,7 @@
 //     a watch (after which revision, and whether the state at it comes
 //     first); the watch cache decodes through the stores' shared object
 //     cache, so a stored version that is both read and watched is decoded
-//     once and held once.
+//     once and held once while that cache holds it.
 //   - Reads and writes on keys (Store: Get, Create, GuaranteedUpdate,
 //     Delete, GetList): the stored encoding (a codec handed in: protobuf of
 //     the external version, without resourceVersion), preconditions with
@@ -47,9 +47,15 @@
 //     resource; the RBAC cache and the signing keys go through Open and
 //     AtRest.
 //   - The decoded-object cache (objcache.go): one decoded object per
-//     stored version, shared and never modified (by lists, and by the
-//     watch cache, which holds none of its own), and its encodings as a
-//     list item, JSON and protobuf.
+//     stored version while it is cached, shared and never modified (by
+//     lists, and by the watch cache, which holds none of its own), and its
+//     encodings as a list item, JSON and protobuf. The node bounds it: the
+//     decoded objects of every resource within maxCachedObjectBytes (as
+//     objectCost estimates them; past it, entries not read since the last
+//     eviction go first), the encodings within maxItemEncodingBytes. A
+//     version evicted is decoded again when it is next read, as a new
+//     shared object: a caller may hold the same version as two objects,
+//     never one object for two versions.
 //
 // Rules it keeps:
 //

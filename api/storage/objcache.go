@@ -24,14 +24,20 @@ import (
 // read, copied by value into the list and encoded, and ItemJSON use them
 // directly.
 //
-// Versions that are no longer live (replaced or deleted) are dropped by a
-// sweep that runs when the cache has grown to twice its size after the
-// previous sweep, so it stays within about twice the number of live keys
-// read.
+// Two things bound it. Versions that are no longer live (replaced or
+// deleted) are dropped by a sweep that runs when the cache has grown to
+// twice its size after the previous sweep. And the decoded objects of every
+// store of a node together stay within the node's budget (objBudget,
+// maxCachedObjectBytes): past it, entries are evicted, those not read since
+// the previous eviction first (a clock), and a version evicted is decoded
+// again the next time it is read, as a new shared object.
 type objCache struct {
-	mu      sync.RWMutex
-	m       map[*fsm.KV]*cachedObj
-	sweepAt int
+	budget *objBudget
+
+	mu       sync.RWMutex
+	m        map[*fsm.KV]*cachedObj
+	sweepAt  int
+	sweeping bool
 }
 
 // cachedObj is one decoded stored version and, computed on first use, its
@@ -42,6 +48,14 @@ type objCache struct {
 type cachedObj struct {
 	obj      runtime.Object
 	json, pb atomic.Pointer[[]byte]
+	// cost is what the entry counts against the node's objBudget.
+	cost int64
+	// used is set when the entry is read, cleared by an eviction that
+	// passes over it: entries not read since the last eviction go first.
+	used atomic.Bool
+	// released is set once the entry has left its cache; an encoding
+	// stored after that is taken back by whoever stored it (itemEncoding).
+	released atomic.Bool
 }
 
 // maxItemEncodingBytes bounds the list-item encodings the object caches of a
@@ -53,17 +67,96 @@ type cachedObj struct {
 // longer live are released with their entries.
 const maxItemEncodingBytes = 128 << 20
 
-// encodingBytes is what e's cached encodings count against
-// maxItemEncodingBytes.
-func (e *cachedObj) encodingBytes() int64 {
-	var n int64
-	if b := e.json.Load(); b != nil {
-		n += int64(len(*b))
+// maxCachedObjectBytes bounds the decoded objects the object caches of a
+// node hold, over every resource, as objectCost estimates them. Without a
+// bound every stored version ever read or watched stays decoded, a second
+// copy of the store beside the fsm's (about 2 KiB of heap for a 1 KiB
+// object: 200 MiB at 100,000 objects). 64 MiB holds the objects of a
+// 10,000-item list of 1 KiB objects twice over; a version evicted costs a
+// decode when it is read again.
+const maxCachedObjectBytes = 64 << 20
+
+// objectCost estimates the heap a decoded object of kv holds: about twice
+// its stored encoding (strings and maps of the decoded form, the map entry
+// and cachedObj around it).
+func objectCost(kv *fsm.KV) int64 { return 2*int64(len(kv.Value)) + 256 }
+
+// objBudget is a node's budget of decoded objects, shared by the object
+// caches of every store (Storage.ForResource registers them), so that the
+// resources that are read get the room and the node's total stays bounded.
+type objBudget struct {
+	max int64
+	// bytes is the cost of the entries every cache holds.
+	bytes atomic.Int64
+	// enc counts the cached list-item encodings (Storage.itemEncodings);
+	// an entry that leaves releases its encodings from it.
+	enc *atomic.Int64
+	// evicting is set while one eviction runs; a put that finds it set
+	// leaves the work to it.
+	evicting atomic.Bool
+
+	mu     sync.Mutex
+	caches []*objCache
+}
+
+// register makes c one of the caches b bounds.
+func (b *objBudget) register(c *objCache) {
+	b.mu.Lock()
+	b.caches = append(b.caches, c)
+	b.mu.Unlock()
+	c.budget = b
+}
+
+// release takes a removed entry's cost and encodings off the node's counts.
+// It runs once per entry: by whoever removed it from its map.
+func (b *objBudget) release(e *cachedObj) {
+	b.bytes.Add(-e.cost)
+	e.released.Store(true)
+	for _, slot := range []*atomic.Pointer[[]byte]{&e.json, &e.pb} {
+		if p := slot.Swap(nil); p != nil {
+			b.enc.Add(-int64(len(*p)))
+		}
 	}
-	if b := e.pb.Load(); b != nil {
-		n += int64(len(*b))
+}
+
+// evict brings the caches down to three quarters of the budget when they
+// are over it, taking from every cache in proportion to what it holds.
+func (b *objBudget) evict() {
+	if !b.evicting.CompareAndSwap(false, true) {
+		return
 	}
-	return n
+	defer b.evicting.Store(false)
+	total, target := b.bytes.Load(), b.max*3/4
+	if total <= b.max {
+		return
+	}
+	b.mu.Lock()
+	caches := append([]*objCache(nil), b.caches...)
+	b.mu.Unlock()
+	for _, c := range caches {
+		c.shrink(float64(total-target) / float64(total))
+	}
+}
+
+// shrink evicts about frac of c's entries: those not read since the last
+// eviction first (clearing the mark of those it passes over), then any.
+func (c *objCache) shrink(frac float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := int(frac*float64(len(c.m)) + 0.5)
+	for pass := 0; pass < 2 && n > 0; pass++ {
+		for k, e := range c.m {
+			if n == 0 {
+				break
+			}
+			if pass == 0 && e.used.Swap(false) {
+				continue
+			}
+			delete(c.m, k)
+			c.budget.release(e)
+			n--
+		}
+	}
 }
 
 // minSweepAt is the size below which the cache is never swept.
@@ -77,39 +170,76 @@ func (c *objCache) get(kv *fsm.KV) runtime.Object {
 	return nil
 }
 
-// entry returns kv's cache entry, or nil.
+// entry returns kv's cache entry, or nil, and marks it read.
 func (c *objCache) entry(kv *fsm.KV) *cachedObj {
 	c.mu.RLock()
 	e := c.m[kv]
 	c.mu.RUnlock()
+	if e != nil && !e.used.Load() {
+		e.used.Store(true)
+	}
 	return e
 }
 
-// put records obj as the decoded object of kv. live reports the current
-// ModRevision of a key (ok false when it is gone), for the sweep.
-// Entries swept release their encodings from enc (Storage.itemEncodings).
-func (c *objCache) put(kv *fsm.KV, obj runtime.Object, live func(fsm.Key) (uint64, bool), enc *atomic.Int64) {
+// put records obj as the decoded object of kv and returns the shared
+// object of kv: obj, or the one another caller put first. live reports the
+// current ModRevision of a key (ok false when it is gone), for the sweep of
+// versions no longer live.
+func (c *objCache) put(kv *fsm.KV, obj runtime.Object, live func(fsm.Key) (uint64, bool)) runtime.Object {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.m == nil {
 		c.m = make(map[*fsm.KV]*cachedObj)
 		c.sweepAt = minSweepAt
 	}
-	if _, ok := c.m[kv]; !ok {
-		c.m[kv] = &cachedObj{obj: obj}
+	if e, ok := c.m[kv]; ok {
+		c.mu.Unlock()
+		return e.obj
 	}
-	if len(c.m) < c.sweepAt {
-		return
+	// Not marked used: a version decoded once and never read again is
+	// the first to go.
+	e := &cachedObj{obj: obj, cost: objectCost(kv)}
+	c.m[kv] = e
+	sweep := len(c.m) >= c.sweepAt && !c.sweeping
+	if sweep {
+		c.sweeping = true
 	}
-	for k, e := range c.m {
+	c.mu.Unlock()
+	if c.budget.bytes.Add(e.cost) > c.budget.max {
+		c.budget.evict()
+	}
+	if sweep {
+		c.sweepDead(live)
+	}
+	return obj
+}
+
+// sweepDead drops the entries of versions that are no longer live. It asks
+// live about each without holding c's lock (a version that is not live
+// never becomes live again: a new version is a new *fsm.KV), so reads and
+// puts go on meanwhile.
+func (c *objCache) sweepDead(live func(fsm.Key) (uint64, bool)) {
+	c.mu.RLock()
+	kvs := make([]*fsm.KV, 0, len(c.m))
+	for k := range c.m {
+		kvs = append(kvs, k)
+	}
+	c.mu.RUnlock()
+	dead := kvs[:0]
+	for _, k := range kvs {
 		if rev, ok := live(k.Key); !ok || rev != k.ModRevision {
+			dead = append(dead, k)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range dead {
+		if e, ok := c.m[k]; ok {
 			delete(c.m, k)
-			if n := e.encodingBytes(); n > 0 {
-				enc.Add(-n)
-			}
+			c.budget.release(e)
 		}
 	}
 	c.sweepAt = max(2*len(c.m), minSweepAt)
+	c.sweeping = false
 }
 
 // DecodeShared returns the decoded internal object of kv, with its
@@ -124,8 +254,7 @@ func (s *Store) DecodeShared(kv *fsm.KV) (runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.put(kv, obj, s.liveRevision, &s.itemEncodings)
-	return obj, nil
+	return c.put(kv, obj, s.liveRevision), nil
 }
 
 // Unshared returns a shallow copy of a shared decoded object (a new top-level
@@ -241,15 +370,30 @@ func (s *Store) itemEncoding(kv *fsm.KV, field func(*cachedObj) *atomic.Pointer[
 	if err != nil {
 		return nil, err
 	}
+	return s.keepEncoding(e, slot, b), nil
+}
+
+// keepEncoding caches b, an encoding of e's object, in e's slot while the
+// node's cached encodings stay within maxItemEncodings, and returns the
+// encoding to use: b, or the same bytes another list cached first.
+func (s *Storage) keepEncoding(e *cachedObj, slot *atomic.Pointer[[]byte], b []byte) []byte {
 	n := int64(len(b))
 	if s.itemEncodings.Add(n) > s.maxItemEncodings {
 		s.itemEncodings.Add(-n)
-		return b, nil
+		return b
 	}
 	if !slot.CompareAndSwap(nil, &b) {
 		// Another list cached it meanwhile: the same bytes.
 		s.itemEncodings.Add(-n)
-		return *slot.Load(), nil
+		if p := slot.Load(); p != nil {
+			return *p
+		}
+		return b
 	}
-	return b, nil
+	if e.released.Load() && slot.CompareAndSwap(&b, nil) {
+		// The entry left its cache meanwhile and its release did not see
+		// this encoding: take it back, or it would be counted for good.
+		s.itemEncodings.Add(-n)
+	}
+	return b
 }

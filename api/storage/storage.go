@@ -116,6 +116,9 @@ type Storage struct {
 	// maxItemEncodings (maxItemEncodingBytes; tests lower it).
 	itemEncodings    atomic.Int64
 	maxItemEncodings int64
+	// objs bounds the decoded objects the stores' caches hold
+	// (objcache.go).
+	objs objBudget
 }
 
 // New builds the storage layer over backend and, given a Feed, the node's
@@ -127,6 +130,7 @@ func New(cfg *Config, backend Backend) (*Storage, error) {
 	}
 	s := &Storage{backend: backend, freshWait: cfg.FreshWait, transformers: cfg.Transformers, maxObjectBytes: cfg.MaxObjectBytes,
 		stores: map[schema.GroupResource]*Store{}, maxItemEncodings: maxItemEncodingBytes}
+	s.objs.max, s.objs.enc = maxCachedObjectBytes, &s.itemEncodings
 	if cfg.Feed != nil {
 		wcfg := watchcache.DefaultConfig()
 		if cfg.Watch != nil {

@@ -59,6 +59,7 @@ type Store struct {
 func (s *Storage) ForResource(cfg ResourceConfig) *Store {
 	st := &Store{Storage: s, gvr: cfg.GVR, codec: cfg.Codec, convertor: cfg.Convertor, newFunc: cfg.NewFunc,
 		atRest: s.AtRest(cfg.GVR.GroupResource())}
+	s.objs.register(&st.objs)
 	s.mu.Lock()
 	if _, ok := s.stores[st.gr()]; !ok {
 		s.stores[st.gr()] = st

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -70,6 +71,12 @@ type options struct {
 	watchWindow       time.Duration
 	compactRetention  time.Duration
 	compactInterval   time.Duration
+
+	// gcPercent is the collector's GOGC that serve sets when setGC is
+	// true: not when the environment sets GOGC and the flag was not given
+	// (gc.go).
+	gcPercent int
+	setGC     bool
 }
 
 func parseServe(args []string) (*options, error) {
@@ -110,12 +117,14 @@ func parseServe(args []string) (*options, error) {
 	fs.DurationVar(&o.compactRetention, "compact-retention", d.CompactRetention, "MVCC history kept for exact reads, continue tokens and watch history across restarts; older gets 410 Gone")
 	fs.DurationVar(&o.compactInterval, "compact-interval", d.CompactInterval, "how often the leader compacts history")
 	fs.DurationVar(&o.watchWindow, "watch-cache-window", watchcache.DefaultConfig().Window, "how much watch history each node keeps; older resourceVersions get 410 Gone")
+	fs.IntVar(&o.gcPercent, "gc-percent", defaultGCPercent, "the garbage collector's GOGC: how far the heap grows past what is live before a collection, in percent; lower holds less memory for more CPU (negative: off). Not applied when the environment sets GOGC and the flag is not given")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if err := envTwins(fs); err != nil {
 		return nil, err
 	}
+	o.gcPercent, o.setGC = gcPercent(fs, o.gcPercent, os.LookupEnv)
 	expectSet := false
 	fs.Visit(func(f *flag.Flag) { expectSet = expectSet || f.Name == "bootstrap-expect" })
 	if _, ok := os.LookupEnv(envName("bootstrap-expect")); ok {
@@ -171,6 +180,9 @@ func serve(args []string) error {
 	// log through klog: route it through the same handler.
 	klog.SetSlogLogger(log.With("component", "kube"))
 	slog.SetDefault(log)
+	if o.setGC {
+		debug.SetGCPercent(o.gcPercent)
+	}
 
 	privateFiles() // data at rest (atrest.go): 0600 files, 0700 directories
 	scfg, err := o.atRest.storageConfig()
