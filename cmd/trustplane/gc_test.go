@@ -37,3 +37,22 @@ func TestGCPercent(t *testing.T) {
 		})
 	}
 }
+
+func TestParseBytes(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    uint64
+		wantErr bool
+	}{
+		{in: "256Mi", want: 256 << 20},
+		{in: "1G", want: 1e9},
+		{in: "0", want: 0},
+		{in: "-1Mi", wantErr: true},
+		{in: "lots", wantErr: true},
+	} {
+		got, err := parseBytes(tc.in)
+		if (err != nil) != tc.wantErr || (!tc.wantErr && got != tc.want) {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d (error %v)", tc.in, got, err, tc.want, tc.wantErr)
+		}
+	}
+}

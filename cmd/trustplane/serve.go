@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -28,6 +27,7 @@ import (
 	"github.com/trustplane/trustplane/certs"
 	"github.com/trustplane/trustplane/cluster"
 	"github.com/trustplane/trustplane/fsm"
+	"github.com/trustplane/trustplane/internal/gctune"
 	"github.com/trustplane/trustplane/watchcache"
 )
 
@@ -77,6 +77,9 @@ type options struct {
 	// (gc.go).
 	gcPercent int
 	setGC     bool
+	// gcFloor is the least the heap may grow by between collections
+	// (gctune.Config.Floor), from --gc-min-headroom.
+	gcFloor uint64
 }
 
 func parseServe(args []string) (*options, error) {
@@ -117,7 +120,8 @@ func parseServe(args []string) (*options, error) {
 	fs.DurationVar(&o.compactRetention, "compact-retention", d.CompactRetention, "MVCC history kept for exact reads, continue tokens and watch history across restarts; older gets 410 Gone")
 	fs.DurationVar(&o.compactInterval, "compact-interval", d.CompactInterval, "how often the leader compacts history")
 	fs.DurationVar(&o.watchWindow, "watch-cache-window", watchcache.DefaultConfig().Window, "how much watch history each node keeps; older resourceVersions get 410 Gone")
-	fs.IntVar(&o.gcPercent, "gc-percent", defaultGCPercent, "the garbage collector's GOGC: how far the heap grows past what is live before a collection, in percent; lower holds less memory for more CPU (negative: off). Not applied when the environment sets GOGC and the flag is not given")
+	fs.IntVar(&o.gcPercent, "gc-percent", defaultGCPercent, "the garbage collector's GOGC for a large live heap: how far the heap grows past what is live before a collection, in percent; lower holds less memory for more CPU (negative: off). Not applied when the environment sets GOGC and the flag is not given")
+	gcFloor := fs.String("gc-min-headroom", defaultGCMinHeadroom, "the least the heap may grow by between collections: while --gc-percent of the live heap is less, the percentage rises towards Go's default of 100, so a small store pays no collector CPU to save memory it does not need")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -125,6 +129,11 @@ func parseServe(args []string) (*options, error) {
 		return nil, err
 	}
 	o.gcPercent, o.setGC = gcPercent(fs, o.gcPercent, os.LookupEnv)
+	floor, ferr := parseBytes(*gcFloor)
+	if ferr != nil {
+		return nil, fmt.Errorf("--gc-min-headroom: %w", ferr)
+	}
+	o.gcFloor = floor
 	expectSet := false
 	fs.Visit(func(f *flag.Flag) { expectSet = expectSet || f.Name == "bootstrap-expect" })
 	if _, ok := os.LookupEnv(envName("bootstrap-expect")); ok {
@@ -181,7 +190,7 @@ func serve(args []string) error {
 	klog.SetSlogLogger(log.With("component", "kube"))
 	slog.SetDefault(log)
 	if o.setGC {
-		debug.SetGCPercent(o.gcPercent)
+		gctune.Start(gctune.Config{Percent: o.gcPercent, Floor: o.gcFloor})
 	}
 
 	privateFiles() // data at rest (atrest.go): 0600 files, 0700 directories

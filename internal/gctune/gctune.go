@@ -1,0 +1,121 @@
+package gctune
+
+import (
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync/atomic"
+)
+
+// Config is the collector policy.
+type Config struct {
+	// Percent is GOGC for a large live heap: how far, in percent of the
+	// live heap, it grows before the next collection.
+	Percent int
+	// Floor is the least the heap may grow by between collections, in
+	// bytes. Below Floor/Percent*100 of live heap the percentage rises
+	// towards 100.
+	Floor uint64
+}
+
+// hysteresis is how many points the wanted percentage must move before
+// the setting changes.
+const hysteresis = 5
+
+// goDefault is Go's own GOGC, the most Percent is raised to.
+const goDefault = 100
+
+// PercentFor is the percentage c wants with live bytes of live heap.
+func (c Config) PercentFor(live uint64) int {
+	ceiling := max(c.Percent, goDefault)
+	if live == 0 {
+		return ceiling
+	}
+	// The percentage at which the growth is exactly Floor, rounded up.
+	atFloor := (c.Floor*100 + live - 1) / live
+	if atFloor >= uint64(ceiling) {
+		return ceiling
+	}
+	return max(c.Percent, int(atFloor))
+}
+
+// Tuner applies a Config after each collection until Stop.
+type Tuner struct {
+	cfg     Config
+	stopped atomic.Bool
+	applied atomic.Int64
+	sample  []metrics.Sample
+}
+
+// Start applies c's percentage for the current heap at once and again
+// after every collection. A negative Percent turns the collector off
+// instead (as GOGC=off does) and starts nothing.
+func Start(c Config) *Tuner {
+	t := &Tuner{cfg: c, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	if c.Percent < 0 {
+		debug.SetGCPercent(-1)
+		t.applied.Store(-1)
+		t.stopped.Store(true)
+		return t
+	}
+	t.applied.Store(none)
+	t.adjust()
+	t.arm()
+	return t
+}
+
+// Stop ends the adjustments; the setting in force stays.
+func (t *Tuner) Stop() { t.stopped.Store(true) }
+
+// Applied is the percentage in force (-1 for off).
+func (t *Tuner) Applied() int { return int(t.applied.Load()) }
+
+// arm attaches the next adjustment to the next collection: the finalizer
+// of an object nothing references runs after the collection that found it
+// unreachable.
+func (t *Tuner) arm() {
+	s := new(sentinel)
+	runtime.SetFinalizer(s, func(*sentinel) {
+		if t.stopped.Load() {
+			return
+		}
+		t.adjust()
+		t.arm()
+	})
+}
+
+// sentinel has a field, because the runtime may not run the finalizers of
+// zero-size objects (they can share one address).
+type sentinel struct{ _ byte }
+
+// adjust sets the percentage for the live heap the last collection found.
+// Only the finalizer goroutine calls it after Start.
+func (t *Tuner) adjust() {
+	metrics.Read(t.sample)
+	var live uint64
+	if t.sample[0].Value.Kind() == metrics.KindUint64 {
+		live = t.sample[0].Value.Uint64()
+	}
+	want := t.cfg.PercentFor(live)
+	cur := t.applied.Load()
+	if cur == int64(want) {
+		return
+	}
+	// Small moves wait, except onto the two ends of the range.
+	ends := want == t.cfg.Percent || want == max(t.cfg.Percent, goDefault)
+	if cur != none && abs(want-int(cur)) <= hysteresis && !ends {
+		return
+	}
+	debug.SetGCPercent(want)
+	t.applied.Store(int64(want))
+}
+
+// none is Tuner.applied before the first adjustment.
+const none = -1 << 31
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
