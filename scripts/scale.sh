@@ -10,7 +10,9 @@
 #             default "100 1000 10000")
 #   snapshot  at the largest N: snapshot save, snapshot restore, the
 #             restored node's start, and a new empty node's catch-up to it
-#             (by InstallSnapshot), each timed
+#             (by InstallSnapshot), each timed; with SNAPSHOT=file (and
+#             SNAPSHOT_OBJECTS=N for the table) it restores that file
+#             instead of saving one
 #
 # and draws the curves with "trustplane bench plot" into SCALE_DIR (default
 # bin/scale/<time>): objects.svg, list.svg, watch.svg, with every result's
@@ -64,13 +66,18 @@ wait_file() {
 }
 
 # serve DIR PORT [ARGS...]: start a node with data in DIR, API on PORT,
-# Raft and gossip on the next two ports; sets $pid.
+# Raft and gossip on the next two ports; sets $pid. DIR starts empty,
+# unless KEEP_DATA=1 (a restored node's data directory).
 serve() {
   local dir=$1 port=$2
   shift 2
   # Fresh every time: a kubeconfig left by an earlier run would pass for
   # readiness. Every data directory is the script's own, under $OUT.
-  rm -rf "$dir" "$dir.log"
+  if [ "${KEEP_DATA:-0}" = 1 ]; then
+    rm -f "$dir/admin.kubeconfig" "$dir.log"
+  else
+    rm -rf "$dir" "$dir.log"
+  fi
   mkdir -p "$dir"
   "$TP" serve --data-dir "$dir" --listen "127.0.0.1:$port" \
     --raft-addr "127.0.0.1:$((port + 1))" --gossip-addr "127.0.0.1:$((port + 2))" "$@" \
@@ -146,8 +153,17 @@ snapshot_from() {
   t=$(now)
   "$TP" snapshot save --kubeconfig "$dir/admin.kubeconfig" -o "$snap" >"$OUT/snapshot-save.txt" 2>&1
   printf '%s\tsnapshot save\t%s\t%s bytes\n' "$n" "$(since "$t")" "$(stat -c %s "$snap")" >>"$tsv"
-  "$TP" snapshot inspect "$snap" >"$OUT/snapshot-inspect.txt"
   stop_all
+  restore_from "$snap" "$n"
+}
+
+# restore_from SNAP N: restore SNAP (of a store of N objects) into a new
+# node, start it, then start an empty node that joins it and time its
+# catch-up to the restored index.
+restore_from() {
+  local snap=$1 n=$2 t tsv="$OUT/snapshot.tsv"
+  [ -f "$tsv" ] || printf 'objects\tstep\tseconds\tdetail\n' >"$tsv"
+  "$TP" snapshot inspect "$snap" >"$OUT/snapshot-inspect.txt"
 
   # The restored cluster gets a CA directory with a node CA and a gossip
   # key, so that a second node can join it.
@@ -160,13 +176,20 @@ snapshot_from() {
 
   local seeds="127.0.0.1:$((p1 + 2)),127.0.0.1:$((p2 + 2))"
   t=$(now)
-  serve "$r1" "$p1" --node-name r1 --ca-dir "$OUT/ca" --join "$seeds"
+  KEEP_DATA=1 serve "$r1" "$p1" --node-name r1 --ca-dir "$OUT/ca" --join "$seeds"
   local pid1=$pid
   wait_file "$r1/admin.kubeconfig" "$pid1"
   printf '%s\trestored node start to ready\t%s\tRSS %s kB\n' "$n" "$(since "$t")" "$(awk '/VmHWM/ {print $2}' /proc/$pid1/status)" >>"$tsv"
 
-  local target
+  local target snapidx
   target=$(raft_applied "$r1/admin.kubeconfig" "https://127.0.0.1:$p1")
+  # The restored node must hold the snapshot, or the catch-up below times
+  # an empty cluster.
+  snapidx=$(awk '/^index:/ {print $2}' "$OUT/snapshot-inspect.txt")
+  if [ "$target" -lt "$snapidx" ]; then
+    echo "scale: the restored node is at index $target, below the snapshot's $snapidx" >&2
+    return 1
+  fi
   t=$(now)
   serve "$r2" "$p2" --node-name r2 --ca-dir "$OUT/ca" --join "$seeds"
   local pid2=$pid deadline=$(($(date +%s) + CATCHUP_TIMEOUT)) got=0
@@ -215,7 +238,15 @@ for ph in $PHASES; do
   objects) phase_objects ;;
   list) phase_list ;;
   watch) phase_watch ;;
-  snapshot) [[ " $PHASES " == *" objects "* ]] || { echo "scale: the snapshot phase runs at the end of the objects phase" >&2; exit 2; } ;;
+  snapshot)
+    # With SNAPSHOT (a file saved earlier, of SNAPSHOT_OBJECTS objects),
+    # only the restore, restored start and catch-up run.
+    if [ -n "${SNAPSHOT:-}" ]; then
+      restore_from "$SNAPSHOT" "${SNAPSHOT_OBJECTS:-unknown}"
+    else
+      [[ " $PHASES " == *" objects "* ]] || { echo "scale: the snapshot phase runs at the end of the objects phase, or on SNAPSHOT=file" >&2; exit 2; }
+    fi
+    ;;
   *) echo "scale: unknown phase $ph" >&2; exit 2 ;;
   esac
 done

@@ -190,7 +190,9 @@ func serve(args []string) error {
 	klog.SetSlogLogger(log.With("component", "kube"))
 	slog.SetDefault(log)
 	if o.setGC {
-		gctune.Start(gctune.Config{Percent: o.gcPercent, Floor: o.gcFloor})
+		gctune.Start(gctune.Config{Percent: o.gcPercent, Floor: o.gcFloor, OnChange: func(pct int, live uint64) {
+			log.Info("garbage collector percentage", "gogc", pct, "liveHeapMiB", live>>20)
+		}})
 	}
 
 	privateFiles() // data at rest (atrest.go): 0600 files, 0700 directories

@@ -16,6 +16,10 @@ type Config struct {
 	// bytes. Below Floor/Percent*100 of live heap the percentage rises
 	// towards 100.
 	Floor uint64
+	// OnChange, if set, is told each new percentage and the live heap it
+	// was chosen for, so the node can log it. It runs on the finalizer
+	// goroutine and must not block.
+	OnChange func(percent int, live uint64)
 }
 
 // hysteresis is how many points the wanted percentage must move before
@@ -84,9 +88,15 @@ func (t *Tuner) arm() {
 	})
 }
 
-// sentinel has a field, because the runtime may not run the finalizers of
-// zero-size objects (they can share one address).
-type sentinel struct{ _ byte }
+// sentinel is big enough (and holds a pointer) to stay out of the tiny
+// allocator: a tiny object shares its 16-byte block with others, and its
+// finalizer waits until all of them are unreachable, which in a server
+// holding long-lived small objects can be never. The chain of adjustments
+// would then stop after the first.
+type sentinel struct {
+	_ *int
+	_ [16]byte
+}
 
 // adjust sets the percentage for the live heap the last collection found.
 // Only the finalizer goroutine calls it after Start.
@@ -108,6 +118,9 @@ func (t *Tuner) adjust() {
 	}
 	debug.SetGCPercent(want)
 	t.applied.Store(int64(want))
+	if t.cfg.OnChange != nil {
+		t.cfg.OnChange(want, live)
+	}
 }
 
 // none is Tuner.applied before the first adjustment.

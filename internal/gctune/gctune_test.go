@@ -33,13 +33,21 @@ func TestPercentFor(t *testing.T) {
 	}
 }
 
-var keep [][]byte
+var (
+	keep [][]byte
+	tiny []*byte
+)
 
 // TestTunerFollowsTheLiveHeap: with a live heap well past Floor the tuner
 // applies Percent after a collection, and once the heap is freed it goes
 // back to Go's default.
 func TestTunerFollowsTheLiveHeap(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	// Long-lived tiny objects, as a server holds: a sentinel sharing a
+	// tiny block with one of them would never be finalized.
+	for range 4096 {
+		tiny = append(tiny, new(byte))
+	}
 	tu := Start(Config{Percent: 50, Floor: 4 * mib})
 	defer tu.Stop()
 
