@@ -176,7 +176,7 @@ func (n *Node) reconcileDataDirs(conf map[raft.ServerID]raft.Server, members map
 				continue
 			}
 			target := n.raft.LastIndex()
-			if err := n.raft.DemoteVoter(id, 0, n.cfg.ApplyTimeout).Error(); err != nil {
+			if err := n.awaitChange(n.raft.DemoteVoter(id, 0, n.cfg.ApplyTimeout)); err != nil {
 				n.logger.Warn("membership: demoting a voter that lost its data directory failed; will retry", "member", name, "error", err)
 				return
 			}
@@ -198,7 +198,7 @@ func (n *Node) reconcileDataDirs(conf map[raft.ServerID]raft.Server, members map
 				n.logger.Warn("membership: recording a non-voter's data directory failed; will retry", "member", name, "error", err)
 				return
 			}
-			if err := n.raft.AddVoter(id, s.Address, 0, n.cfg.ApplyTimeout).Error(); err != nil {
+			if err := n.awaitChange(n.raft.AddVoter(id, s.Address, 0, n.cfg.ApplyTimeout)); err != nil {
 				n.logger.Warn("membership: promoting a caught-up non-voter failed; will retry", "member", name, "error", err)
 				return
 			}

@@ -33,7 +33,8 @@
 //     (ErrNoLeader or ErrTimeout); it never serves a linearizable read on
 //     its own authority.
 //   - No wait outlives the node: Shutdown ends every Propose, ReadIndex and
-//     WaitApplied with ErrShutdown, even where raft itself would leave a
+//     WaitApplied, and the membership loops' configuration changes
+//     (awaitChange), with ErrShutdown, even where raft itself would leave a
 //     future unanswered, and closes the internal-RPC connections it
 //     accepted, so no caller keeps talking to a stopped node.
 //   - Raft traffic is mutual TLS only. Both sides present the node

@@ -141,7 +141,7 @@ func (n *Node) reconcile(missing map[raft.ServerID]time.Time, catchup map[raft.S
 			n.logger.Warn("adding voter: recording its data directory failed; will retry", "member", name, "error", err)
 			return
 		}
-		err = n.raft.AddVoter(id, raft.ServerAddress(m.meta.Raft), 0, n.cfg.ApplyTimeout).Error()
+		err = n.awaitChange(n.raft.AddVoter(id, raft.ServerAddress(m.meta.Raft), 0, n.cfg.ApplyTimeout))
 		if err != nil {
 			n.logger.Warn("adding voter failed; will retry", "member", name, "raft_addr", m.meta.Raft, "error", err)
 			return
@@ -163,7 +163,7 @@ func (n *Node) reconcile(missing map[raft.ServerID]time.Time, catchup map[raft.S
 				n.logOnce(slog.LevelWarn, "membership: not removing a member that left", string(s.ID), "", err)
 				continue
 			}
-			if err := n.raft.RemoveServer(s.ID, 0, n.cfg.ApplyTimeout).Error(); err != nil {
+			if err := n.awaitChange(n.raft.RemoveServer(s.ID, 0, n.cfg.ApplyTimeout)); err != nil {
 				n.logger.Warn("removing a server that left failed; will retry", "member", s.ID, "error", err)
 				return
 			}
@@ -222,7 +222,7 @@ func (n *Node) reconcile(missing map[raft.ServerID]time.Time, catchup map[raft.S
 			n.logOnce(slog.LevelWarn, "autopilot: not removing failed voter", string(id), "", fmt.Errorf("voter %q has failed for %s but removing it is unsafe: %d of %d voters are alive", id, now.Sub(deadSince[id]).Round(time.Second), healthy, voters))
 			continue
 		}
-		if err := n.raft.RemoveServer(id, 0, n.cfg.ApplyTimeout).Error(); err != nil {
+		if err := n.awaitChange(n.raft.RemoveServer(id, 0, n.cfg.ApplyTimeout)); err != nil {
 			n.logger.Warn("autopilot: removing a failed voter failed; will retry", "member", id, "error", err)
 			return
 		}
@@ -316,7 +316,7 @@ func (n *Node) moveServer(s raft.Server, addr raft.ServerAddress, conf map[raft.
 	if s.Suffrage != raft.Voter {
 		fut = n.raft.AddNonvoter(s.ID, addr, 0, n.cfg.ApplyTimeout)
 	}
-	if err := fut.Error(); err != nil {
+	if err := n.awaitChange(fut); err != nil {
 		return fmt.Errorf("moving server %q from %s to %s: %w", name, s.Address, addr, err)
 	}
 	n.logger.Info("membership: moved a server to its new raft address", "member", name, "from", s.Address, "to", addr, "suffrage", s.Suffrage.String())
