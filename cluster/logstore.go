@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -61,6 +62,22 @@ func (s *diskStore) Close() error {
 	return err
 }
 
+// GetLog answers raft.ErrLogNotFound below FirstIndex. raft-wal truncates
+// the head of its unsealed tail segment only in its index and still reads
+// the entries there, so after a snapshot the leader would keep sending a
+// lagging follower entries it has compacted away instead of the snapshot,
+// for as long as they sit in the 64 MiB tail.
+func (s *diskStore) GetLog(index uint64, log *raft.Log) error {
+	first, err := s.FirstIndex()
+	if err != nil {
+		return err
+	}
+	if index < first {
+		return raft.ErrLogNotFound
+	}
+	return s.walStore.GetLog(index, log)
+}
+
 // walStore is an open WAL and its metadata database. wal.WAL's Close leaves
 // the database (and its file lock) open, so a second open in the same
 // process, a restarted node or the migration's reopen, would wait on the
@@ -92,7 +109,8 @@ func (s *walStore) Close() error {
 
 // openLogStore locks raftDir and opens its WAL, first migrating a
 // raft-boltdb file left by an earlier version. A directory another process
-// holds fails at once, never waits: two nodes on one log would corrupt it.
+// holds fails within boltOpenTimeout, never hangs: two nodes on one log
+// would corrupt it.
 func openLogStore(raftDir string, logger hclog.Logger) (*diskStore, error) {
 	lock, err := lockDir(raftDir)
 	if err != nil {
@@ -106,19 +124,32 @@ func openLogStore(raftDir string, logger hclog.Logger) (*diskStore, error) {
 	return &diskStore{walStore: w, lock: lock}, nil
 }
 
-// lockDir takes raftDir's lock file, without waiting.
+// lockDir takes raftDir's lock file.
 func lockDir(raftDir string) (*os.File, error) {
 	p := filepath.Join(raftDir, lockFileName)
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open %s: %w", p, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("cluster: lock %s (is another process using the data directory?): %w", p, err)
+	// A process killed a moment ago may not have released it yet (a
+	// restart right after kill -9): wait up to boltOpenTimeout, as bolt's
+	// own lock did, then fail rather than hang.
+	deadline := time.Now().Add(boltOpenTimeout)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			_ = f.Close()
+			return nil, fmt.Errorf("cluster: lock %s (is another process using the data directory?): %w", p, err)
+		}
+		time.Sleep(lockRetry)
 	}
-	return f, nil
 }
+
+// lockRetry is how often lockDir tries again.
+const lockRetry = 50 * time.Millisecond
 
 // openWAL opens raftDir's WAL. The migration from raft.db is crash-safe
 // because the WAL is built under another name and renamed into place

@@ -236,3 +236,32 @@ func BenchmarkLogStoreAppend(b *testing.B) {
 		})
 	}
 }
+
+// TestLogStoreTruncatedHeadIsGone: after raft compacts the log head (as it
+// does after a snapshot), the entries below the new first index are not
+// found, even where raft-wal still holds them in its tail segment; raft
+// then sends a lagging follower the snapshot.
+func TestLogStoreTruncatedHeadIsGone(t *testing.T) {
+	s := openTestStore(t, t.TempDir())
+	defer s.Close()
+	if err := s.StoreLogs(testLogs(1, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteRange(1, 60); err != nil {
+		t.Fatal(err)
+	}
+	if first, _ := s.FirstIndex(); first != 61 {
+		t.Fatalf("first index %d after truncating 1-60, want 61", first)
+	}
+	var l raft.Log
+	for _, idx := range []uint64{1, 30, 60} {
+		if err := s.GetLog(idx, &l); !errors.Is(err, raft.ErrLogNotFound) {
+			t.Errorf("GetLog(%d) below the first index = %v, want ErrLogNotFound", idx, err)
+		}
+	}
+	for _, idx := range []uint64{61, 100} {
+		if err := s.GetLog(idx, &l); err != nil || l.Index != idx {
+			t.Errorf("GetLog(%d) = index %d, %v", idx, l.Index, err)
+		}
+	}
+}
