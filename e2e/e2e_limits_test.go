@@ -172,14 +172,21 @@ func TestE2ELimitsMaxInFlight(t *testing.T) {
 	stopTrickle := make(chan struct{})
 	trickleDone := make(chan bool, 1)
 	go func() {
-		// The server ends a trickled write at its request deadline, which
-		// frees the slot: start the next one at once, so that a slow
+		// The server ends a trickled write at its request deadline (20s),
+		// which frees the slot: start the next one at once, so that a slow
 		// machine's read phase cannot outlast the write that fills the
-		// slot. Bounded by stop, the budget and the count.
+		// slot. Each trickle's budget is beyond the deadline, so that it is
+		// the server that ends it; a trickle that ends otherwise (a failed
+		// dial under load) is followed by the next too. Bounded by stop,
+		// the budget and the count.
 		answered := false
 		for range 20 {
-			if answered = trickle(n.listen, tcfg, "/api/v1/namespaces/default/configmaps", 100*time.Millisecond, 15*time.Second, stopTrickle); !answered {
-				break
+			answered = trickle(n.listen, tcfg, "/api/v1/namespaces/default/configmaps", 100*time.Millisecond, 30*time.Second, stopTrickle)
+			select {
+			case <-stopTrickle:
+				trickleDone <- answered
+				return
+			default:
 			}
 		}
 		trickleDone <- answered
