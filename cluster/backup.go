@@ -10,8 +10,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/trustplane/trustplane/fsm"
 )
@@ -151,17 +149,14 @@ func refuseExisting(dir string) error {
 }
 
 func seed(dir string, cfg SeedConfig, exp *fsm.Export) error {
-	bolt, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(dir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: boltOpenTimeout},
-	})
+	store, err := openLogStore(dir, hclog.NewNullLogger())
 	if err != nil {
 		return fmt.Errorf("cluster: create raft log: %w", err)
 	}
 	// The term a restored node votes in must be above the snapshot's:
 	// raft's log terms never decrease.
-	err = bolt.SetUint64(keyCurrentTerm, cfg.Term)
-	if cerr := bolt.Close(); err == nil {
+	err = store.SetUint64(keyCurrentTerm, cfg.Term)
+	if cerr := store.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {

@@ -13,8 +13,9 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/trustplane/trustplane/fsm"
 	"sync/atomic"
+
+	"github.com/trustplane/trustplane/fsm"
 )
 
 // startTLSNode starts a single-node cluster on the real TLS transport.
@@ -487,7 +488,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestBoltLockedByAnotherNode(t *testing.T) {
+func TestDataDirLockedByAnotherNode(t *testing.T) {
 	dir := t.TempDir()
 	startTLSNode(t, dir, "127.0.0.1:0", fsm.New())
 	ca := newTestCA(t, "ca")
@@ -499,7 +500,7 @@ func TestBoltLockedByAnotherNode(t *testing.T) {
 		_ = n.Shutdown()
 		t.Fatal("second node on the same data directory started")
 	}
-	if _, err := os.Stat(filepath.Join(dir, "raft", "raft.db")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "raft", walDirName)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,5 +1,7 @@
 // Package cluster owns raft for a trustplane node: the log and stable
-// store (raft-boltdb in <data-dir>/raft/raft.db behind a 512-entry cache),
+// store (raft-wal in <data-dir>/raft/wal behind a 512-entry cache, the
+// directory locked by <data-dir>/raft/LOCK; a raft.db of the raft-boltdb
+// era is migrated on start, logstore.go),
 // file snapshots (<data-dir>/raft/snapshots, two kept), the mutual-TLS
 // stream layer every raft connection uses, discovery and membership
 // (memberlist gossip, bootstrap-expect, voter management, graceful leave),

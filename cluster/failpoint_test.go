@@ -53,12 +53,9 @@ func newFailpointCluster(t *testing.T, n int) *inmemCluster {
 		cfg.NodeName = fmt.Sprintf("node-%d", i)
 		cfg.DataDir = t.TempDir()
 		cfg.Logger = testLogger()
-		// CheckStorage also wants <data-dir>/raft/raft.db, which the
+		// CheckStorage also wants <data-dir>/raft/wal, which the
 		// in-memory stores do not create.
-		if err := os.MkdirAll(filepath.Join(cfg.DataDir, "raft"), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(cfg.DataDir, "raft", "raft.db"), nil, 0o600); err != nil {
+		if err := os.MkdirAll(filepath.Join(cfg.DataDir, "raft", walDirName), 0o700); err != nil {
 			t.Fatal(err)
 		}
 		fp := failpoint.Open(cfg.DataDir, cfg.Logger)

@@ -15,8 +15,6 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/trustplane/trustplane/fsm"
 	"github.com/trustplane/trustplane/internal/failpoint"
@@ -30,14 +28,15 @@ const (
 	caughtUpSlack = 1000
 
 	// logCacheSize is how many recent entries are kept in memory in front
-	// of bolt, so replication to followers rarely reads the disk.
+	// of the WAL, so replication to followers rarely reads the disk.
 	logCacheSize = 512
 
 	// snapshotsRetained is how many snapshots the file store keeps.
 	snapshotsRetained = 2
 
-	// boltOpenTimeout bounds the wait for bolt's file lock. Another process
-	// holding it means the data directory is in use; failing beats hanging.
+	// boltOpenTimeout bounds the wait for the lock of a raft.db being
+	// migrated (logstore.go). Another process holding it means the data
+	// directory is in use; failing beats hanging.
 	boltOpenTimeout = 2 * time.Second
 
 	// transportMaxPool and transportTimeout configure raft's network
@@ -60,7 +59,7 @@ type Node struct {
 	trans  raft.Transport
 	logger *slog.Logger
 
-	// closers are closed after raft has stopped (the bolt store).
+	// closers are closed after raft has stopped (the log store).
 	closers []io.Closer
 
 	observer *raft.Observer
@@ -184,31 +183,27 @@ func New(cfg *Config, f *fsm.FSM) (*Node, error) {
 	if err := os.MkdirAll(raftDir, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster: create %s: %w", raftDir, err)
 	}
-	dbPath := filepath.Join(raftDir, "raft.db")
-	bolt, err := raftboltdb.New(raftboltdb.Options{
-		Path:        dbPath,
-		BoltOptions: &bbolt.Options{Timeout: boltOpenTimeout},
-	})
+	store, err := openLogStore(raftDir, hl)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: open raft log %s (is another process using the data directory?): %w", dbPath, err)
+		return nil, err
 	}
 	// Without -tags failpoints, fp is nil and its methods return the
 	// stores unchanged.
 	fp := failpoint.Open(c.DataDir, c.Logger)
-	logs, err := raft.NewLogCache(logCacheSize, fp.LogStore(bolt))
+	logs, err := raft.NewLogCache(logCacheSize, fp.LogStore(store))
 	if err != nil {
-		_ = bolt.Close()
+		_ = store.Close()
 		return nil, fmt.Errorf("cluster: create log cache: %w", err)
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(raftDir, snapshotsRetained, hl.Named("snapshot"))
 	if err != nil {
-		_ = bolt.Close()
+		_ = store.Close()
 		return nil, fmt.Errorf("cluster: open snapshot store in %s: %w", raftDir, err)
 	}
 	stream, err := newTLSStreamLayer(c.RaftAddr, c.raftAdvertise(), c.TLS, c.Logger.With("component", "cluster", "node", c.NodeName),
 		handshakeLimits{max: c.MaxPendingHandshakes, timeout: c.HandshakeTimeout})
 	if err != nil {
-		_ = bolt.Close()
+		_ = store.Close()
 		return nil, err
 	}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
@@ -219,7 +214,7 @@ func New(cfg *Config, f *fsm.FSM) (*Node, error) {
 	})
 
 	d := deps{
-		logs: logs, stable: fp.StableStore(bolt), snaps: fp.SnapshotStore(snaps), trans: trans, closers: []io.Closer{bolt},
+		logs: logs, stable: fp.StableStore(store), snaps: fp.SnapshotStore(snaps), trans: trans, closers: []io.Closer{store},
 		failpoints:  fp,
 		dialRPC:     stream.dialRPC,
 		registerRPC: func(h func(net.Conn)) { stream.rpc.Store(&h) },
@@ -230,7 +225,7 @@ func New(cfg *Config, f *fsm.FSM) (*Node, error) {
 	n, err := newNode(c, f, d)
 	if err != nil {
 		_ = trans.Close()
-		_ = bolt.Close()
+		_ = store.Close()
 		return nil, err
 	}
 	return n, nil

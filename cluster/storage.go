@@ -36,7 +36,7 @@ func (n *Node) CheckStorage() error {
 	if free := st.Bavail * uint64(st.Bsize); free < need {
 		return fmt.Errorf("%w: %d bytes free in %s, need %d", ErrStorage, free, dir, need)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "raft.db")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, walDirName)); err != nil {
 		return fmt.Errorf("%w: raft log: %v", ErrStorage, err)
 	}
 	return nil
