@@ -11,7 +11,7 @@ require (
 	github.com/hashicorp/memberlist v0.6.0
 	github.com/hashicorp/raft v1.7.3
 	github.com/hashicorp/raft-boltdb/v2 v2.3.1
-	github.com/hashicorp/raft-wal v0.4.0
+	github.com/hashicorp/raft-wal v0.4.2
 	github.com/julienschmidt/httprouter v1.3.0
 	github.com/klauspost/compress v1.20.1
 	go.etcd.io/bbolt v1.3.11

@@ -49,13 +49,13 @@ var boltConfBucket = []byte("conf")
 // diskStore is a data directory's raft log and stable store and the lock
 // that keeps a second process out of it.
 type diskStore struct {
-	*walStore
+	*wal.WAL
 	lock *os.File
 }
 
 // Close closes the WAL and then releases the directory.
 func (s *diskStore) Close() error {
-	err := s.walStore.Close()
+	err := s.WAL.Close()
 	if cerr := s.lock.Close(); err == nil {
 		err = cerr
 	}
@@ -75,36 +75,19 @@ func (s *diskStore) GetLog(index uint64, log *raft.Log) error {
 	if index < first {
 		return raft.ErrLogNotFound
 	}
-	return s.walStore.GetLog(index, log)
+	return s.WAL.GetLog(index, log)
 }
 
-// walStore is an open WAL and its metadata database. wal.WAL's Close leaves
-// the database (and its file lock) open, so a second open in the same
-// process, a restarted node or the migration's reopen, would wait on the
-// lock forever; walStore closes both.
-type walStore struct {
-	*wal.WAL
-	meta *metadb.BoltMetaDB
-}
-
-func openWALDir(dir string, logger hclog.Logger) (*walStore, error) {
+// openWALDir opens the WAL in dir. WAL.Close closes its metadata
+// database; a failed Open leaves it to the caller.
+func openWALDir(dir string, logger hclog.Logger) (*wal.WAL, error) {
 	meta := &metadb.BoltMetaDB{}
 	w, err := wal.Open(dir, wal.WithLogger(logger.Named("wal")), wal.WithMetaStore(meta))
 	if err != nil {
 		_ = meta.Close()
 		return nil, fmt.Errorf("cluster: open raft log %s: %w", dir, err)
 	}
-	return &walStore{WAL: w, meta: meta}, nil
-}
-
-// Close waits for appends in flight, then closes the segments and the
-// metadata database.
-func (s *walStore) Close() error {
-	err := s.WAL.Close()
-	if cerr := s.meta.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return w, nil
 }
 
 // openLogStore locks raftDir and opens its WAL, first migrating a
@@ -121,7 +104,7 @@ func openLogStore(raftDir string, logger hclog.Logger) (*diskStore, error) {
 		_ = lock.Close()
 		return nil, err
 	}
-	return &diskStore{walStore: w, lock: lock}, nil
+	return &diskStore{WAL: w, lock: lock}, nil
 }
 
 // lockDir takes raftDir's lock file.
@@ -156,7 +139,7 @@ const lockRetry = 50 * time.Millisecond
 // whole, and raft.db is removed only after that rename is durable: a
 // half-built WAL is discarded and rebuilt, and a raft.db beside a
 // complete WAL is the leftover of a migration that finished.
-func openWAL(raftDir string, logger hclog.Logger) (*walStore, error) {
+func openWAL(raftDir string, logger hclog.Logger) (*wal.WAL, error) {
 	dir := filepath.Join(raftDir, walDirName)
 	legacy := filepath.Join(raftDir, legacyBoltName)
 	switch _, err := os.Stat(dir); {

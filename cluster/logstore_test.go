@@ -265,3 +265,43 @@ func TestLogStoreTruncatedHeadIsGone(t *testing.T) {
 		}
 	}
 }
+
+// TestLogStoreTruncatedTailSurvivesRestart: a follower that clears a
+// conflicting suffix of its log (raft's "clearing log suffix") and is then
+// killed opens its log again with every entry before the suffix, and can
+// append after it. raft-wal v0.4.0 sealed the tail segment without its
+// index block on such a truncation, and the restarted node panicked
+// reading index 1 (hashicorp/raft-wal#31, fixed in v0.4.1).
+func TestLogStoreTruncatedTailSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir)
+	if err := s.StoreLogs(testLogs(1, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteRange(91, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StoreLogs(testLogs(91, 95)); err != nil {
+		t.Fatal(err)
+	}
+	// Close writes nothing a killed process would not have: it waits for
+	// appends (each was synced) and closes the files, sealing nothing.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	r := openTestStore(t, dir)
+	defer r.Close()
+	if last, err := r.LastIndex(); err != nil || last != 95 {
+		t.Fatalf("last index %d, %v after the restart, want 95", last, err)
+	}
+	var l raft.Log
+	for _, idx := range []uint64{1, 50, 90, 91, 95} {
+		if err := r.GetLog(idx, &l); err != nil || l.Index != idx {
+			t.Fatalf("GetLog(%d) after the restart = index %d, %v", idx, l.Index, err)
+		}
+	}
+	if err := r.StoreLogs(testLogs(96, 120)); err != nil {
+		t.Fatalf("append after the restart: %v", err)
+	}
+}
