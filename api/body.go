@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -24,8 +25,8 @@ import (
 // objectRequest does what every request with an object body starts with:
 // negotiate the response format (406 before any work), pick the input
 // serializer from Content-Type (415) and read the bounded body (413).
-func (s *Server) objectRequest(req *http.Request) (*output, runtime.SerializerInfo, []byte, error) {
-	format, err := negotiateOutput(req)
+func (s *Server) objectRequest(req *http.Request, r restrictions) (*output, runtime.SerializerInfo, []byte, error) {
+	format, err := negotiateOutputFor(req, r)
 	if err != nil {
 		return nil, runtime.SerializerInfo{}, nil, err
 	}
@@ -42,8 +43,8 @@ func (s *Server) objectRequest(req *http.Request) (*output, runtime.SerializerIn
 
 // createRequest is objectRequest plus the validated CreateOptions, what
 // every POST (stored or virtual resource) starts with.
-func (s *Server) createRequest(req *http.Request) (*output, runtime.SerializerInfo, []byte, *metav1.CreateOptions, error) {
-	format, si, body, err := s.objectRequest(req)
+func (s *Server) createRequest(req *http.Request, r restrictions) (*output, runtime.SerializerInfo, []byte, *metav1.CreateOptions, error) {
+	format, si, body, err := s.objectRequest(req, r)
 	if err != nil {
 		return nil, si, nil, nil, err
 	}
@@ -57,7 +58,7 @@ func (s *Server) createRequest(req *http.Request) (*output, runtime.SerializerIn
 // decodeOptions decodes the query into a meta options struct and validates
 // it, with kube-apiserver's status codes (400 undecodable, 422 invalid).
 func decodeOptions(req *http.Request, opts runtime.Object, kind string, validate func() field.ErrorList) error {
-	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(optionsQuery(req), metav1.SchemeGroupVersion, opts); err != nil {
 		return apierrors.NewBadRequest(err.Error())
 	}
 	if validate == nil {
@@ -67,6 +68,28 @@ func decodeOptions(req *http.Request, opts runtime.Object, kind string, validate
 		return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
 	}
 	return nil
+}
+
+// optionsQuery is the request's query for its options, without dryRun's
+// empty values: the specification reads `?dryRun` with no value as a
+// request with side effects allowed, where kube-apiserver answers 422
+// (docs/COMPATIBILITY.md).
+func optionsQuery(req *http.Request) url.Values {
+	q := req.URL.Query()
+	if vs, ok := q["dryRun"]; ok {
+		kept := vs[:0]
+		for _, v := range vs {
+			if v != "" {
+				kept = append(kept, v)
+			}
+		}
+		if len(kept) == 0 {
+			delete(q, "dryRun")
+		} else {
+			q["dryRun"] = kept
+		}
+	}
+	return q
 }
 
 // readBody reads at most MaxRequestBodyBytes; more is 413, as kube-apiserver.
@@ -87,6 +110,24 @@ func (s *Server) readBody(req *http.Request) ([]byte, error) {
 // decodeBody decodes a create or update body into the internal version,
 // applying the fieldValidation directive to unknown and duplicate fields.
 func (s *Server) decodeBody(ctx context.Context, st *registry.Store, si runtime.SerializerInfo, body []byte, directive string) (runtime.Object, error) {
+	defaultGVK := st.GVK()
+	obj, gvk, err := decodeValidated(ctx, si, body, directive, defaultGVK, st.NewFunc())
+	if err != nil {
+		return nil, transformDecodeError(st.KindName, err, gvk, body)
+	}
+	if gvk.GroupVersion() != st.GVR.GroupVersion() {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%v)",
+			gvk.GroupVersion().String(), st.GVR.GroupVersion().String()))
+	}
+	return obj, nil
+}
+
+// decodeValidated decodes body into the internal version of defaultGVK's
+// group under the fieldValidation directive, as kube's create and update
+// handlers do for every kind: Strict refuses unknown and duplicate fields,
+// Warn (the default) reports them as warnings, Ignore drops them. The
+// error is the decoder's, for the caller to word.
+func decodeValidated(ctx context.Context, si runtime.SerializerInfo, body []byte, directive string, defaultGVK schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
 	if directive == "" {
 		directive = metav1.FieldValidationWarn
 	}
@@ -94,24 +135,17 @@ func (s *Server) decodeBody(ctx context.Context, st *registry.Store, si runtime.
 	if (directive == metav1.FieldValidationWarn || directive == metav1.FieldValidationStrict) && si.StrictSerializer != nil {
 		ser = si.StrictSerializer
 	}
-	defaultGVK := st.GVK()
-	original := st.NewFunc()
-	obj, gvk, err := registry.Codecs.DecoderToVersion(ser, hub(st.GVR.GroupVersion())).Decode(body, &defaultGVK, original)
+	obj, gvk, err := registry.Codecs.DecoderToVersion(ser, hub(defaultGVK.GroupVersion())).Decode(body, &defaultGVK, into)
 	if err != nil {
 		strictErr, isStrict := runtime.AsStrictDecodingError(err)
-		if isStrict && obj != nil && directive == metav1.FieldValidationWarn {
-			for _, e := range strictErr.Errors() {
-				warning.AddWarning(ctx, "", e.Error())
-			}
-		} else {
-			return nil, transformDecodeError(st.KindName, err, gvk, body)
+		if !isStrict || obj == nil || directive != metav1.FieldValidationWarn {
+			return nil, gvk, err
+		}
+		for _, e := range strictErr.Errors() {
+			warning.AddWarning(ctx, "", e.Error())
 		}
 	}
-	if gvk.GroupVersion() != st.GVR.GroupVersion() {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%v)",
-			gvk.GroupVersion().String(), st.GVR.GroupVersion().String()))
-	}
-	return obj, nil
+	return obj, gvk, nil
 }
 
 // transformDecodeError words a decode failure as kube-apiserver does.

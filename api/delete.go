@@ -32,7 +32,7 @@ func (s *Server) deleteOptions(req *http.Request) (*metav1.DeleteOptions, error)
 		if obj != opts {
 			return nil, apierrors.NewBadRequest("decoded object cannot be converted to DeleteOptions")
 		}
-	} else if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
+	} else if err := metainternalversionscheme.ParameterCodec.DecodeParameters(optionsQuery(req), metav1.SchemeGroupVersion, opts); err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
 	if errs := metav1validation.ValidateDeleteOptions(opts); len(errs) > 0 {

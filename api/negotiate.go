@@ -20,10 +20,12 @@ import (
 
 // restrictions says which output transformations resource endpoints accept,
 // as kube-apiserver's RequestScope does: Table (in JSON or YAML only) and
-// PartialObjectMetadata(List) in meta.k8s.io v1 and v1beta1.
-type restrictions struct{}
+// PartialObjectMetadata(List) in meta.k8s.io v1 and v1beta1. noTable is a
+// resource without a table convertor (the virtual reviews): kube answers a
+// request for its Table 406.
+type restrictions struct{ noTable bool }
 
-func (restrictions) AllowsMediaTypeTransform(mimeType, mimeSubType string, gvk *schema.GroupVersionKind) bool {
+func (r restrictions) AllowsMediaTypeTransform(mimeType, mimeSubType string, gvk *schema.GroupVersionKind) bool {
 	if gvk == nil {
 		return true
 	}
@@ -32,7 +34,7 @@ func (restrictions) AllowsMediaTypeTransform(mimeType, mimeSubType string, gvk *
 	}
 	switch gvk.Kind {
 	case "Table":
-		return mimeType == "application" && (mimeSubType == "json" || mimeSubType == "yaml")
+		return !r.noTable && mimeType == "application" && (mimeSubType == "json" || mimeSubType == "yaml")
 	case "PartialObjectMetadata", "PartialObjectMetadataList":
 		return true
 	}
@@ -62,7 +64,12 @@ type output struct {
 // it before doing any work, so an unacceptable Accept header is a 406 that
 // changes nothing.
 func negotiateOutput(req *http.Request) (*output, error) {
-	mt, info, err := negotiation.NegotiateOutputMediaType(req, registry.Codecs, restrictions{})
+	return negotiateOutputFor(req, restrictions{})
+}
+
+// negotiateOutputFor is negotiateOutput under r.
+func negotiateOutputFor(req *http.Request, r restrictions) (*output, error) {
+	mt, info, err := negotiation.NegotiateOutputMediaType(req, registry.Codecs, r)
 	if err != nil {
 		return nil, err
 	}

@@ -34,13 +34,13 @@ func (s *Server) serveVirtual(w http.ResponseWriter, req *http.Request, v *regis
 	}
 	ctx := genericapirequest.WithNamespace(req.Context(), ns)
 	req = req.WithContext(ctx)
-	format, si, body, opts, err := s.createRequest(req)
+	format, si, body, opts, err := s.createRequest(req, restrictions{noTable: true})
 	if err != nil {
 		s.writeError(w, req, err)
 		return
 	}
 	gvk := v.Kind()
-	obj, got, err := registry.Codecs.DecoderToVersion(si.Serializer, hub(gvk.GroupVersion())).Decode(body, &gvk, v.New())
+	obj, got, err := decodeValidated(ctx, si, body, opts.FieldValidation, gvk, v.New())
 	if err != nil {
 		s.writeError(w, req, transformDecodeError(v.KindName, err, got, body))
 		return

@@ -22,7 +22,7 @@ func (s *Server) create(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "create"))
 		return
 	}
-	format, si, body, opts, err := s.createRequest(req)
+	format, si, body, opts, err := s.createRequest(req, restrictions{})
 	if err != nil {
 		s.writeError(w, req, err)
 		return
@@ -67,7 +67,7 @@ func (s *Server) update(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "update"))
 		return
 	}
-	format, si, body, err := s.objectRequest(req)
+	format, si, body, err := s.objectRequest(req, restrictions{})
 	if err != nil {
 		s.writeError(w, req, err)
 		return

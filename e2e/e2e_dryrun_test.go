@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -148,6 +149,46 @@ func TestDryRun(t *testing.T) {
 			`configmaps "b" is forbidden: User "reader" cannot delete resource "configmaps" in API group "" in the namespace "dry"`)
 		_, err = user.Patch(ctx, "b", types.MergePatchType, []byte(`{}`), metav1.PatchOptions{DryRun: dry})
 		wantAPIError(t, err, http.StatusForbidden, metav1.StatusReasonForbidden, `configmaps "b" is forbidden: *`)
+	})
+
+	// The specification: `?dryRun` with no value allows side effects; the
+	// request is a real one (kube-apiserver answers 422, see
+	// docs/COMPATIBILITY.md).
+	t.Run("dryRun with no value is a real request", func(t *testing.T) {
+		c := n.httpClient()
+		base := n.url() + "/api/v1/namespaces/dry/configmaps"
+		steps := []struct {
+			method, url, contentType, body string
+			code                           int
+		}{
+			{http.MethodPost, base + "?dryRun", "application/json", `{"metadata":{"name":"novalue"}}`, http.StatusCreated},
+			{http.MethodPut, base + "/novalue?dryRun=", "application/json", `{"metadata":{"name":"novalue"},"data":{"put":"1"}}`, http.StatusOK},
+			{http.MethodPatch, base + "/novalue?dryRun", "application/merge-patch+json", `{"data":{"patch":"1"}}`, http.StatusOK},
+		}
+		for _, st := range steps {
+			r := do(t, c, st.method, st.url, jsonHeader(st.contentType), []byte(st.body))
+			if r.code != st.code {
+				t.Fatalf("%s %s: %d %s, want %d", st.method, st.url, r.code, r.body, st.code)
+			}
+		}
+		got, err := cms.Get(ctx, "novalue", metav1.GetOptions{})
+		if err != nil || got.Data["put"] != "1" || got.Data["patch"] != "1" {
+			t.Fatalf("after the writes with ?dryRun: %v %+v", err, got)
+		}
+		if r := do(t, c, http.MethodDelete, base+"/novalue?dryRun", nil, nil); r.code != http.StatusOK {
+			t.Fatalf("DELETE ?dryRun: %d %s", r.code, r.body)
+		}
+		if _, err := cms.Get(ctx, "novalue", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("after DELETE ?dryRun: %v, want NotFound", err)
+		}
+		// An empty value beside All is still a dry run.
+		r := do(t, c, http.MethodPost, base+"?dryRun&dryRun=All", jsonHeader("application/json"), []byte(`{"metadata":{"name":"mixed"}}`))
+		if r.code != http.StatusCreated {
+			t.Fatalf("POST ?dryRun&dryRun=All: %d %s", r.code, r.body)
+		}
+		if _, err := cms.Get(ctx, "mixed", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("a dry run with an empty value beside All was stored: %v", err)
+		}
 	})
 }
 

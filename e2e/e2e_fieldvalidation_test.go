@@ -47,6 +47,9 @@ func TestFieldValidation(t *testing.T) {
 	c := n.httpClient()
 	pods := n.url() + "/api/v1/namespaces/default/pods"
 	cms := n.url() + "/api/v1/namespaces/default/configmaps"
+	tokens := n.url() + "/api/v1/namespaces/default/serviceaccounts/default/token"
+	reviews := n.url() + "/apis/authentication.k8s.io/v1/tokenreviews"
+	selfReviews := n.url() + "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 
 	podJSON := func(name string) []byte {
 		return []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"` + name + `","name":"` + name + `"},` +
@@ -112,6 +115,26 @@ func TestFieldValidation(t *testing.T) {
 			message: "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  line 7: key \"z\" already set in map"},
 		{name: "apply with a duplicate, Ignore", method: http.MethodPatch, url: cms + "/cm?fieldManager=m&fieldValidation=Ignore", ct: "application/apply-patch+yaml",
 			body: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  z: '1'\n  z: '2'\n"), code: http.StatusOK},
+		// The reviews and TokenRequest are created, not stored: the same
+		// directive applies to their bodies, as in kube's create handler.
+		{name: "TokenRequest with a misspelled field, Strict", method: http.MethodPost, url: tokens + "?fieldValidation=Strict", ct: "application/json",
+			body: []byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSecond":600}}`),
+			code: http.StatusBadRequest, reason: metav1.StatusReasonBadRequest,
+			message: `TokenRequest in version "v1" cannot be handled as a TokenRequest: strict decoding error: unknown field "spec.expirationSecond"`},
+		{name: "TokenRequest with a misspelled field, default Warn", method: http.MethodPost, url: tokens, ct: "application/json",
+			body: []byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSecond":600}}`),
+			code: http.StatusCreated, warnings: []string{`unknown field "spec.expirationSecond"`}},
+		{name: "TokenReview with a duplicate field, Strict", method: http.MethodPost, url: reviews + "?fieldValidation=Strict", ct: "application/json",
+			body: []byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"a","token":"b","tokn":"c"}}`),
+			code: http.StatusBadRequest, reason: metav1.StatusReasonBadRequest,
+			message: `TokenReview in version "v1" cannot be handled as a TokenReview: strict decoding error: duplicate field "spec.token", unknown field "spec.tokn"`},
+		{name: "TokenReview with an unknown field, Ignore", method: http.MethodPost, url: reviews + "?fieldValidation=Ignore", ct: "application/json",
+			body: []byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"a","tokn":"c"}}`),
+			code: http.StatusCreated},
+		{name: "SelfSubjectReview with an unknown field, Strict", method: http.MethodPost, url: selfReviews + "?fieldValidation=Strict", ct: "application/json",
+			body: []byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview","foo":1}`),
+			code: http.StatusBadRequest, reason: metav1.StatusReasonBadRequest,
+			message: `SelfSubjectReview in version "v1" cannot be handled as a SelfSubjectReview: strict decoding error: unknown field "foo"`},
 		{name: "apply of a field the schema does not declare", method: http.MethodPatch, url: cms + "/cm?fieldManager=m", ct: "application/apply-patch+yaml",
 			body: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\nfoo: 1\n"),
 			code: http.StatusInternalServerError, reason: metav1.StatusReasonUnknown,

@@ -164,6 +164,14 @@ func TestNegotiation(t *testing.T) {
 		}
 		r = do(t, c, http.MethodGet, base+"serviceaccounts", map[string]string{"Accept": "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1"}, nil)
 		wantStatus(t, r, 406, metav1.StatusReasonNotAcceptable, "")
+		// A review has no table convertor: a POST asking for its Table is
+		// 406, as kube-apiserver's, not a 201 with the review.
+		for _, path := range []string{"/apis/authentication.k8s.io/v1/tokenreviews", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+			"/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"} {
+			r = do(t, c, http.MethodPost, n.url()+path, map[string]string{"Accept": "application/json;as=Table;g=meta.k8s.io;v=v1", "Content-Type": "application/json"},
+				[]byte(`{"spec":{"token":"x","resourceAttributes":{"verb":"get","resource":"pods"}}}`))
+			wantStatus(t, r, 406, metav1.StatusReasonNotAcceptable, "")
+		}
 	})
 
 	t.Run("PartialObjectMetadata", func(t *testing.T) {
