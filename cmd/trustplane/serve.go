@@ -121,7 +121,7 @@ func parseServe(args []string) (*options, error) {
 	fs.DurationVar(&o.compactInterval, "compact-interval", d.CompactInterval, "how often the leader compacts history")
 	fs.DurationVar(&o.watchWindow, "watch-cache-window", watchcache.DefaultConfig().Window, "how much watch history each node keeps; older resourceVersions get 410 Gone")
 	fs.IntVar(&o.gcPercent, "gc-percent", defaultGCPercent, "the garbage collector's GOGC for a large live heap: how far the heap grows past what is live before a collection, in percent; lower holds less memory for more CPU (negative: off). Not applied when the environment sets GOGC and the flag is not given")
-	gcFloor := fs.String("gc-min-headroom", defaultGCMinHeadroom, "the least the heap may grow by between collections: while --gc-percent of the live heap is less, the percentage rises towards Go's default of 100, so a small store pays no collector CPU to save memory it does not need")
+	gcFloor := fs.String("gc-min-headroom", defaultGCMinHeadroom, "the least the heap may grow by between collections: while --gc-percent of the live heap is less, the percentage rises towards 300, so a small store pays little collector CPU to save memory it does not need")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -6,10 +6,11 @@
 // Rules it keeps:
 //
 //   - The heap may grow by Percent of what is live, and by at least Floor
-//     bytes: the percentage in force is Percent, raised towards Go's
-//     default (100) while Percent of the live heap is less than Floor.
-//     It never goes above max(Percent, 100), so a node never holds more
-//     than Go's default would let it.
+//     bytes: the percentage in force is Percent, raised towards Ceiling
+//     (300) while Percent of the live heap is less than Floor. It never
+//     goes above max(Percent, Ceiling), and above 100 only while the
+//     growth that allows stays under Floor: a small store holds at most
+//     Floor more than Go's default would let it, and a large one less.
 //   - It only reads the runtime's figures and calls debug.SetGCPercent,
 //     which neither stops the world nor triggers a collection; it changes
 //     the setting only when the percentage moves by more than a few
