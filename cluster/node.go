@@ -502,6 +502,17 @@ func (n *Node) ctxErr(ctx context.Context) error {
 // waitFuture waits for f, or for ctx to end (answered is then false).
 // raft does not answer every future on shutdown (an Apply still queued when
 // the leader loop exits is dropped), so no wait here may depend on it.
+func waitFuture(ctx context.Context, f raft.Future) (answered bool, err error) {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return true, err
+	case <-ctx.Done():
+		return false, nil
+	}
+}
+
 // awaitChange waits for a membership change raft accepted, or for the node
 // to shut down (ErrShutdown). raft answers a configuration change it took
 // only when it commits or loses leadership, and its future has no shutdown
@@ -514,15 +525,4 @@ func (n *Node) awaitChange(f raft.Future) error {
 		return ErrShutdown
 	}
 	return err
-}
-
-func waitFuture(ctx context.Context, f raft.Future) (answered bool, err error) {
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		return true, err
-	case <-ctx.Done():
-		return false, nil
-	}
 }
