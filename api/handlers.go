@@ -34,15 +34,8 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 	}
 	gvr := schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}
 	if v := s.reg.Virtual(gvr, info.Subresource); v != nil {
-		// A virtual resource's create (TokenReview, the access reviews,
-		// TokenRequest) is shallow: growing its stack would cost more than
-		// it saves.
 		s.serveVirtual(w, req, v, info)
 		return
-	}
-	switch info.Verb {
-	case "create", "update", "patch", "delete", "deletecollection":
-		growStack()
 	}
 	st := s.reg.Store(gvr)
 	sub := info.Subresource

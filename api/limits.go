@@ -29,9 +29,10 @@ import (
 //     limit is reached (kube's rule: the super-admin always gets an answer).
 //   - watch cap: at most MaxWatches watches run at once on this node; more
 //     get 429 with a Status.
-//   - request timeout (kube's filters): a request that is not long-running
-//     gets a deadline of RequestTimeout (or a shorter ?timeout=) and 504
-//     with kube's Timeout Status when it passes. The same deadline is the
+//   - request timeout: a request that is not long-running gets a deadline
+//     of RequestTimeout (or a shorter ?timeout=; kube's filter) and 504
+//     with kube's Timeout Status when it passes (withTimeout, which runs
+//     the handler on the request's goroutine). The same deadline is the
 //     read deadline of its body, so a client trickling a body is cut off.
 //   - pending connections: at most MaxPendingConnections accepted
 //     connections may be in their TLS handshake or before their first
@@ -69,7 +70,7 @@ func notCountedInFlight(req *http.Request, info *genericapirequest.RequestInfo) 
 func (s *Server) withLimits(next http.Handler) http.Handler {
 	h := next
 	if s.cfg.RequestTimeout > 0 {
-		h = genericfilters.WithTimeoutForNonLongRunningRequests(h, isLongRunning)
+		h = withTimeout(h)
 		h = withBodyReadDeadline(h)
 		h = filters.WithRequestDeadline(h, nil, nil, isLongRunning, registry.Codecs, s.cfg.RequestTimeout)
 	}

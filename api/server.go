@@ -236,6 +236,7 @@ func (s *Server) buildHandler() http.Handler {
 		h = s.withAuthorization(h)
 		h = filters.WithImpersonation(h, s.cfg.Authorizer, registry.Codecs)
 	}
+	h = withGrownStack(h)
 	h = filters.WithRequestInfo(h, s.infos)
 	h = s.withAuthentication(h)
 	h = s.withRecovery(h)
