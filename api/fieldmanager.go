@@ -170,10 +170,9 @@ func (a *applyInfo) UpdatedObject(ctx context.Context, old runtime.Object) (runt
 	}
 	obj, err := a.fm.Apply(old, patch.Object, a.manager, a.force)
 	if err != nil {
-		// Conflicts and bad kinds are Status errors; anything else (a
-		// field the schema does not declare) is answered as kube-apiserver
-		// answers it: a 500 with the FieldManager's message.
-		return nil, err
+		if obj, err = a.applyUnknown(ctx, old, patch, err); err != nil {
+			return nil, err
+		}
 	}
 	if a.directive == metav1.FieldValidationStrict || a.directive == metav1.FieldValidationWarn {
 		if err := patch.CheckStrict(); err != nil {
@@ -209,6 +208,57 @@ func (a *applyInfo) UpdatedObject(ctx context.Context, old runtime.Object) (runt
 		return obj, nil
 	}
 	return ignoreTimestampsOnly(ctx, obj, old)
+}
+
+// applyUnknown answers an apply the FieldManager refused with an error that
+// is not a Status (conflicts and bad kinds are). structured-merge-diff
+// cannot type a patch with a field the schema does not declare, or a value
+// of the wrong type, and kube-apiserver answers both with a 500. The
+// specification's field validation applies to an apply as to every PATCH:
+// Strict refuses the unknown fields with a 400 listing them all, Warn drops
+// them with one warning each, Ignore drops them silently; a value of the
+// wrong type is a 400 (COMPATIBILITY.md). An error the patch does not cause
+// stays what it was.
+func (a *applyInfo) applyUnknown(ctx context.Context, old runtime.Object, patch *apply.ApplyPatch, applyErr error) (runtime.Object, error) {
+	var status apierrors.APIStatus
+	if errors.As(applyErr, &status) {
+		return nil, applyErr
+	}
+	into, err := registry.Scheme.New(a.store.GVK())
+	if err != nil {
+		return nil, applyErr
+	}
+	unknown, err := patch.UnknownFields(into)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(applyErr.Error())
+	}
+	if len(unknown) == 0 {
+		return nil, applyErr
+	}
+	if a.directive == metav1.FieldValidationStrict {
+		errs := make([]error, len(unknown))
+		for i, path := range unknown {
+			errs[i] = fmt.Errorf("unknown field %q", path)
+		}
+		gvk := a.store.GVK()
+		return nil, transformDecodeError(a.store.KindName, runtime.NewStrictDecodingError(errs), &gvk, nil)
+	}
+	if !patch.PruneFields(unknown) {
+		return nil, apierrors.NewBadRequest(applyErr.Error())
+	}
+	obj, err := a.fm.Apply(old, patch.Object, a.manager, a.force)
+	if err != nil {
+		if errors.As(err, &status) {
+			return nil, err
+		}
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if a.directive == metav1.FieldValidationWarn {
+		for _, path := range unknown {
+			warning.AddWarning(ctx, "", fmt.Sprintf("unknown field %q", path))
+		}
+	}
+	return obj, nil
 }
 
 // applyCreate creates the object an apply names when it does not exist, as

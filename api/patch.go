@@ -92,8 +92,10 @@ func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.St
 // store's optimistic loop can re-apply it after a conflict. It follows
 // kube-apiserver's patch handler: the patch is decoded strictly unless
 // fieldValidation is Ignore, unknown fields are warnings (Warn, the default)
-// or a 422 (Strict), and the result must keep the name and namespace of the
-// URL.
+// and the result must keep the name and namespace of the URL. Where kube
+// answers a patched object it cannot decode, or Strict's unknown and
+// duplicate fields, with a 422 (patch: Invalid value), the answer is the
+// specification's 400, worded as a create's (COMPATIBILITY.md).
 type patchInfo struct {
 	store     *registry.Store
 	patchType types.PatchType
@@ -127,7 +129,6 @@ func (p *patchInfo) UpdatedObject(ctx context.Context, old runtime.Object) (runt
 	var (
 		patched    []byte
 		strictErrs []error
-		invalid    string // the "patch" value shown in a strict decoding 422
 	)
 	switch p.patchType {
 	case types.JSONPatchType:
@@ -161,7 +162,6 @@ func (p *patchInfo) UpdatedObject(ctx context.Context, old runtime.Object) (runt
 		if err != nil {
 			return nil, apierrors.NewBadRequest(err.Error())
 		}
-		invalid = fmt.Sprintf("%+v", patchMap)
 		var schemaObj runtime.Object
 		schemaObj, err = registry.Scheme.New(p.store.GVK())
 		if err == nil {
@@ -179,9 +179,6 @@ func (p *patchInfo) UpdatedObject(ctx context.Context, old runtime.Object) (runt
 	case err != nil:
 		return nil, apierrors.NewInternalError(err)
 	}
-	if invalid == "" {
-		invalid = string(patched)
-	}
 	info, _ := runtime.SerializerInfoForMediaType(registry.Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
 	ser := info.Serializer
 	if p.strict() && info.StrictSerializer != nil {
@@ -192,19 +189,16 @@ func (p *patchInfo) UpdatedObject(ctx context.Context, old runtime.Object) (runt
 	if err != nil {
 		strictErr, isStrict := runtime.AsStrictDecodingError(err)
 		if !isStrict || obj == nil {
-			return nil, apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{
-				field.Invalid(field.NewPath("patch"), string(patched), err.Error())})
+			return nil, transformDecodeError(p.store.KindName, err, &defaultGVK, patched)
 		}
 		strictErrs = append(strictErrs, strictErr.Errors()...)
 	}
 	if len(strictErrs) > 0 {
-		if p.directive == metav1.FieldValidationWarn {
-			for _, e := range strictErrs {
-				warning.AddWarning(ctx, "", e.Error())
-			}
-		} else {
-			return nil, apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{
-				field.Invalid(field.NewPath("patch"), invalid, runtime.NewStrictDecodingError(strictErrs).Error())})
+		if p.directive != metav1.FieldValidationWarn {
+			return nil, transformDecodeError(p.store.KindName, runtime.NewStrictDecodingError(strictErrs), &defaultGVK, patched)
+		}
+		for _, e := range strictErrs {
+			warning.AddWarning(ctx, "", e.Error())
 		}
 	}
 	// A resourceVersion the patch did not change is no precondition: the

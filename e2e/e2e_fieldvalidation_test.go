@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,6 +51,7 @@ func TestFieldValidation(t *testing.T) {
 	tokens := n.url() + "/api/v1/namespaces/default/serviceaccounts/default/token"
 	reviews := n.url() + "/apis/authentication.k8s.io/v1/tokenreviews"
 	selfReviews := n.url() + "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+	roles := n.url() + "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles"
 
 	podJSON := func(name string) []byte {
 		return []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"` + name + `","name":"` + name + `"},` +
@@ -70,6 +72,10 @@ func TestFieldValidation(t *testing.T) {
 		reason           metav1.StatusReason
 		message          string // for failures
 		orderInsensitive bool
+		// differs says how trustplane's answer deliberately differs from
+		// kube-apiserver's (docs/COMPATIBILITY.md): only trustplane is
+		// held to it.
+		differs string
 	}
 	cases := []tc{
 		{name: "POST JSON, default Warn", method: http.MethodPost, url: pods, ct: "application/json", body: podJSON("p1"),
@@ -94,21 +100,30 @@ func TestFieldValidation(t *testing.T) {
 			message: `ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: unknown field "metadata.foo", unknown field "bar"`},
 		{name: "merge patch, Warn", method: http.MethodPatch, url: cms + "/cm", ct: "application/merge-patch+json",
 			body: []byte(`{"data":{"b":"1"},"bar":1}`), code: http.StatusOK, warnings: []string{`unknown field "bar"`}},
-		{name: "merge patch, Strict", method: http.MethodPatch, url: cms + "/cm?fieldValidation=Strict", ct: "application/merge-patch+json",
-			body: []byte(`{"data":{"b":"1"},"bar":1,"bar":2}`), code: http.StatusUnprocessableEntity, reason: metav1.StatusReasonInvalid,
-			message: ` "" is invalid: patch: Invalid value: "*`},
+		{name: "merge patch, Strict", differs: "Strict is 400 on patches (kube: 422)", method: http.MethodPatch, url: cms + "/cm?fieldValidation=Strict", ct: "application/merge-patch+json",
+			body: []byte(`{"data":{"b":"1"},"bar":1,"bar":2}`), code: http.StatusBadRequest, reason: metav1.StatusReasonBadRequest,
+			message: `ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: duplicate field "bar", unknown field "bar"`},
 		{name: "merge patch, Ignore", method: http.MethodPatch, url: cms + "/cm?fieldValidation=Ignore", ct: "application/merge-patch+json",
 			body: []byte(`{"data":{"b":"2"},"bar":1,"bar":2}`), code: http.StatusOK},
 		{name: "JSON patch, Warn", method: http.MethodPatch, url: cms + "/cm", ct: "application/json-patch+json",
 			body: []byte(`[{"op":"add","path":"/data/c","value":"1","foo":1}]`), code: http.StatusOK, warnings: []string{`json patch unknown field "[0].foo"`}},
-		{name: "JSON patch, Strict", method: http.MethodPatch, url: cms + "/cm?fieldValidation=Strict", ct: "application/json-patch+json",
+		{name: "JSON patch, Strict", differs: "Strict is 400 on patches (kube: 422)", method: http.MethodPatch, url: cms + "/cm?fieldValidation=Strict", ct: "application/json-patch+json",
 			body: []byte(`[{"op":"add","path":"/data/c","value":"1","foo":1},{"op":"add","path":"/bar","value":1}]`),
-			code: http.StatusUnprocessableEntity, reason: metav1.StatusReasonInvalid, message: ` "" is invalid: patch: Invalid value: "*`},
+			code: http.StatusBadRequest, reason: metav1.StatusReasonBadRequest,
+			message: `ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: json patch unknown field "[0].foo", unknown field "bar"`},
 		{name: "strategic merge patch, Warn", method: http.MethodPatch, url: cms + "/cm", ct: "application/strategic-merge-patch+json",
 			body: []byte(`{"data":{"d":"1"},"bar":1,"bar":2}`), code: http.StatusOK, warnings: []string{`duplicate field "bar"`, `unknown field "bar"`}},
-		{name: "strategic merge patch, Strict", method: http.MethodPatch, url: cms + "/cm?fieldValidation=Strict", ct: "application/strategic-merge-patch+json",
-			body: []byte(`{"data":{"d":"1"},"bar":1,"bar":2}`), code: http.StatusUnprocessableEntity, reason: metav1.StatusReasonInvalid,
-			message: ` "" is invalid: patch: Invalid value: "map[bar:2 data:map[d:1]]": strict decoding error: duplicate field "bar", unknown field "bar"`},
+		{name: "strategic merge patch, Strict", differs: "Strict is 400 on patches (kube: 422)", method: http.MethodPatch, url: cms + "/cm?fieldValidation=Strict", ct: "application/strategic-merge-patch+json",
+			body: []byte(`{"data":{"d":"1"},"bar":1,"bar":2}`), code: http.StatusBadRequest, reason: metav1.StatusReasonBadRequest,
+			message: `ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: duplicate field "bar", unknown field "bar"`},
+		// A patched object that does not decode is the specification's
+		// 400 at every level (kube: 422), naming only that error.
+		{name: "merge patch with a value of the wrong type, Ignore", differs: "a patched object that does not decode is 400 (kube: 422)", method: http.MethodPatch, url: cms + "/cm?fieldValidation=Ignore", ct: "application/merge-patch+json",
+			body: []byte(`{"data":5,"bar":1}`), code: http.StatusBadRequest, reason: metav1.StatusReasonBadRequest,
+			message: `ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct field ConfigMap.data of type map[string]string`},
+		{name: "JSON patch with a value of the wrong type, Strict", differs: "a patched object that does not decode is 400 (kube: 422)", method: http.MethodPatch, url: cms + "/cm?fieldValidation=Strict", ct: "application/json-patch+json",
+			body: []byte(`[{"op":"add","path":"/bar","value":1},{"op":"add","path":"/immutable","value":"yes"}]`), code: http.StatusBadRequest, reason: metav1.StatusReasonBadRequest,
+			message: `ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot unmarshal string into Go struct field ConfigMap.immutable of type bool`},
 		{name: "apply with a duplicate, Strict", method: http.MethodPatch, url: cms + "/cm?fieldManager=m&fieldValidation=Strict", ct: "application/apply-patch+yaml",
 			body: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  z: '1'\n  z: '2'\n"),
 			code: http.StatusBadRequest, reason: metav1.StatusReasonBadRequest,
@@ -135,13 +150,31 @@ func TestFieldValidation(t *testing.T) {
 			body: []byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview","foo":1}`),
 			code: http.StatusBadRequest, reason: metav1.StatusReasonBadRequest,
 			message: `SelfSubjectReview in version "v1" cannot be handled as a SelfSubjectReview: strict decoding error: unknown field "foo"`},
-		{name: "apply of a field the schema does not declare", method: http.MethodPatch, url: cms + "/cm?fieldManager=m", ct: "application/apply-patch+yaml",
-			body: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\nfoo: 1\n"),
-			code: http.StatusInternalServerError, reason: metav1.StatusReasonUnknown,
-			message: "failed to create typed patch object (/cm; /v1, Kind=ConfigMap): .foo: field not declared in schema"},
+		// An apply follows the field-validation level for fields the
+		// schema does not declare (kube: 500 at every level).
+		{name: "apply of fields the schema does not declare, Strict", differs: "an apply's undeclared fields follow the field-validation level (kube: 500)", method: http.MethodPatch, url: cms + "/cm?fieldManager=m&fieldValidation=Strict", ct: "application/apply-patch+yaml",
+			body: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  bar: 2\nfoo: 1\n"),
+			code: http.StatusBadRequest, reason: metav1.StatusReasonBadRequest,
+			message: `ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: unknown field "foo", unknown field "metadata.bar"`},
+		{name: "apply of fields the schema does not declare, default Warn", differs: "an apply's undeclared fields follow the field-validation level (kube: 500)", method: http.MethodPatch, url: cms + "/cm?fieldManager=m", ct: "application/apply-patch+yaml",
+			body: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  bar: 2\nfoo: 1\ndata:\n  w: '1'\n"),
+			code: http.StatusOK, warnings: []string{`unknown field "foo"`, `unknown field "metadata.bar"`}, orderInsensitive: true},
+		{name: "apply of a field the schema does not declare, Ignore", differs: "an apply's undeclared fields follow the field-validation level (kube: 500)", method: http.MethodPatch, url: cms + "/cm?fieldManager=m&fieldValidation=Ignore", ct: "application/apply-patch+yaml",
+			body: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\nfoo: 1\ndata:\n  w: '1'\n"),
+			code: http.StatusOK},
+		{name: "apply of a field inside a list the schema does not declare, default Warn", differs: "an apply's undeclared fields follow the field-validation level (kube: 500)", method: http.MethodPatch, url: roles + "/r?fieldManager=m", ct: "application/apply-patch+yaml",
+			body: []byte("apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: r\nrules:\n- verbs: [get]\n  resources: [configmaps]\n  apiGroups: ['']\n  foo: 1\n"),
+			code: http.StatusCreated, warnings: []string{`unknown field "rules[0].foo"`}},
+		{name: "apply of a value of the wrong type", differs: "an apply's undeclared fields follow the field-validation level (kube: 500)", method: http.MethodPatch, url: cms + "/cm?fieldManager=m&fieldValidation=Ignore", ct: "application/apply-patch+yaml",
+			body: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata: 5\n"),
+			code: http.StatusBadRequest, reason: metav1.StatusReasonBadRequest,
+			message: "failed to create typed patch object (/cm; /v1, Kind=ConfigMap): .data: expected map, got *"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.differs != "" {
+				n.trustplaneOnly(t, tc.differs)
+			}
 			r := do(t, c, tc.method, tc.url, jsonHeader(tc.ct), tc.body)
 			if tc.code >= 300 {
 				wantStatus(t, r, tc.code, tc.reason, tc.message)
@@ -164,6 +197,21 @@ func TestFieldValidation(t *testing.T) {
 				}
 			}
 		})
+	}
+	// The applies under Warn and Ignore stored what the schema declares,
+	// and nothing of the dropped fields.
+	if !n.isTrustplane() {
+		return
+	}
+	for _, u := range []string{cms + "/cm", roles + "/r"} {
+		r := do(t, c, http.MethodGet, u, nil, nil)
+		if r.code != http.StatusOK || strings.Contains(string(r.body), `"foo"`) || strings.Contains(string(r.body), `"bar"`) {
+			t.Fatalf("GET %s: %d %s", u, r.code, r.body)
+		}
+	}
+	cm, err := n.clientset().CoreV1().ConfigMaps("default").Get(ctx, "cm", metav1.GetOptions{})
+	if err != nil || cm.Data["w"] != "1" {
+		t.Fatalf("the applied data is not there: %v %v", cm, err)
 	}
 }
 
