@@ -97,10 +97,16 @@ func (s *Server) deleteCollection(w http.ResponseWriter, req *http.Request, st *
 		s.writeError(w, req, err)
 		return
 	}
-	out, err := st.DeleteCollection(req.Context(), listOpts, opts, len(opts.DryRun) > 0)
-	if err != nil {
+	if _, err := st.DeleteCollection(req.Context(), listOpts, opts, len(opts.DryRun) > 0); err != nil {
 		s.writeError(w, req, err)
 		return
 	}
-	s.writeObject(w, req, format, http.StatusOK, st, out)
+	// The specification answers a deletecollection with a Status, where
+	// kube-apiserver answers the list of what it deleted; client-go's
+	// DeleteCollection reads neither, and kubectl deletes one by one
+	// (COMPATIBILITY.md).
+	s.writeObject(w, req, format, http.StatusOK, st, &metav1.Status{
+		Status: metav1.StatusSuccess, Code: http.StatusOK,
+		Details: &metav1.StatusDetails{Group: st.GVR.Group, Kind: st.GVR.Resource},
+	})
 }

@@ -95,11 +95,44 @@ func (s *Server) update(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, err)
 		return
 	}
-	info := s.managed(st, sub, rest.DefaultUpdatedObjectInfo(obj), apply.ManagerOrUserAgent(opts.FieldManager, req.UserAgent()))
-	out, err := updateObject(req.Context(), st, sub, name, info, len(opts.DryRun) > 0)
+	manager := apply.ManagerOrUserAgent(opts.FieldManager, req.UserAgent())
+	dryRun := len(opts.DryRun) > 0
+	// The store changes the object it is handed (defaults, system fields):
+	// a create after a NotFound starts from a copy of what was decoded.
+	var fresh runtime.Object
+	createOnUpdate := sub == "" && st.CreateStrategy != nil && st.UpdateStrategy.AllowCreateOnUpdate()
+	if createOnUpdate {
+		fresh = obj.DeepCopyObject()
+	}
+	info := s.managed(st, sub, rest.DefaultUpdatedObjectInfo(obj), manager)
+	out, err := updateObject(req.Context(), st, sub, name, info, dryRun)
+	code := http.StatusOK
+	if createOnUpdate && isNotFoundOf(err, st, name) {
+		out, err = s.createOnUpdate(req.Context(), st, fresh, manager, ns, name, dryRun)
+		code = http.StatusCreated
+	}
 	if err != nil {
 		s.writeError(w, req, err)
 		return
 	}
-	s.writeObject(w, req, format, http.StatusOK, st, out)
+	s.writeObject(w, req, format, code, st, out)
+}
+
+// createOnUpdate creates the object a PUT names when there is none and the
+// strategy allows it (kube's RBAC roles and bindings, ...): the caller must
+// also be allowed to create, as kube's update handler checks, and the object
+// is created as a POST creates it, answering 201.
+func (s *Server) createOnUpdate(ctx context.Context, st *registry.Store, obj runtime.Object, manager, ns, name string, dryRun bool) (runtime.Object, error) {
+	if err := s.authorizeCreate(ctx, st, ns, name); err != nil {
+		return nil, err
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	rest.WipeObjectMetaSystemFields(m)
+	if fm := s.fields.get(st, ""); fm != nil {
+		obj = fm.UpdateNoErrors(st.NewFunc(), obj, manager)
+	}
+	return st.Create(ctx, obj, dryRun)
 }
