@@ -184,10 +184,11 @@ type Config struct {
 	TrailingLogs uint64
 	// CompactRetention is how much MVCC history the fsm keeps: the leader
 	// compacts at the applied index of this long ago, every
-	// CompactInterval. It must cover the watch window (5 min) and the
-	// continue-token lifetime; reads older than it get 410 Gone. Zero means
-	// the defaults (10 min, every minute); negative disables compaction by
-	// age.
+	// CompactInterval. It is the continue-token lifetime and must cover the
+	// watch window; the specification's default for both is 5 minutes, so
+	// a token lives 5 to 6 minutes (kube: 5 to 10, etcd's compaction
+	// period). Reads older than it get 410 Gone. Zero means the defaults
+	// (5 min, every minute); negative disables compaction by age.
 	CompactRetention time.Duration
 	CompactInterval  time.Duration
 	// CompactMaxBytes bounds the MVCC history in bytes (the values of
@@ -219,7 +220,7 @@ func DefaultConfig() *Config {
 		SnapshotThreshold:    8192,
 		SnapshotInterval:     30 * time.Second,
 		TrailingLogs:         10240,
-		CompactRetention:     10 * time.Minute,
+		CompactRetention:     5 * time.Minute,
 		CompactInterval:      time.Minute,
 		CompactMaxBytes:      512 << 20,
 		MaxPendingHandshakes: 128,

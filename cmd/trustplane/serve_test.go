@@ -5,6 +5,7 @@ import (
 	"net"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestFirstServiceIP(t *testing.T) {
@@ -192,5 +193,18 @@ func TestLeaveOnTerminateDefaultsToStaying(t *testing.T) {
 	t.Setenv("TRUSTPLANE_LEAVE_ON_TERMINATE", "true")
 	if o, err = parseServe(nil); err != nil || !o.leaveOnTerminate {
 		t.Fatalf("TRUSTPLANE_LEAVE_ON_TERMINATE=true: leaveOnTerminate=%v, err %v", o != nil && o.leaveOnTerminate, err)
+	}
+}
+
+// TestHistoryDefaultsAreTheSpecifications: continue tokens (the MVCC
+// history) and the watch history are kept 5 minutes by default, the
+// specification's figure for both.
+func TestHistoryDefaultsAreTheSpecifications(t *testing.T) {
+	o, err := parseServe(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.compactRetention != 5*time.Minute || o.watchWindow != 5*time.Minute {
+		t.Fatalf("--compact-retention %v, --watch-cache-window %v; want 5m each", o.compactRetention, o.watchWindow)
 	}
 }
