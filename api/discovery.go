@@ -34,6 +34,14 @@ func (s *Server) writeDiscovery(w http.ResponseWriter, req *http.Request, obj ru
 }
 
 func (s *Server) serveAPIVersions(w http.ResponseWriter, req *http.Request) {
+	s.discovery.core.ServeHTTP(w, req)
+}
+
+func (s *Server) serveAPIGroupList(w http.ResponseWriter, req *http.Request) {
+	s.discovery.groups.ServeHTTP(w, req)
+}
+
+func (s *Server) legacyAPIVersions(w http.ResponseWriter, req *http.Request) {
 	s.writeDiscovery(w, req, &metav1.APIVersions{
 		Versions: []string{"v1"},
 		ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{
@@ -83,7 +91,7 @@ func (s *Server) groups() []metav1.APIGroup {
 	return out
 }
 
-func (s *Server) serveAPIGroupList(w http.ResponseWriter, req *http.Request) {
+func (s *Server) legacyAPIGroupList(w http.ResponseWriter, req *http.Request) {
 	s.writeDiscovery(w, req, &metav1.APIGroupList{Groups: s.groups()})
 }
 
@@ -91,6 +99,15 @@ func (s *Server) serveAPIGroupList(w http.ResponseWriter, req *http.Request) {
 func (s *Server) serveDiscovery(w http.ResponseWriter, req *http.Request, info *genericapirequest.RequestInfo) {
 	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
 	switch {
+	case len(parts) == 1 && parts[0] == "api":
+		// /api/ (kube's go-restful root route) and /apis/ (kube's
+		// aggregator registers it beside /apis) are the version and group
+		// lists too.
+		s.serveAPIVersions(w, req)
+		return
+	case len(parts) == 1 && parts[0] == "apis":
+		s.serveAPIGroupList(w, req)
+		return
 	case len(parts) == 2 && parts[0] == "api" && parts[1] == "v1":
 		s.serveResourceList(w, req, schema.GroupVersion{Version: "v1"})
 		return
@@ -114,7 +131,22 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, req *http.Request, info *
 }
 
 func (s *Server) serveResourceList(w http.ResponseWriter, req *http.Request, gv schema.GroupVersion) {
-	list := &metav1.APIResourceList{GroupVersion: gv.String(), APIResources: []metav1.APIResource{}}
+	list := &metav1.APIResourceList{GroupVersion: gv.String(), APIResources: s.apiResources(gv)}
+	if len(list.APIResources) == 0 {
+		if !s.servesGroup(gv.Group) {
+			pageNotFound(w, req)
+			return
+		}
+		s.notFound(w, req)
+		return
+	}
+	s.writeDiscovery(w, req, list)
+}
+
+// apiResources lists the resources and subresources served in gv, as its
+// discovery document names them.
+func (s *Server) apiResources(gv schema.GroupVersion) []metav1.APIResource {
+	list := &metav1.APIResourceList{APIResources: []metav1.APIResource{}}
 	for _, st := range s.reg.Stores() {
 		if st.GVR.GroupVersion() != gv {
 			continue
@@ -144,13 +176,5 @@ func (s *Server) serveResourceList(w http.ResponseWriter, req *http.Request, gv 
 		}
 		list.APIResources = append(list.APIResources, r)
 	}
-	if len(list.APIResources) == 0 {
-		if !s.servesGroup(gv.Group) {
-			pageNotFound(w, req)
-			return
-		}
-		s.notFound(w, req)
-		return
-	}
-	s.writeDiscovery(w, req, list)
+	return list.APIResources
 }

@@ -142,6 +142,7 @@ type Server struct {
 	openapi   *openAPIV3
 	openapiV2 http.Handler
 	fields    fieldManagers // managedFields and server-side apply (fieldmanager.go)
+	discovery discoveryHandlers
 	// events holds recently encoded watch events, shared between the
 	// watchers of one change (watchshare.go).
 	events   sharedEvents
@@ -179,6 +180,9 @@ func New(cfg *Config, reg *registry.Registry) (*Server, error) {
 		return nil, err
 	}
 	if s.fields, err = newFieldManagers(reg.Stores()); err != nil {
+		return nil, err
+	}
+	if s.discovery, err = s.newDiscoveryHandlers(); err != nil {
 		return nil, err
 	}
 	apply.SetJSONPatchMaxCopyBytes(cfg.JSONPatchMaxCopyBytes)

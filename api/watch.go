@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -184,7 +185,15 @@ func (ww *watchWriter) object(ev watchcache.Event) (runtime.Object, error) {
 		}
 		m.SetResourceVersion(fmt.Sprint(ev.Revision))
 		if ev.InitialEventsEnd {
-			m.SetAnnotations(map[string]string{initialEventsEndAnnotation: "true"})
+			annotations := map[string]string{initialEventsEndAnnotation: "true"}
+			blueprint, err := ww.listBlueprint()
+			if err != nil {
+				return nil, err
+			}
+			if blueprint != "" {
+				annotations[metav1.InitialEventsListBlueprintAnnotationKey] = blueprint
+			}
+			m.SetAnnotations(annotations)
 		}
 		return obj, nil
 	}
@@ -217,6 +226,27 @@ func (ww *watchWriter) object(ev watchcache.Event) (runtime.Object, error) {
 		return obj, nil
 	}
 	return storage.Unshared(obj), nil // encoders set its kind
+}
+
+// listBlueprint is the empty list of the stream's kind, encoded as the
+// stream's objects are and then in base64, which client-go (1.33) requires
+// on the bookmark that ends a streaming list's initial events: it decodes
+// the list it rebuilds from it, so that the list comes out of the same
+// decoders as a LIST's (kube's watchListTransformer). A Table stream has
+// none.
+func (ww *watchWriter) listBlueprint() (string, error) {
+	list := ww.st.NewListFunc()
+	if target := ww.format.mt.Convert; target != nil {
+		if target.Kind != "PartialObjectMetadata" {
+			return "", nil
+		}
+		list = &metav1.PartialObjectMetadataList{}
+	}
+	var buf bytes.Buffer
+	if err := ww.inner.Encode(list, &buf); err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
 }
 
 // transform renders an event's object as the client asked (a one-row Table

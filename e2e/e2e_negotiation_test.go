@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -279,16 +280,64 @@ func TestNegotiation(t *testing.T) {
 		if err := json.Unmarshal(r.body, &versions); err != nil || versions.Kind != "APIVersions" || len(versions.Versions) != 1 || versions.Versions[0] != "v1" {
 			t.Fatalf("/api: %v %s", err, r.body)
 		}
-		// kubectl asks for aggregated discovery first; the legacy
-		// documents are the fallback it accepts.
-		r = do(t, c, http.MethodGet, n.url()+"/api", map[string]string{"Accept": "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"}, nil)
-		if r.code != 200 || !strings.Contains(string(r.body), `"kind": "APIVersions"`) && !strings.Contains(string(r.body), `"kind":"APIVersions"`) {
-			t.Fatalf("/api with aggregated Accept: %d %s", r.code, r.body)
+		// kubectl and client-go ask for aggregated discovery first: every
+		// group, version and resource in one document.
+		aggregated := map[string]string{"Accept": "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"}
+		resources := func(p string) map[string]string {
+			r := do(t, c, http.MethodGet, n.url()+p, aggregated, nil)
+			var agg apidiscoveryv2.APIGroupDiscoveryList
+			if err := json.Unmarshal(r.body, &agg); err != nil || r.code != 200 || agg.Kind != "APIGroupDiscoveryList" ||
+				agg.APIVersion != "apidiscovery.k8s.io/v2" || r.header.Get("ETag") == "" {
+				t.Fatalf("%s, aggregated: %d %v %s", p, r.code, err, r.body)
+			}
+			out := map[string]string{}
+			for _, g := range agg.Items {
+				for _, v := range g.Versions {
+					for _, res := range v.Resources {
+						key := g.Name + "/" + v.Version + "/" + res.Resource
+						out[key] = string(res.Scope) + " " + strings.Join(res.Verbs, ",")
+						for _, sub := range res.Subresources {
+							out[key+"/"+sub.Subresource] = strings.Join(sub.Verbs, ",")
+						}
+					}
+				}
+			}
+			return out
 		}
-		var groups metav1.APIGroupList
-		r = do(t, c, http.MethodGet, n.url()+"/apis", nil, nil)
-		if err := json.Unmarshal(r.body, &groups); err != nil || groups.Kind != "APIGroupList" {
-			t.Fatalf("/apis: %v %s", err, r.body)
+		core := resources("/api")
+		for key, want := range map[string]string{
+			"/v1/configmaps":            "Namespaced create,delete,deletecollection,get,list,patch,update,watch",
+			"/v1/namespaces":            "Cluster create,delete,get,list,patch,update,watch",
+			"/v1/serviceaccounts/token": "create",
+		} {
+			if core[key] != want {
+				t.Fatalf("aggregated /api: %s is %q, want %q (all: %v)", key, core[key], want, core)
+			}
+		}
+		named := resources("/apis")
+		for key, want := range map[string]string{
+			"certificates.k8s.io/v1/certificatesigningrequests/approval": "get,patch,update",
+			"authentication.k8s.io/v1/tokenreviews":                      "Cluster create",
+			"rbac.authorization.k8s.io/v1/roles":                         "Namespaced create,delete,deletecollection,get,list,patch,update,watch",
+		} {
+			if named[key] != want {
+				t.Fatalf("aggregated /apis: %s is %q, want %q (all: %v)", key, named[key], want, named)
+			}
+		}
+		if _, ok := named["/v1/configmaps"]; ok {
+			t.Fatal("aggregated /apis lists the core group")
+		}
+		for _, p := range []string{"/apis", "/apis/"} {
+			var groups metav1.APIGroupList
+			r = do(t, c, http.MethodGet, n.url()+p, nil, nil)
+			if err := json.Unmarshal(r.body, &groups); err != nil || groups.Kind != "APIGroupList" || len(groups.Groups) == 0 {
+				t.Fatalf("%s: %v %s", p, err, r.body)
+			}
+		}
+		versions = metav1.APIVersions{}
+		r = do(t, c, http.MethodGet, n.url()+"/api/", nil, nil)
+		if err := json.Unmarshal(r.body, &versions); err != nil || versions.Kind != "APIVersions" || len(versions.Versions) != 1 {
+			t.Fatalf("/api/: %v %s", err, r.body)
 		}
 		var rl metav1.APIResourceList
 		r = do(t, c, http.MethodGet, n.url()+"/api/v1", nil, nil)

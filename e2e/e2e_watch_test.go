@@ -2,7 +2,9 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -11,8 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -193,6 +197,17 @@ func TestWatch(t *testing.T) {
 			if ev.Type != watch.Bookmark || !ok || ns.Annotations["k8s.io/initial-events-end"] != "true" || ns.ResourceVersion == "" {
 				t.Fatalf("after %d ADDED: %s %#v, want the initial-events-end bookmark", added, ev.Type, ev.Object)
 			}
+			// client-go 1.33 rebuilds the list from this blueprint, and
+			// falls back to LIST without it.
+			blueprint, err := base64.StdEncoding.DecodeString(ns.Annotations[metav1.InitialEventsListBlueprintAnnotationKey])
+			if err != nil {
+				t.Fatal(err)
+			}
+			// It is encoded as the stream's objects are (protobuf here).
+			obj, gvk, err := scheme.Codecs.UniversalDeserializer().Decode(blueprint, nil, nil)
+			if list, ok := obj.(*corev1.NamespaceList); err != nil || !ok || len(list.Items) != 0 || gvk.Kind != "NamespaceList" || gvk.Version != "v1" {
+				t.Fatalf("list blueprint %q: %v %v", blueprint, gvk, err)
+			}
 			break
 		}
 		if added < 3 {
@@ -238,3 +253,70 @@ func TestWatch(t *testing.T) {
 		}
 	})
 }
+
+// gatesWith enables the client-go features named, and leaves the others
+// at their defaults.
+type gatesWith struct {
+	defaults clientfeatures.Gates
+	on       map[clientfeatures.Feature]bool
+}
+
+func (g gatesWith) Enabled(f clientfeatures.Feature) bool { return g.on[f] || g.defaults.Enabled(f) }
+
+// TestWatchListTypedList: client-go 1.33's typed List, with its
+// WatchListClient feature, lists by a streaming watch (sendInitialEvents)
+// and rebuilds the list from the bookmark's blueprint; without the
+// blueprint it falls back to a plain LIST. The list must come from the
+// stream alone.
+func TestWatchListTypedList(t *testing.T) {
+	n := startNode(t, "--controllers=false")
+	n.trustplaneOnly(t, "streaming lists (sendInitialEvents) are always served; kube-apiserver v1.33 serves them only with the WatchList feature gate, off by default")
+	n.scrub(t, "configmap/a", "configmap/b", "configmap/c")
+	ctx := context.Background()
+	for _, name := range []string{"a", "b", "c"} {
+		if _, err := n.clientset().CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defaults := clientfeatures.FeatureGates()
+	clientfeatures.ReplaceFeatureGates(gatesWith{defaults: defaults, on: map[clientfeatures.Feature]bool{clientfeatures.WatchListClient: true}})
+	t.Cleanup(func() { clientfeatures.ReplaceFeatureGates(defaults) })
+
+	var (
+		mu       sync.Mutex
+		requests []string
+	)
+	cfg := n.restConfig()
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			requests = append(requests, req.URL.RawQuery)
+			mu.Unlock()
+			return rt.RoundTrip(req)
+		})
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, cm := range list.Items {
+		names = append(names, cm.Name)
+	}
+	if strings.Join(names, ",") != "a,b,c" || list.ResourceVersion == "" {
+		t.Fatalf("listed %v at %q", names, list.ResourceVersion)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(requests) != 1 || !strings.Contains(requests[0], "sendInitialEvents=true") {
+		t.Fatalf("requests %q, want one streaming watch-list request and no fallback LIST", requests)
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
