@@ -49,6 +49,8 @@ type Cache struct {
 	// appended counts every event ever appended; a watcher compares it
 	// with its value when the watcher's client stopped reading.
 	appended atomic.Uint64
+	// slow counts the watchers that ended with ErrSlowWatcher (Stats).
+	slow atomic.Uint64
 
 	running sync.WaitGroup // one per watcher goroutine
 }

@@ -289,6 +289,9 @@ func (w *Watcher) run() {
 
 func (w *Watcher) finish() {
 	w.cancel(nil) // no-op if already ended; releases the context otherwise
+	if errors.Is(context.Cause(w.ctx), ErrSlowWatcher) {
+		w.c.slow.Add(1)
+	}
 	if w.timer != nil {
 		w.timer.Stop()
 	}
