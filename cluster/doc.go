@@ -115,6 +115,10 @@
 //   - Bootstrap happens at most once: BootstrapExpect 1 on the first
 //     start, or bootstrap-expect's identical server list on every node
 //     that sees the same servers (bootstrapLoop, bootstrap.go).
+//   - Metrics (metrics.go: Collector) are this node's own, read from
+//     Status and raft when scraped; the apply, log-append and snapshot
+//     histograms are per Node, recorded by wrappers that change nothing
+//     else of the stores they time (IsMonotonic included).
 //   - Raft's hclog and memberlist's log output go to the node's
 //     slog.Logger at Info and up.
 //   - Outbound raft, RPC and gossip TCP connections start from the bind

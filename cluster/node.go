@@ -78,6 +78,9 @@ type Node struct {
 	counters        raftCounters
 	counterObserver *raft.Observer
 
+	// metrics are the histograms this node records (metrics.go).
+	metrics *raftMetrics
+
 	// dataDir is this data directory's identity (datadir.go).
 	dataDir string
 
@@ -258,6 +261,12 @@ func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
 		return nil, fmt.Errorf("%w: raft: %w", ErrInvalidConfig, err)
 	}
 
+	// Time the log appends and snapshot writes (metrics.go); everything
+	// else passes through unchanged.
+	metrics := newRaftMetrics()
+	d.logs = &timedLogStore{LogStore: d.logs, h: metrics.fsync}
+	d.snaps = &timedSnapshotStore{SnapshotStore: d.snaps, h: metrics.snapshot}
+
 	if len(d.bootstrap) > 0 {
 		has, err := raft.HasExistingState(d.logs, d.stable, d.snaps)
 		if err != nil {
@@ -295,6 +304,7 @@ func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
 		stateCh: make(chan struct{}),
 		dialRPC: d.dialRPC,
 		dataDir: dataDir,
+		metrics: metrics,
 
 		failpoints: d.failpoints,
 	}

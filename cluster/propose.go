@@ -64,6 +64,7 @@ func (n *Node) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, erro
 	}
 
 	data := cmd.Encode()
+	start := time.Now()
 	fut := n.raft.Apply(data, timeout)
 	answered, err := waitFuture(ctx, fut)
 	if !answered {
@@ -89,6 +90,7 @@ func (n *Node) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, erro
 	}
 	switch resp := fut.Response().(type) {
 	case *fsm.Result:
+		n.metrics.apply.Observe(time.Since(start).Seconds())
 		return resp, nil
 	case error:
 		return nil, fmt.Errorf("cluster: fsm rejected entry %d: %w", fut.Index(), resp)
