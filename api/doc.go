@@ -2,7 +2,8 @@
 // (panic recovery, authentication, impersonation, authorisation, leader
 // forwarding, warnings), content negotiation, the generic REST handlers
 // (resources, their subresources, and virtual resources such as reviews),
-// discovery, the OpenAPI v3 documents, version and health endpoints.
+// discovery, the OpenAPI v3 documents, version, health and metrics
+// endpoints.
 // Authentication, authorisation and admission decisions are made by the
 // api/authn, api/authz and api/admission packages plugged in through Config
 // and the registry.
@@ -34,6 +35,14 @@
 //     snapshot) and /debug/pprof are for system:masters alone. The snapshot
 //     (snapshot.go) is served by the node asked, from its own state after a
 //     read index, in package fsm/backup's file format, never forwarded.
+//   - Metrics (metrics.go) are kube's where kube has them, recorded as kube
+//     records them: a request once, on the node its client talks to (never
+//     again on the leader a follower forwards it to), and only for routes
+//     served, so a client cannot add series. /metrics reports this node
+//     alone, is never forwarded, and RBAC decides who reads it
+//     (system:monitoring, cluster-admin). Nothing recorded per request
+//     allocates beyond kube's MonitorRequest: the code and size come from
+//     the one response wrapper withRecovery already makes.
 //   - A forwarded write leaves from the listen IP when that is a specific
 //     IP of the leader's class; otherwise the kernel chooses (dialsrc's
 //     rule), so a node bound to every interface is unchanged.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/julienschmidt/httprouter"
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -91,6 +92,11 @@ type Config struct {
 	// JSONPatchMaxCopyBytes bounds the total size JSON patch "copy"
 	// operations may add (kube: 3 MiB). It is process-wide, as in kube.
 	JSONPatchMaxCopyBytes int64
+
+	// Collectors are this node's own metrics (raft's), served at /metrics
+	// beside kube's process-wide registry and the watch cache's figures
+	// (metrics.go). Each must report this node only.
+	Collectors []prometheus.Collector
 }
 
 // NodeIdentifier tells peer nodes from every other client.
@@ -145,7 +151,13 @@ type Server struct {
 	discovery discoveryHandlers
 	// events holds recently encoded watch events, shared between the
 	// watchers of one change (watchshare.go).
-	events   sharedEvents
+	events sharedEvents
+	// routes are the served routes the request metrics record; metrics
+	// serves /metrics; objects feeds apiserver_storage_objects
+	// (metrics.go).
+	routes   map[routeKey]metricRoute
+	metrics  http.Handler
+	objects  objectCounter
 	handler  http.Handler
 	http     *http.Server
 	listener net.Listener
@@ -186,6 +198,10 @@ func New(cfg *Config, reg *registry.Registry) (*Server, error) {
 		return nil, err
 	}
 	apply.SetJSONPatchMaxCopyBytes(cfg.JSONPatchMaxCopyBytes)
+	s.routes = metricRoutes(reg)
+	if s.metrics, err = s.newMetricsHandler(); err != nil {
+		return nil, err
+	}
 	s.handler = s.buildHandler()
 	return s, nil
 }
@@ -209,6 +225,7 @@ func (s *Server) buildHandler() http.Handler {
 		r.Handler(http.MethodGet, p+"/*check", health)
 	}
 	r.HandlerFunc(http.MethodGet, "/version", s.serveVersion)
+	r.HandlerFunc(http.MethodGet, metricsPath, s.serveMetrics)
 	r.Handler(http.MethodGet, "/openapi/v2", s.openapiV2)
 	r.HandlerFunc(http.MethodGet, "/openapi/v3", s.serveOpenAPIV3)
 	r.HandlerFunc(http.MethodGet, "/openapi/v3/*path", s.serveOpenAPIV3)
@@ -234,6 +251,7 @@ func (s *Server) buildHandler() http.Handler {
 	h = filters.WithWarningRecorder(h)
 	h = s.withForwarding(h)
 	h = s.withLimits(h)
+	h = s.withRequestMetrics(h)
 	if s.cfg.Authorizer != nil {
 		// Authorisation sees the effective (impersonated) user; kube's
 		// filters give the 403 Status bodies their exact wording.
@@ -366,7 +384,7 @@ func (s *Server) withRecovery(next http.Handler) http.Handler {
 				panic(p)
 			}
 			s.log.Error("panic serving request", "method", req.Method, "path", req.URL.Path, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			if !rw.wrote {
+			if rw.status == 0 {
 				s.writeError(rw, req, apierrors.NewInternalError(fmt.Errorf("an internal error occurred while serving the request")))
 			}
 		}()
@@ -408,22 +426,38 @@ func servePprof(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-// trackingWriter remembers whether the response has started.
+// trackingWriter is the one wrapper of every response (withRecovery
+// allocates it): it remembers the status sent, so recovery knows whether
+// the response has started, and with the body's size it is what the
+// request metrics record (withRequestMetrics).
 type trackingWriter struct {
 	http.ResponseWriter
-	wrote bool
+	status int   // the first status sent; 0 until the response starts
+	size   int64 // body bytes written
 }
 
-func (t *trackingWriter) WriteHeader(code int) { t.wrote = true; t.ResponseWriter.WriteHeader(code) }
+func (t *trackingWriter) WriteHeader(code int) {
+	if t.status == 0 {
+		t.status = code
+	}
+	t.ResponseWriter.WriteHeader(code)
+}
+
 func (t *trackingWriter) Write(b []byte) (int, error) {
-	t.wrote = true
-	return t.ResponseWriter.Write(b)
+	if t.status == 0 {
+		t.status = http.StatusOK
+	}
+	n, err := t.ResponseWriter.Write(b)
+	t.size += int64(n)
+	return n, err
 }
 
-// Flush lets streaming responses through the wrapper.
+// Flush lets streaming responses (watches) through the wrapper.
 func (t *trackingWriter) Flush() {
 	if f, ok := t.ResponseWriter.(http.Flusher); ok {
-		t.wrote = true
+		if t.status == 0 {
+			t.status = http.StatusOK
+		}
 		f.Flush()
 	}
 }
@@ -494,6 +528,7 @@ func (s *Server) Serve() error {
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+	s.startMetrics()
 	ln := s.listener
 	if s.cfg.MaxPendingConnections > 0 {
 		pl := newPendingListener(ln, s.cfg.MaxPendingConnections, s.cfg.HandshakeTimeout)

@@ -105,6 +105,8 @@ type Storage struct {
 	maxObjectBytes int64
 	// watches is the node's watch cache; nil when there is no Feed.
 	watches *watchcache.Cache
+	// feed is Config.Feed, which ObjectCounts reads (stats.go).
+	feed *fsm.FSM
 
 	// mu guards stores, the resources' storage by group and resource: the
 	// first registered for a group/resource decodes its stored values for
@@ -129,7 +131,7 @@ func New(cfg *Config, backend Backend) (*Storage, error) {
 		cfg = DefaultConfig()
 	}
 	s := &Storage{backend: backend, freshWait: cfg.FreshWait, transformers: cfg.Transformers, maxObjectBytes: cfg.MaxObjectBytes,
-		stores: map[schema.GroupResource]*Store{}, maxItemEncodings: maxItemEncodingBytes}
+		stores: map[schema.GroupResource]*Store{}, maxItemEncodings: maxItemEncodingBytes, feed: cfg.Feed}
 	s.objs.max, s.objs.enc = maxCachedObjectBytes, &s.itemEncodings
 	if cfg.Feed != nil {
 		wcfg := watchcache.DefaultConfig()

@@ -368,6 +368,7 @@ func serve(args []string) error {
 	acfg.Paths = ident.paths
 	acfg.Actions = ident.actions
 	acfg.Authorizer = az.authorizer
+	acfg.Collectors = nodeCollectors(node)
 	if o.multiNode() {
 		acfg.Forward = &api.ForwardConfig{
 			Leadership:    node,
