@@ -97,7 +97,7 @@ func (s *Server) readBody(req *http.Request) ([]byte, error) {
 	defer req.Body.Close()
 	limit := s.cfg.MaxRequestBodyBytes
 	lr := &io.LimitedReader{R: req.Body, N: limit + 1}
-	data, err := io.ReadAll(lr)
+	data, err := readAll(lr, req.ContentLength)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("unable to read the request body: %v", err))
 	}
@@ -105,6 +105,37 @@ func (s *Server) readBody(req *http.Request) ([]byte, error) {
 		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", limit))
 	}
 	return data, nil
+}
+
+// maxBodyPresize bounds the buffer a declared Content-Length reserves
+// before the body arrives: a client that declares megabytes and sends
+// nothing must not make the server hold them.
+const maxBodyPresize = 64 << 10
+
+// readAll is io.ReadAll with a first buffer of the declared length (plus
+// one byte, to see the end without growing): io.ReadAll starts at 512
+// bytes and doubles, which cost a TokenReview's small body three
+// allocations and copies, a tenth of the bytes its request allocated.
+// Past maxBodyPresize, or without a length, it grows as io.ReadAll does.
+func readAll(r io.Reader, declared int64) ([]byte, error) {
+	size := int64(512)
+	if declared >= 0 {
+		size = min(declared, maxBodyPresize) + 1
+	}
+	b := make([]byte, 0, size)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 // decodeBody decodes a create or update body into the internal version,
