@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/component-base/metrics/legacyregistry"
 )
 
 // limitedServer is a Server whose limits filters wrap next; mod changes the
@@ -153,6 +154,33 @@ func TestRequestTimeout(t *testing.T) {
 		if rec.Code != http.StatusGatewayTimeout || st.Code != 504 || st.Reason != metav1.StatusReasonTimeout ||
 			st.Message != "Timeout: request did not complete within the allotted timeout" {
 			t.Fatalf("got %d %s", rec.Code, rec.Body)
+		}
+	})
+	t.Run("the request the timeout ended is counted, as kube counts it", func(t *testing.T) {
+		terminated := func() float64 {
+			fams, err := legacyregistry.DefaultGatherer.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v float64
+			for _, f := range fams {
+				if f.GetName() != "apiserver_request_terminations_total" {
+					continue
+				}
+				for _, m := range f.GetMetric() {
+					for _, l := range m.GetLabel() {
+						if l.GetName() == "code" && l.GetValue() == "504" {
+							v += m.GetCounter().GetValue()
+						}
+					}
+				}
+			}
+			return v
+		}
+		before := terminated()
+		h.ServeHTTP(httptest.NewRecorder(), limitReq(t, s, http.MethodGet, "/api/v1/configmaps"))
+		if after := terminated(); after != before+1 {
+			t.Fatalf("apiserver_request_terminations_total{code=504} went from %v to %v", before, after)
 		}
 	})
 	t.Run("a malformed ?timeout= is 400", func(t *testing.T) {

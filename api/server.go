@@ -219,7 +219,7 @@ func (s *Server) buildHandler() http.Handler {
 	health := http.NewServeMux()
 	healthz.InstallLivezHandler(health, s.cfg.LivezChecks...)
 	healthz.InstallReadyzHandler(health, s.cfg.ReadyzChecks...)
-	healthz.InstallHandler(health, uniqueChecks(s.cfg.LivezChecks, s.cfg.ReadyzChecks)...)
+	healthz.InstallHandler(health, withoutCheck("shutdown", uniqueChecks(s.cfg.LivezChecks, s.cfg.ReadyzChecks))...)
 	for _, p := range []string{"/livez", "/readyz", "/healthz"} {
 		r.Handler(http.MethodGet, p, health)
 		r.Handler(http.MethodGet, p+"/*check", health)
@@ -263,6 +263,19 @@ func (s *Server) buildHandler() http.Handler {
 	h = s.withAuthentication(h)
 	h = s.withRecovery(h)
 	return h
+}
+
+// withoutCheck drops the check named name. /healthz leaves out readyz's
+// "shutdown" check, as kube-apiserver's does: during the shutdown delay
+// only /readyz fails.
+func withoutCheck(name string, checks []healthz.HealthChecker) []healthz.HealthChecker {
+	out := checks[:0:0]
+	for _, c := range checks {
+		if c.Name() != name {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // uniqueChecks joins check lists, keeping the first check of each name:

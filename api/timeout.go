@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	endpointsmetrics "k8s.io/apiserver/pkg/endpoints/metrics"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 )
 
 // withTimeout answers kube's 504 when a request's deadline passes before
@@ -44,7 +46,7 @@ func withTimeout(next http.Handler) http.Handler {
 			next.ServeHTTP(w, req)
 			return
 		}
-		tw := &timeoutWriter{w: w}
+		tw := &timeoutWriter{w: w, req: req}
 		stop := context.AfterFunc(ctx, tw.timeout)
 		next.ServeHTTP(tw, req)
 		if stop() && ctx.Err() == nil {
@@ -73,7 +75,8 @@ var errRequestTimeout = apierrors.NewTimeoutError("request did not complete with
 
 // timeoutWriter serialises the handler's writes and the deadline's 504.
 type timeoutWriter struct {
-	w http.ResponseWriter
+	w   http.ResponseWriter
+	req *http.Request // for the termination metric
 	// header is the handler's header map, copied to w's when the handler
 	// writes its status; only the handler's goroutine touches it.
 	header http.Header
@@ -153,5 +156,10 @@ func (tw *timeoutWriter) timeoutLocked() {
 	_ = json.NewEncoder(tw.w).Encode(&errRequestTimeout.ErrStatus)
 	if f, ok := tw.w.(http.Flusher); ok {
 		f.Flush()
+	}
+	// kube's timeout filter counts the request it ended
+	// (apiserver_request_terminations_total).
+	if info, ok := genericapirequest.RequestInfoFrom(tw.req.Context()); ok {
+		endpointsmetrics.RecordRequestTermination(tw.req, info, endpointsmetrics.APIServerComponent, http.StatusGatewayTimeout)
 	}
 }

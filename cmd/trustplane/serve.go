@@ -19,6 +19,7 @@ import (
 
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/trustplane/trustplane/api"
 	"github.com/trustplane/trustplane/api/authn"
@@ -67,10 +68,14 @@ type options struct {
 	deadServerTimeout time.Duration
 	leaveOnTerminate  bool
 	writeLeaderWait   time.Duration
-	maxStaleRead      time.Duration
-	watchWindow       time.Duration
-	compactRetention  time.Duration
-	compactInterval   time.Duration
+	// shutdownDelay and livezGrace are kube-apiserver's
+	// --shutdown-delay-duration and --livez-grace-period (lifecycle.go).
+	shutdownDelay    time.Duration
+	livezGrace       time.Duration
+	maxStaleRead     time.Duration
+	watchWindow      time.Duration
+	compactRetention time.Duration
+	compactInterval  time.Duration
 
 	// gcPercent is the collector's GOGC that serve sets when setGC is
 	// true: not when the environment sets GOGC and the flag was not given
@@ -116,6 +121,8 @@ func parseServe(args []string) (*options, error) {
 	fs.DurationVar(&o.deadServerTimeout, "dead-server-timeout", d.DeadServerTimeout, "a voter that gossip reports failed this long, and that raft no longer reaches, is removed while a quorum stays (negative: never)")
 	fs.BoolVar(&o.leaveOnTerminate, "leave-on-terminate", false, "on SIGTERM/SIGINT, leave the cluster (be removed as a voter) when that keeps a quorum of alive voters; it never forces. Default false, as for Consul servers: a stopped node stays a voter and rejoins as itself on restart, which is what a rolling restart or a crash-and-restart wants. Set it for nodes that are going away for good")
 	fs.DurationVar(&o.writeLeaderWait, "write-leader-wait", 10*time.Second, "how long a write waits for a leader during an election before 503")
+	fs.DurationVar(&o.shutdownDelay, "shutdown-delay-duration", 0, "on SIGTERM/SIGINT, keep serving this long with /readyz failing (/livez and /healthz still pass), so that load balancers stop sending traffic before the node stops; a second signal ends the delay (kube-apiserver's flag)")
+	fs.DurationVar(&o.livezGrace, "livez-grace-period", 0, "from the start, how long /livez reports its checks as passing whatever they say: the time the node may take to start (kube-apiserver's flag)")
 	fs.DurationVar(&o.maxStaleRead, "max-stale-read", 5*time.Second, "a node that has not heard from a leader for longer serves no watch, and answers resourceVersion=0 reads as linearizable ones (503 when it is cut off) instead of from its own, possibly old, state (0: no bound)")
 	fs.DurationVar(&o.compactRetention, "compact-retention", d.CompactRetention, "MVCC history kept for exact reads, continue tokens and watch history across restarts; older gets 410 Gone")
 	fs.DurationVar(&o.compactInterval, "compact-interval", d.CompactInterval, "how often the leader compacts history")
@@ -152,6 +159,12 @@ func parseServe(args []string) (*options, error) {
 	}
 	if o.nodeName == "" {
 		return nil, errors.New("--node-name is required")
+	}
+	if o.shutdownDelay < 0 {
+		return nil, errors.New("--shutdown-delay-duration can not be negative value")
+	}
+	if o.livezGrace < 0 {
+		return nil, errors.New("--livez-grace-period can not be a negative value")
 	}
 	if _, err := parseRuntimeConfig(o.runtimeConfig); err != nil {
 		return nil, err
@@ -339,10 +352,10 @@ func serve(args []string) error {
 		MinVersion: tls.VersionTLS12,
 	}
 	acfg.Nodes = nodes
-	acfg.LivezChecks = []healthz.HealthChecker{
+	acfg.LivezChecks = delayedChecks(o.livezGrace, clock.RealClock{},
 		healthz.PingHealthz,
 		healthz.NamedCheck("raft", func(*http.Request) error { return node.CheckRunning() }),
-	}
+	)
 	acfg.ReadyzChecks = []healthz.HealthChecker{
 		healthz.PingHealthz,
 		healthz.NamedCheck("raft-leader", func(*http.Request) error { return node.CheckLeader() }),
@@ -419,6 +432,9 @@ func serve(args []string) error {
 	}
 	log.Info("shutting down")
 	shuttingDown.Store(true)
+	if err := delayShutdown(log, o.shutdownDelay, serveErr); err != nil {
+		return err
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// With --leave-on-terminate, leave first (the cluster removes this
