@@ -23,6 +23,7 @@ require (
 	golang.org/x/term v0.46.0
 	gopkg.in/evanphx/json-patch.v4 v4.12.0
 	gopkg.in/go-jose/go-jose.v2 v2.6.3
+	gopkg.in/natefinch/lumberjack.v2 v2.2.1
 	k8s.io/api v0.33.13
 	k8s.io/apimachinery v0.33.13
 	k8s.io/apiserver v0.33.13
