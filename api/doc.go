@@ -1,6 +1,6 @@
 // Package api owns the HTTP face of trustplane: TLS serving, the filter chain
-// (panic recovery, authentication, impersonation, authorisation, leader
-// forwarding, warnings), content negotiation, the generic REST handlers
+// (panic recovery, audit, authentication, impersonation, authorisation,
+// leader forwarding, warnings), content negotiation, the generic REST handlers
 // (resources, their subresources, and virtual resources such as reviews),
 // discovery, the OpenAPI v3 documents, version, health and metrics
 // endpoints.
@@ -43,6 +43,13 @@
 //     (system:monitoring, cluster-admin). Nothing recorded per request
 //     allocates beyond kube's MonitorRequest: the code and size come from
 //     the one response wrapper withRecovery already makes.
+//   - The audit log (audit.go) is kube's filters in kube's order, and, like
+//     metrics, records a request once, on the node its client talks to,
+//     with the client's identity. Requests that carry a credential
+//     (Secrets, TokenRequest, TokenReview) are recorded at Metadata at
+//     most whatever the policy says (api/auditlog.Capped), so no body
+//     with secret data, a token or a key is written. With no audit log
+//     configured no filter is installed.
 //   - A forwarded write leaves from the listen IP when that is a specific
 //     IP of the leader's class; otherwise the kernel chooses (dialsrc's
 //     rule), so a node bound to every interface is unchanged.

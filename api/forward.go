@@ -176,6 +176,7 @@ func (s *Server) withForwarding(next http.Handler) http.Handler {
 			s.writeError(w, req, err)
 			return
 		}
+		s.auditForwardedRequest(req, body)
 		u, _ := genericapirequest.UserFrom(req.Context())
 		deadline := time.Now().Add(f.cfg.WaitForLeader)
 		for {
@@ -199,6 +200,7 @@ func (s *Server) withForwarding(next http.Handler) http.Handler {
 			resp, err := f.send(req.WithContext(fctx), addr, body, u)
 			stop()
 			if err == nil {
+				s.auditForwardedResponse(req, resp)
 				copyResponse(w, resp)
 				cancel(nil)
 				return

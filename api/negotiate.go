@@ -89,6 +89,7 @@ func (s *Server) writeObject(w http.ResponseWriter, req *http.Request, out *outp
 		}
 		gv = out.mt.Convert.GroupVersion()
 	}
+	s.auditResponse(req, obj, gv)
 	encoder := registry.Codecs.EncoderForVersion(out.info.Serializer, gv)
 	serializeObject(out.info.MediaType, encoder, w, req, code, obj)
 }
@@ -106,10 +107,11 @@ var plainJSON, plainProtobuf = func() (runtime.Serializer, runtime.Serializer) {
 // (registry.ListBody), byte for byte what the codec would write, in pooled
 // chunks straight to the connection or the compressor, without building
 // the typed list; every other format (YAML, pretty JSON, Table,
-// PartialObjectMetadataList) builds the list and goes through writeObject.
+// PartialObjectMetadataList) builds the list and goes through writeObject,
+// as does a list whose audit event records the response (audit.go).
 func (s *Server) writeList(w http.ResponseWriter, req *http.Request, format *output, st *registry.Store, page *registry.ListPage) {
 	var body func() (*registry.ListBody, error)
-	if format.mt.Convert == nil && page.Len() > 0 {
+	if format.mt.Convert == nil && page.Len() > 0 && !s.auditsResponseBody(req) {
 		switch format.info.Serializer {
 		case plainJSON:
 			body = page.JSON

@@ -51,6 +51,7 @@ func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.St
 		s.writeError(w, req, err)
 		return
 	}
+	s.auditPatch(req, body)
 	opts := &metav1.PatchOptions{}
 	if err := decodeOptions(req, opts, "PatchOptions", func() field.ErrorList { return metav1validation.ValidatePatchOptions(opts, pt) }); err != nil {
 		s.writeError(w, req, err)

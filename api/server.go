@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -97,6 +98,14 @@ type Config struct {
 	// beside kube's process-wide registry and the watch cache's figures
 	// (metrics.go). Each must report this node only.
 	Collectors []prometheus.Collector
+
+	// AuditSink and AuditPolicy record requests in the audit log
+	// (audit.go; package auditlog builds both from kube-apiserver's
+	// flags). The policy is applied capped: requests that carry a
+	// credential are recorded at Metadata at most. Either nil: no
+	// auditing, and nothing added to the request path.
+	AuditSink   audit.Sink
+	AuditPolicy audit.PolicyRuleEvaluator
 }
 
 // NodeIdentifier tells peer nodes from every other client.
@@ -165,6 +174,13 @@ type Server struct {
 	// (watches) end on it.
 	stopping     chan struct{}
 	stoppingOnce sync.Once
+
+	// auditing is on when both the sink and the (capped) policy are set;
+	// failedAuthn is then the audited 401 (audit.go).
+	auditSink   audit.Sink
+	auditPolicy audit.PolicyRuleEvaluator
+	auditing    bool
+	failedAuthn http.Handler
 }
 
 // New builds the server over reg. It does not listen yet.
@@ -202,6 +218,7 @@ func New(cfg *Config, reg *registry.Registry) (*Server, error) {
 	if s.metrics, err = s.newMetricsHandler(); err != nil {
 		return nil, err
 	}
+	s.setupAudit()
 	s.handler = s.buildHandler()
 	return s, nil
 }
@@ -259,8 +276,10 @@ func (s *Server) buildHandler() http.Handler {
 		h = filters.WithImpersonation(h, s.cfg.Authorizer, registry.Codecs)
 	}
 	h = withGrownStack(h)
+	h = s.withAudit(h)
 	h = filters.WithRequestInfo(h, s.infos)
 	h = s.withAuthentication(h)
+	h = s.withAuditInit(h)
 	h = s.withRecovery(h)
 	return h
 }
@@ -337,7 +356,7 @@ func (s *Server) withAuthentication(next http.Handler) http.Handler {
 				if err != nil {
 					s.log.Debug("authentication failed", "path", req.URL.Path, "error", err)
 				}
-				s.writeError(w, req, apierrors.NewUnauthorized("Unauthorized"))
+				s.unauthenticated(w, req)
 				return
 			}
 			// The credential is spent here: it is never forwarded or logged.
@@ -350,7 +369,7 @@ func (s *Server) withAuthentication(next http.Handler) http.Handler {
 			next.ServeHTTP(w, req.WithContext(genericapirequest.WithUser(req.Context(), u)))
 			return
 		}
-		s.writeError(w, req, apierrors.NewUnauthorized("Unauthorized"))
+		s.unauthenticated(w, req)
 	})
 }
 

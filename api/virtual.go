@@ -50,6 +50,7 @@ func (s *Server) serveVirtual(w http.ResponseWriter, req *http.Request, v *regis
 			got.GroupVersion().String(), gvk.GroupVersion().String())))
 		return
 	}
+	s.auditRequest(req, obj, gvk.GroupVersion(), v.GVR, v.Subresource)
 	if v.Warning != "" {
 		warning.AddWarning(ctx, "", v.Warning)
 	}
@@ -62,6 +63,7 @@ func (s *Server) serveVirtual(w http.ResponseWriter, req *http.Request, v *regis
 		s.writeError(w, req, apierrors.NewInternalError(fmt.Errorf("%s returned no object", v.DiscoveryName())))
 		return
 	}
+	s.auditResponse(req, out, gvk.GroupVersion())
 	var encodeTo runtime.GroupVersioner = gvk.GroupVersion()
 	encoder := registry.Codecs.EncoderForVersion(format.info.Serializer, encodeTo)
 	serializeObject(format.info.MediaType, encoder, w, req, http.StatusCreated, out)

@@ -32,6 +32,7 @@ func (s *Server) create(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, err)
 		return
 	}
+	s.auditRequest(req, obj, st.GVR.GroupVersion(), st.GVR, "")
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		s.writeError(w, req, apierrors.NewInternalError(err))
@@ -82,6 +83,7 @@ func (s *Server) update(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, err)
 		return
 	}
+	s.auditRequest(req, obj, st.GVR.GroupVersion(), st.GVR, sub)
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		s.writeError(w, req, apierrors.NewInternalError(err))

@@ -55,6 +55,7 @@ type options struct {
 	addrs            addresses   // resolved from advertise
 	atRest           atRestFlags // data at rest (atrest.go)
 	limits           limitFlags
+	audit            auditFlags // the audit log (audit.go)
 
 	// Token authentication (api/authn).
 	tokenAuthFile           string
@@ -111,6 +112,7 @@ func parseServe(args []string) (*options, error) {
 	o.advertise.register(fs)
 	o.atRest.register(fs)
 	o.limits.register(fs)
+	o.audit.register(fs)
 	fs.Float64Var(&o.controllersQPS, "controllers-api-qps", 1000, "requests per second each controller identity may send to the API (kube-controller-manager's --kube-api-qps, which defaults to 20)")
 	fs.IntVar(&o.controllersBurst, "controllers-api-burst", 2000, "burst above --controllers-api-qps (kube-controller-manager's --kube-api-burst)")
 	fs.BoolVar(&o.controllers, "controllers", true, "run the leader-only controllers (default ServiceAccounts, kube-root-ca.crt, token Secrets, cluster-role aggregation)")
@@ -176,6 +178,9 @@ func parseServe(args []string) (*options, error) {
 		return nil, err
 	}
 	if err := o.limits.validate(); err != nil {
+		return nil, err
+	}
+	if err := o.audit.validate(); err != nil {
 		return nil, err
 	}
 	var err error
@@ -382,6 +387,11 @@ func serve(args []string) error {
 	acfg.Actions = ident.actions
 	acfg.Authorizer = az.authorizer
 	acfg.Collectors = nodeCollectors(node)
+	auditLog, err := o.audit.open(log, acfg)
+	if err != nil {
+		return err
+	}
+	defer auditLog.Close()
 	if o.multiNode() {
 		acfg.Forward = &api.ForwardConfig{
 			Leadership:    node,

@@ -1,0 +1,214 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	auditinternal "k8s.io/apiserver/pkg/apis/audit"
+	"k8s.io/apiserver/pkg/audit"
+	"k8s.io/apiserver/pkg/endpoints/filters"
+
+	"github.com/trustplane/trustplane/api/auditlog"
+	"github.com/trustplane/trustplane/api/registry"
+)
+
+// Audit. With Config.AuditSink and Config.AuditPolicy set (package
+// auditlog builds them from kube-apiserver's flags), every request is
+// recorded with kube's own filters, in kube's order:
+//
+//   - WithAuditInit, outside authentication: the audit context and the
+//     Audit-ID header (the client's, else a new one), echoed in the
+//     response.
+//   - WithFailedAuthenticationAudit on the 401 path: a request no
+//     credential identifies is recorded (ResponseStarted), without a user.
+//   - WithAudit after authentication and RequestInfo, before
+//     impersonation: the event's user is the authenticated one, and kube's
+//     impersonation filter adds impersonatedUser; authorisation adds its
+//     decision annotations, the request metrics kube's k8s.io/deprecated
+//     and k8s.io/removed-release (MonitorRequest), the handlers the
+//     request and response objects (auditRequest, auditResponse).
+//
+// A request is recorded once, on the node its client talks to: a write a
+// follower forwards to the leader is recorded by the follower, with the
+// client's identity; the leader records nothing for it (forwardedHere,
+// which only node certificates can make true). The follower does not
+// decode what it forwards: it decodes the body and the leader's answer
+// for its event (auditForwardedRequest, auditForwardedResponse).
+//
+// Every policy is applied Capped (auditlog.CarriesCredentials): Secrets,
+// TokenRequest and TokenReview are recorded at Metadata at most, so no
+// secret data, token or key is written at any level. Credentials in
+// headers are never recorded (kube's events hold no headers; the failed
+// authentication event names the method only, "bearer").
+//
+// Without a sink the filters are not installed and the handlers test one
+// bool: auditing costs nothing when it is off.
+
+// setupAudit keeps the audit sink and capped policy, and builds the 401
+// handler authentication uses.
+func (s *Server) setupAudit() {
+	s.auditSink, s.auditPolicy = s.cfg.AuditSink, auditlog.Capped(s.cfg.AuditPolicy)
+	s.auditing = s.auditSink != nil && s.auditPolicy != nil
+	if !s.auditing {
+		return
+	}
+	unauthorized := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		s.writeError(w, req, apierrors.NewUnauthorized("Unauthorized"))
+	})
+	// kube's WithAudit needs a RequestInfo; here authentication runs before
+	// the RequestInfo filter, so the 401 path builds its own.
+	s.failedAuthn = filters.WithRequestInfo(filters.WithFailedAuthenticationAudit(unauthorized, s.auditSink, s.auditPolicy), s.infos)
+}
+
+// unauthenticated answers 401 to a request no credential identifies,
+// audited when auditing is on.
+func (s *Server) unauthenticated(w http.ResponseWriter, req *http.Request) {
+	if s.failedAuthn != nil {
+		s.failedAuthn.ServeHTTP(w, req)
+		return
+	}
+	s.writeError(w, req, apierrors.NewUnauthorized("Unauthorized"))
+}
+
+// withAuditInit is kube's WithAuditInit, except for a write another node
+// forwarded here: that node recorded it, so it gets no audit context and
+// no event.
+func (s *Server) withAuditInit(next http.Handler) http.Handler {
+	if !s.auditing {
+		return next
+	}
+	initialized := filters.WithAuditInit(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if s.forwardedHere(req) {
+			next.ServeHTTP(w, req)
+			return
+		}
+		initialized.ServeHTTP(w, req)
+	})
+}
+
+// withAudit is kube's WithAudit: it evaluates the policy and writes the
+// events of each stage. A request without an audit context (forwarded
+// here) passes through.
+func (s *Server) withAudit(next http.Handler) http.Handler {
+	if !s.auditing {
+		return next
+	}
+	return filters.WithAudit(next, s.auditSink, s.auditPolicy, isLongRunning)
+}
+
+// auditRequest records a decoded request object, as kube's create and
+// update handlers do: at Metadata it completes the object reference, at
+// Request and above it adds the object.
+func (s *Server) auditRequest(req *http.Request, obj runtime.Object, gv schema.GroupVersion, gvr schema.GroupVersionResource, sub string) {
+	if !s.auditing {
+		return
+	}
+	audit.LogRequestObject(req.Context(), obj, gv, gvr, sub, registry.Codecs)
+}
+
+// auditPatch records a patch as the request object, as kube's patch
+// handler does, when it is JSON (an apply patch may be YAML, which an
+// Event's JSON line cannot embed).
+func (s *Server) auditPatch(req *http.Request, patch []byte) {
+	if !s.auditing {
+		return
+	}
+	if ev := audit.AuditEventFrom(req.Context()); ev == nil || ev.Level.Less(auditinternal.LevelRequest) || !json.Valid(patch) {
+		return
+	}
+	audit.LogRequestPatch(req.Context(), patch)
+}
+
+// auditResponse records a response object in version gv, as kube's
+// response writer does (errors are recorded by responsewriters itself).
+func (s *Server) auditResponse(req *http.Request, obj runtime.Object, gv schema.GroupVersion) {
+	if !s.auditing {
+		return
+	}
+	audit.LogResponseObject(req.Context(), obj, gv, registry.Codecs)
+}
+
+// auditsResponseBody says whether the request's event records the
+// response object (RequestResponse), which a list written from cached
+// encodings would not give it.
+func (s *Server) auditsResponseBody(req *http.Request) bool {
+	if !s.auditing {
+		return false
+	}
+	ev := audit.AuditEventFrom(req.Context())
+	return ev != nil && ev.Level.GreaterOrEqual(auditinternal.LevelRequestResponse)
+}
+
+// CloseNotify lets kube's response-writer decorators (WithAudit's) keep
+// Flush, which watches need: they keep it only on a writer that has both.
+func (t *trackingWriter) CloseNotify() <-chan bool {
+	//nolint:staticcheck // SA1019: kube's decorators test for it.
+	if cn, ok := t.ResponseWriter.(http.CloseNotifier); ok {
+		return cn.CloseNotify()
+	}
+	return nil
+}
+
+// maxAuditedAnswer bounds the leader's answer a follower reads to record
+// it; a larger one is relayed without being recorded.
+const maxAuditedAnswer = 3 << 20
+
+// auditForwardedRequest records, on the follower that forwards a write,
+// its body as the request object, as the leader's handler would have: the
+// object decoded in the version sent (JSON, YAML or protobuf), which also
+// completes the object reference; a patch as it is, when it is JSON.
+func (s *Server) auditForwardedRequest(req *http.Request, body []byte) {
+	if !s.auditing {
+		return
+	}
+	ev := audit.AuditEventFrom(req.Context())
+	if ev == nil || ev.Level.Less(auditinternal.LevelMetadata) || len(body) == 0 {
+		return
+	}
+	if req.Method == http.MethodPatch {
+		s.auditPatch(req, body)
+		return
+	}
+	obj, gvk, err := registry.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+	if err != nil || ev.ObjectRef == nil {
+		return
+	}
+	gvr := schema.GroupVersionResource{Group: ev.ObjectRef.APIGroup, Version: ev.ObjectRef.APIVersion, Resource: ev.ObjectRef.Resource}
+	audit.LogRequestObject(req.Context(), obj, gvk.GroupVersion(), gvr, ev.ObjectRef.Subresource, registry.Codecs)
+}
+
+// auditForwardedResponse records the leader's answer to a forwarded write
+// as kube's LogResponseObject records an answer: a Status's fields from
+// Metadata up, the object at RequestResponse. resp.Body still holds the
+// whole answer afterwards.
+func (s *Server) auditForwardedResponse(req *http.Request, resp *http.Response) {
+	if !s.auditing {
+		return
+	}
+	ev := audit.AuditEventFrom(req.Context())
+	if ev == nil || ev.Level.Less(auditinternal.LevelMetadata) || resp.Header.Get("Content-Encoding") != "" {
+		return
+	}
+	if resp.StatusCode < http.StatusMultipleChoices && ev.Level.Less(auditinternal.LevelRequestResponse) {
+		return // a success below RequestResponse records no more than its code
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAuditedAnswer+1))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(b), resp.Body), resp.Body}
+	if err != nil || len(b) > maxAuditedAnswer {
+		return
+	}
+	obj, gvk, err := registry.Codecs.UniversalDeserializer().Decode(b, nil, nil)
+	if err != nil {
+		return
+	}
+	audit.LogResponseObject(req.Context(), obj, gvk.GroupVersion(), registry.Codecs)
+}

@@ -1,0 +1,170 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+
+	auditinternal "k8s.io/apiserver/pkg/apis/audit"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+	"k8s.io/apiserver/pkg/audit/policy"
+	pluginlog "k8s.io/apiserver/plugin/pkg/audit/log"
+
+	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/api/storage"
+	"github.com/trustplane/trustplane/certs"
+)
+
+// auditedServer is a server whose audit log, kube's JSON log backend at
+// RequestResponse for everything, is written to the returned buffer.
+func auditedServer(t *testing.T, nodes NodeIdentifier) (*Server, *bytes.Buffer) {
+	t.Helper()
+	var buf bytes.Buffer
+	cfg := DefaultConfig()
+	cfg.TLS = &tls.Config{Certificates: []tls.Certificate{{}}}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Nodes = nodes
+	cfg.AuditSink = pluginlog.NewBackend(&buf, pluginlog.FormatJson, auditv1.SchemeGroupVersion)
+	cfg.AuditPolicy = policy.NewFakePolicyRuleEvaluator(auditinternal.LevelRequestResponse, nil)
+	stor, err := storage.New(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg, registry.New(stor, nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, &buf
+}
+
+// TestAuditRecordsARequestOnceOnTheNodeItsClientTalksTo: a request is
+// recorded by the node that serves its client, under the Audit-ID it
+// answers with; a request another node forwarded is not recorded again,
+// and only a node certificate can make a request count as forwarded.
+func TestAuditRecordsARequestOnceOnTheNodeItsClientTalksTo(t *testing.T) {
+	clusterCA, err := certs.LoadOrCreateCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeCA, err := certs.LoadOrCreateNodeCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	chains := func(ca *certs.CA, r certs.Request) [][]*x509.Certificate {
+		certPEM, _, err := ca.Issue(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		block, _ := pem.Decode(certPEM)
+		leaf, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		pool.AddCert(clusterCA.Cert)
+		pool.AddCert(nodeCA.Cert)
+		cs, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	request := func(chains [][]*x509.Certificate, forwarded bool) *http.Request {
+		path := "/version"
+		if chains == nil {
+			path = "/apis" // not public: no credential is a 401
+		}
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		if chains != nil {
+			r.TLS = &tls.ConnectionState{VerifiedChains: chains}
+		}
+		if forwarded {
+			r.Header.Set(headerForwardedBy, "1")
+			r.Header.Set(headerRemoteUser, "alice")
+		}
+		r.Header.Set("Authorization", "Bearer never-logged")
+		return r
+	}
+	admin := chains(clusterCA, certs.Request{CommonName: "admin", Organization: []string{"system:masters"}, Client: true})
+	cases := []struct {
+		name   string
+		req    *http.Request
+		stages []auditinternal.Stage
+		user   string
+		code   int32
+	}{
+		{"a client's request is recorded at its stages", request(admin, false),
+			[]auditinternal.Stage{auditinternal.StageRequestReceived, auditinternal.StageResponseComplete}, "admin", 200},
+		{"a request a node forwarded is not recorded again", request(chains(nodeCA, certs.NodeRequest("n2")), true), nil, "", 0},
+		{"a client cannot make its request count as forwarded", request(admin, true),
+			[]auditinternal.Stage{auditinternal.StageRequestReceived, auditinternal.StageResponseComplete}, "admin", 200},
+		{"a failed authentication is recorded when the response starts", request(nil, false),
+			[]auditinternal.Stage{auditinternal.StageResponseStarted}, "", 401},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, buf := auditedServer(t, certs.NewNodeVerifier(nodeCA))
+			rec := httptest.NewRecorder()
+			s.Handler().ServeHTTP(rec, c.req)
+			if bytes.Contains(buf.Bytes(), []byte("never-logged")) {
+				t.Fatal("the bearer token is in the audit log")
+			}
+			var stages []auditinternal.Stage
+			sc := bufio.NewScanner(buf)
+			for sc.Scan() {
+				var ev auditv1.Event
+				if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+					t.Fatal(err)
+				}
+				stages = append(stages, auditinternal.Stage(ev.Stage))
+				if ev.User.Username != c.user || ev.ResponseStatus == nil && ev.Stage != auditv1.StageRequestReceived ||
+					ev.ResponseStatus != nil && ev.ResponseStatus.Code != c.code {
+					t.Fatalf("event of user %q status %+v, want %q and %d", ev.User.Username, ev.ResponseStatus, c.user, c.code)
+				}
+				if got := rec.Header().Get("Audit-Id"); string(ev.AuditID) != got {
+					t.Fatalf("event of audit ID %s, answered %s", ev.AuditID, got)
+				}
+			}
+			if len(stages) != len(c.stages) {
+				t.Fatalf("stages %v, want %v", stages, c.stages)
+			}
+			for i := range stages {
+				if stages[i] != c.stages[i] {
+					t.Fatalf("stages %v, want %v", stages, c.stages)
+				}
+			}
+			if c.stages == nil && rec.Header().Get("Audit-Id") != "" {
+				t.Fatal("a forwarded request was answered with an Audit-ID of its own")
+			}
+		})
+	}
+}
+
+// TestAuditOffInstallsNothing: without a sink the chain is the chain
+// without auditing, and a response carries no Audit-ID.
+func TestAuditOffInstallsNothing(t *testing.T) {
+	s := testServer(t)
+	if s.auditing || s.failedAuthn != nil {
+		t.Fatal("auditing is on without a sink")
+	}
+	h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	for name, f := range map[string]func(http.Handler) http.Handler{"withAudit": s.withAudit, "withAuditInit": s.withAuditInit} {
+		if got := f(h); reflect.ValueOf(got).Pointer() != reflect.ValueOf(h).Pointer() {
+			t.Fatalf("%s wraps the handler with auditing off", name)
+		}
+	}
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/version", nil))
+	if rec.Header().Get("Audit-Id") != "" {
+		t.Fatal("an Audit-ID without auditing")
+	}
+}
