@@ -14,6 +14,8 @@ import (
 	"reflect"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/apiserver/pkg/audit/policy"
@@ -150,7 +152,8 @@ func TestAuditRecordsARequestOnceOnTheNodeItsClientTalksTo(t *testing.T) {
 }
 
 // TestAuditOffInstallsNothing: without a sink the chain is the chain
-// without auditing, and a response carries no Audit-ID.
+// without auditing, a response carries no Audit-ID, and what the handlers
+// call per request allocates nothing.
 func TestAuditOffInstallsNothing(t *testing.T) {
 	s := testServer(t)
 	if s.auditing || s.failedAuthn != nil {
@@ -166,5 +169,21 @@ func TestAuditOffInstallsNothing(t *testing.T) {
 	s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/version", nil))
 	if rec.Header().Get("Audit-Id") != "" {
 		t.Fatal("an Audit-ID without auditing")
+	}
+	// What the handlers call per request costs no allocation when off.
+	req := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/a/configmaps", nil)
+	obj := &metav1.Status{}
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	body := []byte(`{"kind":"ConfigMap"}`)
+	resp := &http.Response{StatusCode: http.StatusCreated, Header: http.Header{}, Body: http.NoBody}
+	if n := testing.AllocsPerRun(100, func() {
+		s.auditRequest(req, obj, gvr.GroupVersion(), gvr, "")
+		s.auditPatch(req, body)
+		s.auditResponse(req, obj, gvr.GroupVersion())
+		s.auditForwardedRequest(req, body)
+		s.auditForwardedResponse(req, resp)
+		_ = s.auditsResponseBody(req)
+	}); n != 0 {
+		t.Fatalf("%v allocations per request with auditing off, want 0", n)
 	}
 }
