@@ -112,7 +112,8 @@ func (m auditMatch) one(t *testing.T, read func() []auditv1.Event) auditv1.Event
 // file at any level.
 func TestE2EAudit(t *testing.T) {
 	logPath := filepath.Join(t.TempDir(), "audit", "audit.log")
-	n := startNode(t, "--audit-log-path", logPath, "--audit-policy-file", writeAuditPolicy(t))
+	n := startNode(t, "--audit-log-path", logPath, "--audit-policy-file", writeAuditPolicy(t),
+		"--audit-log-maxsize", "1", "--audit-log-maxbackup", "2")
 	ctx := context.Background()
 	admin := n.clientset()
 	me := n.whoami(t).Username
@@ -295,6 +296,36 @@ func TestE2EAudit(t *testing.T) {
 			if strings.Contains(string(b), s) {
 				t.Errorf("%s is in the audit log", what)
 			}
+		}
+	})
+	// Last, as it moves the events above out of the file.
+	t.Run("the file is rotated past --audit-log-maxsize", func(t *testing.T) {
+		big := strings.Repeat("x", 100<<10)
+		rotated := func() bool {
+			entries, err := os.ReadDir(filepath.Dir(logPath))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(entries) > 1
+		}
+		if rotated() {
+			t.Fatal("the audit log was rotated before its 1 MB")
+		}
+		// Each create's event holds the ConfigMap twice: 1 MB is about
+		// five of them.
+		creates := 0
+		for ; creates < 40 && !rotated(); creates++ {
+			if _, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{GenerateName: "big-"}, Data: map[string]string{"big": big}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !rotated() {
+			t.Fatal("the audit log was not rotated after 40 creates of 100 KiB")
+		}
+		t.Logf("rotated after %d creates of 100 KiB", creates)
+		if st, err := os.Stat(logPath); err != nil || st.Size() > 1<<20 {
+			t.Fatalf("the current file: %v, %v; want at most 1 MiB", st, err)
 		}
 	})
 }
