@@ -144,7 +144,11 @@ func (s *Server) decodeBody(ctx context.Context, st *registry.Store, si runtime.
 	defaultGVK := st.GVK()
 	obj, gvk, err := decodeValidated(ctx, si, body, directive, defaultGVK, st.NewFunc())
 	if err != nil {
-		return nil, transformDecodeError(st.KindName, err, gvk, body)
+		quoted := body
+		if st.GroupResource() == (schema.GroupResource{Resource: "secrets"}) {
+			quoted = nil // see transformDecodeError
+		}
+		return nil, transformDecodeError(st.KindName, err, gvk, quoted)
 	}
 	if gvk.GroupVersion() != st.GVR.GroupVersion() {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%v)",
@@ -179,10 +183,18 @@ func decodeValidated(ctx context.Context, si runtime.SerializerInfo, body []byte
 	return obj, gvk, nil
 }
 
-// transformDecodeError words a decode failure as kube-apiserver does.
+// transformDecodeError words a decode failure as kube-apiserver does. kube
+// quotes the body's first 30 bytes when it finds no kind in it; a nil body
+// quotes nothing. Callers pass nil for bodies that may hold a secret or a
+// token (Secrets, TokenRequest, TokenReview): the message is the
+// response's, and the audit log records it even at Metadata, where no
+// body is ever written.
 func transformDecodeError(kind string, baseErr error, gvk *schema.GroupVersionKind, body []byte) error {
 	if gvk != nil && len(gvk.Kind) > 0 {
 		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, kind, baseErr))
+	}
+	if body == nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %v", kind, baseErr))
 	}
 	return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %v (%s)", kind, baseErr, summarizeData(body, 30)))
 }

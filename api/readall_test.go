@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -48,4 +49,33 @@ func TestReadAll(t *testing.T) {
 			t.Fatalf("got %q, %v", got, err)
 		}
 	})
+}
+
+// TestDecodeErrorsQuoteNoSecret: kube quotes the first 30 bytes of a body
+// it finds no kind in; trustplane does too, except for the bodies that may
+// hold a secret or a token, whose error messages the audit log records.
+func TestDecodeErrorsQuoteNoSecret(t *testing.T) {
+	e := newFuzzEnv(t)
+	defer e.reset(t)
+	cases := []struct {
+		name, path string
+		quoted     bool
+	}{
+		{"a ConfigMap's body is quoted, as kube quotes it", "/api/v1/namespaces/fuzz/configmaps", true},
+		{"a Secret's is not", "/api/v1/namespaces/fuzz/secrets", false},
+		{"a TokenReview's is not", "/apis/authentication.k8s.io/v1/tokenreviews", false},
+		{"a TokenRequest's is not", "/api/v1/namespaces/fuzz/serviceaccounts/default/token", false},
+	}
+	body := []byte(`{"stringData":{"k":"s3cr3t"`)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := e.do(http.MethodPost, tc.path, "application/json", body)
+			if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "the object provided is unrecognized") {
+				t.Fatalf("got %d %s", rec.Code, rec.Body)
+			}
+			if got := strings.Contains(rec.Body.String(), "s3cr3t"); got != tc.quoted {
+				t.Fatalf("quoted %v, want %v: %s", got, tc.quoted, rec.Body)
+			}
+		})
+	}
 }

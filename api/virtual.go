@@ -42,7 +42,8 @@ func (s *Server) serveVirtual(w http.ResponseWriter, req *http.Request, v *regis
 	gvk := v.Kind()
 	obj, got, err := decodeValidated(ctx, si, body, opts.FieldValidation, gvk, v.New())
 	if err != nil {
-		s.writeError(w, req, transformDecodeError(v.KindName, err, got, body))
+		// TokenRequest and TokenReview bodies carry tokens: quote none.
+		s.writeError(w, req, transformDecodeError(v.KindName, err, got, nil))
 		return
 	}
 	if *got != gvk {
