@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
-	authenticationv1beta1 "k8s.io/api/authentication/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
@@ -165,8 +165,11 @@ func TestE2EAudit(t *testing.T) {
 	if _, err := asBob.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.AuthenticationV1beta1().SelfSubjectReviews().Create(ctx, &authenticationv1beta1.SelfSubjectReview{}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// A request to a deprecated version, raw, to see its Warning header.
+	deprecated := do(t, n.httpClient(), http.MethodPost, n.url()+"/apis/authentication.k8s.io/v1beta1/selfsubjectreviews",
+		jsonHeader("application/json"), []byte(`{"apiVersion":"authentication.k8s.io/v1beta1","kind":"SelfSubjectReview"}`))
+	if deprecated.code != http.StatusCreated {
+		t.Fatalf("v1beta1 SelfSubjectReview: %d %s", deprecated.code, deprecated.body)
 	}
 	// A watch streams through the audit filter's response writer.
 	wctx, stopWatch := context.WithTimeout(ctx, 30*time.Second)
@@ -257,7 +260,19 @@ func TestE2EAudit(t *testing.T) {
 			t.Fatalf("impersonated groups %s status %+v, want system:masters and 200", groups, ev.ResponseStatus)
 		}
 	})
-	t.Run("a deprecated version carries kube's annotations", func(t *testing.T) {
+	// Issue 15's deprecation triple: the one request to a deprecated
+	// version gets kube's Warning header, the audit annotations and the
+	// apiserver_requested_deprecated_apis gauge.
+	t.Run("a deprecated version: the Warning header, the audit annotations and the gauge", func(t *testing.T) {
+		ws := warnings(t, deprecated)
+		if len(ws) != 1 || !strings.Contains(ws[0], "authentication.k8s.io/v1beta1 SelfSubjectReview is deprecated") {
+			t.Fatalf("warnings %q, want kube's deprecation warning", ws)
+		}
+		if v, ok := value(metricFamilies(t, n.httpClient(), n), "apiserver_requested_deprecated_apis", map[string]string{
+			"group": "authentication.k8s.io", "version": "v1beta1", "resource": "selfsubjectreviews", "removed_release": "1.33",
+		}); !ok || v != 1 {
+			t.Fatalf("apiserver_requested_deprecated_apis %v (found %v), want 1", v, ok)
+		}
 		var ev auditv1.Event
 		waitFor(t, 15*time.Second, "the v1beta1 SelfSubjectReview", func() bool {
 			for _, e := range (auditMatch{me, "create", "selfsubjectreviews", "", "", auditv1.StageResponseComplete, ""}).find(read()) {
