@@ -56,9 +56,28 @@
 //     version evicted is decoded again when it is next read, as a new
 //     shared object: a caller may hold the same version as two objects,
 //     never one object for two versions.
+//   - Shared storage: a resource may keep its objects under another's keys
+//     (ResourceConfig.Stored), as kube serves events.k8s.io/v1 events from
+//     core v1 Event's storage: one object, one uid and resourceVersion,
+//     two group versions. The first store of a stored resource decodes its
+//     values for the watch cache, counts them (apiserver_storage_objects)
+//     and sets their TTL; every store lists and errs in its own GVR.
+//   - Expiry (ttl.go): kube's etcd leases, for resources with a TTL
+//     (events, --event-ttl). See the rule below.
 //
 // Rules it keeps:
 //
+//   - An object with a TTL is deleted TTL after its last write, never
+//     before, by the leader, through the log: Expiry runs one term per
+//     leadership, keeps each object's deadline in memory from the applied
+//     stream (one listing when the term starts, then a heap push per
+//     write: no periodic scan), and proposes an ordinary delete guarded by
+//     the ModRevision of the version that expired, so a newer write is
+//     never lost and the fsm stays free of clocks. Deadlines are not
+//     replicated: a new term (a new leader, a restart) gives every object a
+//     full TTL from its own start, as etcd refreshes its leases when its
+//     leader changes, so an object lives at most twice its TTL. The delete
+//     ignores finalizers, as a lease does.
 //   - Every error it returns is a Kubernetes Status error (apierrors), ready
 //     for the HTTP layer to write, but one: a create that carries a
 //     resourceVersion gets kube's plain ErrResourceVersionSetOnCreate, which

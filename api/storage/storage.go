@@ -113,6 +113,9 @@ type Storage struct {
 	// the watch cache (every version of a resource stores one encoding).
 	mu     sync.RWMutex
 	stores map[schema.GroupResource]*Store
+	// ttls are the TTLs of the stored resources that have one (ttl.go),
+	// also under mu.
+	ttls map[schema.GroupResource]time.Duration
 	// itemEncodings counts the bytes of list-item encodings the object
 	// caches of every resource hold (objcache.go), against
 	// maxItemEncodings (maxItemEncodingBytes; tests lower it).
@@ -131,7 +134,7 @@ func New(cfg *Config, backend Backend) (*Storage, error) {
 		cfg = DefaultConfig()
 	}
 	s := &Storage{backend: backend, freshWait: cfg.FreshWait, transformers: cfg.Transformers, maxObjectBytes: cfg.MaxObjectBytes,
-		stores: map[schema.GroupResource]*Store{}, maxItemEncodings: maxItemEncodingBytes, feed: cfg.Feed}
+		stores: map[schema.GroupResource]*Store{}, ttls: map[schema.GroupResource]time.Duration{}, maxItemEncodings: maxItemEncodingBytes, feed: cfg.Feed}
 	s.objs.max, s.objs.enc = maxCachedObjectBytes, &s.itemEncodings
 	if cfg.Feed != nil {
 		wcfg := watchcache.DefaultConfig()

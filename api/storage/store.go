@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -31,6 +32,17 @@ type ResourceConfig struct {
 	Convertor runtime.ObjectConvertor
 	// NewFunc returns an empty internal object to decode into.
 	NewFunc func() runtime.Object
+	// Stored is the group and resource of the keys the objects are kept
+	// under, and of their transformation at rest, when the store shares
+	// another resource's objects (kube serves events.k8s.io/v1 events from
+	// core v1 Event's storage); the zero value is GVR's. Status errors
+	// still name GVR's resource, as kube-apiserver's name the resource
+	// requested.
+	Stored schema.GroupResource
+	// TTL, when positive, deletes an object TTL after its last write, as
+	// kube-apiserver's etcd lease does (Expiry, ttl.go). The stores that
+	// share a Stored resource must agree on it; the first one's wins.
+	TTL time.Duration
 }
 
 // Store is the storage of one resource: Get, Create, GuaranteedUpdate,
@@ -54,15 +66,22 @@ type Store struct {
 }
 
 // ForResource builds the storage of one resource.
-// The first store of a group/resource decodes its values for the watch
-// cache.
+// The first store of a stored group/resource decodes its values for the
+// watch cache, counts them, and sets their TTL.
 func (s *Storage) ForResource(cfg ResourceConfig) *Store {
+	stored := cfg.Stored
+	if stored.Empty() {
+		stored = cfg.GVR.GroupResource()
+	}
 	st := &Store{Storage: s, gvr: cfg.GVR, codec: cfg.Codec, convertor: cfg.Convertor, newFunc: cfg.NewFunc,
-		atRest: s.AtRest(cfg.GVR.GroupResource())}
+		atRest: s.AtRest(stored)}
 	s.objs.register(&st.objs)
 	s.mu.Lock()
-	if _, ok := s.stores[st.gr()]; !ok {
-		s.stores[st.gr()] = st
+	if _, ok := s.stores[stored]; !ok {
+		s.stores[stored] = st
+		if cfg.TTL > 0 {
+			s.ttls[stored] = cfg.TTL
+		}
 	}
 	s.mu.Unlock()
 	return st
