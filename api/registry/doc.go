@@ -34,6 +34,11 @@
 //     (status, approval) update
 //     through their own strategy. Virtual resources (reviews, TokenRequest)
 //     are registered here for discovery but never stored.
+//   - A Resource may serve the objects another stores (StoredAs): kube's
+//     events.k8s.io/v1 events are core v1 Events, converted by kube's
+//     conversions on the way in and out, validated by kube's strategy
+//     according to the request's group version, counted once. Their TTL
+//     (Resource.TTL, --event-ttl) is the storage layer's Expiry.
 //   - Encryption happens in exactly one place, the storage layer's AtRest
 //     (api/storage/atrest.go); Registry.AtRest and Registry.Open hand it to
 //     the readers of stored values outside the registry (the RBAC cache,

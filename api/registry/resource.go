@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"time"
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -20,6 +21,19 @@ type Resource struct {
 	ShortNames []string
 	Categories []string
 	Namespaced bool
+
+	// StoredAs is where and how the objects are stored when that is not
+	// GVR itself: the group and resource of their keys, and the version
+	// they are encoded in. Two Resources with the same StoredAs serve the
+	// same stored objects, one uid and resourceVersion each, under two
+	// group versions, as kube serves events.k8s.io/v1 events from core v1
+	// Event's storage. The zero value is GVR.
+	StoredAs schema.GroupVersionResource
+
+	// TTL, when positive, deletes an object TTL after its last write, as
+	// kube-apiserver stores events on an etcd lease (--event-ttl); the
+	// storage layer's Expiry does it, through the log.
+	TTL time.Duration
 
 	// NewFunc and NewListFunc return empty internal (hub) objects.
 	NewFunc     func() runtime.Object
@@ -79,6 +93,15 @@ type Resource struct {
 
 // GroupResource is the resource's qualified name used in Status errors.
 func (r *Resource) GroupResource() schema.GroupResource { return r.GVR.GroupResource() }
+
+// Stored is where and how the resource's objects are stored: StoredAs,
+// or GVR when it is unset.
+func (r *Resource) Stored() schema.GroupVersionResource {
+	if r.StoredAs.Empty() {
+		return r.GVR
+	}
+	return r.StoredAs
+}
 
 // Kind is the resource's group kind used in Invalid errors.
 func (r *Resource) Kind() schema.GroupKind {

@@ -41,7 +41,8 @@ type Store struct {
 }
 
 func (s *Store) key(ctx context.Context, name string) fsm.Key {
-	k := fsm.Key{Group: s.GVR.Group, Resource: s.GVR.Resource, Name: name}
+	stored := s.Stored()
+	k := fsm.Key{Group: stored.Group, Resource: stored.Resource, Name: name}
 	if s.Namespaced {
 		k.Namespace, _ = genericapirequest.NamespaceFrom(ctx)
 	}
@@ -49,7 +50,8 @@ func (s *Store) key(ctx context.Context, name string) fsm.Key {
 }
 
 func (s *Store) prefix(ctx context.Context) fsm.Prefix {
-	p := fsm.Prefix{Group: s.GVR.Group, Resource: s.GVR.Resource}
+	stored := s.Stored()
+	p := fsm.Prefix{Group: stored.Group, Resource: stored.Resource}
 	if s.Namespaced {
 		p.Namespace, _ = genericapirequest.NamespaceFrom(ctx)
 	}

@@ -85,6 +85,13 @@ type env struct {
 // to lead and bootstraps the registry on it.
 func newEnv(t testing.TB) *env {
 	t.Helper()
+	return newEnvWith(t, CoreResources(), nil)
+}
+
+// newEnvWith is newEnv with resources, on a storage layer whose config
+// configure may change, given the node's fsm (nil: as newEnv's).
+func newEnvWith(t testing.TB, resources []*Resource, configure func(cfg *storage.Config, f *fsm.FSM)) *env {
+	t.Helper()
 	ca, err := certs.LoadOrCreateCA(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +123,12 @@ func newEnv(t testing.TB) *env {
 		time.Sleep(10 * time.Millisecond)
 	}
 	b := &testBackend{node: node, fsm: f}
-	reg := newRegistry(t, &storage.Config{FreshWait: testFreshWait}, b, CoreResources())
+	scfg := &storage.Config{FreshWait: testFreshWait}
+	if configure != nil {
+		configure(scfg, f)
+	}
+	reg := newRegistry(t, scfg, b, resources)
+	t.Cleanup(reg.storage.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	ctx = genericapirequest.WithUser(ctx, &user.DefaultInfo{Name: "test-admin", Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}})
