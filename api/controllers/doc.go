@@ -24,6 +24,17 @@
 //     so kube's bootstrap RBAC policy grants it exactly what it needs. The
 //     shared informers and the tokens controller use the root identity
 //     system:kube-controller-manager, as kube-controller-manager does.
+//   - Events as the controller. Of the controllers here only kube's garbage
+//     collector records events (OwnerRefInvalidNamespace); it builds its
+//     own broadcaster, which writes through its own client as
+//     generic-garbage-collector (kube's bootstrap policy grants events
+//     create and patch) and which its Run shuts down when the term ends,
+//     so no event is written by a node that no longer leads. A controller
+//     added here with a recorder must do the same: a broadcaster per term,
+//     sinking into that term's client, shut down before Run returns.
+//   - Other leader-only work uses the Manager too (Config.Name): the
+//     expiry of events (api/storage Expiry) runs in terms of its own,
+//     whether or not the controllers run.
 //   - Caches hold what the controllers read. The informer factories'
 //     transform (trim.go) drops managedFields, and the data and annotations
 //     no controller here reads, so the controllers do not keep a second full

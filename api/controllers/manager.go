@@ -63,6 +63,10 @@ type Config struct {
 	// Logger receives term starts, stops and failures; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// Name is what the log calls the Runner's work; "" means
+	// "controllers". The same Manager runs other leader-only work (the
+	// expiry of events) in terms of its own.
+	Name string
 }
 
 // DefaultConfig returns a Config with the default intervals; Leadership
@@ -107,7 +111,11 @@ func New(cfg *Config) (*Manager, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Manager{cfg: *cfg, log: log}, nil
+	m := &Manager{cfg: *cfg, log: log}
+	if m.cfg.Name == "" {
+		m.cfg.Name = "controllers"
+	}
+	return m, nil
 }
 
 // Running reports whether a term is running now.
@@ -128,7 +136,7 @@ func (m *Manager) start(ctx context.Context) *term {
 	t := &term{cancel: cancel, done: make(chan struct{})}
 	n := m.terms.Add(1)
 	m.running.Store(true)
-	m.log.Info("starting controllers: this node leads", "term", n)
+	m.log.Info("starting "+m.cfg.Name+": this node leads", "term", n)
 	go func() {
 		defer close(t.done)
 		// Goroutines inherit their creator's labels, so everything the
@@ -145,7 +153,7 @@ func (m *Manager) stop(t *term, why string) {
 	t.cancel()
 	<-t.done
 	m.running.Store(false)
-	m.log.Info("stopped controllers", "term", m.terms.Load(), "reason", why)
+	m.log.Info("stopped "+m.cfg.Name, "term", m.terms.Load(), "reason", why)
 }
 
 // Run drives terms until ctx ends, and returns once the last term has
@@ -170,7 +178,7 @@ func (m *Manager) Run(ctx context.Context) {
 			case <-cur.done:
 				// The Runner gave up while the node still leads.
 				m.running.Store(false)
-				m.log.Error("controllers failed; retrying", "error", cur.err, "after", m.cfg.RetryInterval)
+				m.log.Error(m.cfg.Name+" failed; retrying", "error", cur.err, "after", m.cfg.RetryInterval)
 				retryAfter = time.Now().Add(m.cfg.RetryInterval)
 				cur = nil
 			default:
