@@ -38,8 +38,10 @@ type Registry struct {
 func New(stor *storage.Storage, resources []*Resource, adm Admission) *Registry {
 	r := &Registry{storage: stor, stores: map[schema.GroupVersionResource]*Store{}}
 	for _, res := range resources {
+		stored := res.Stored()
 		s := &Store{Resource: res, chain: chain(res, adm), storage: stor.ForResource(storage.ResourceConfig{
-			GVR: res.GVR, Codec: StorageCodec(res.GVR.GroupVersion()), Convertor: Scheme, NewFunc: res.NewFunc,
+			GVR: res.GVR, Stored: stored.GroupResource(), Codec: StorageCodec(stored.GroupVersion()),
+			Convertor: Scheme, NewFunc: res.NewFunc, TTL: res.TTL,
 		})}
 		if res.Namespaced {
 			s.admit = r.admitNamespace

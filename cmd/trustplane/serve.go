@@ -44,6 +44,7 @@ type options struct {
 	caDir            string
 	tlsSANs          string
 	runtimeConfig    string
+	events           eventFlags // --event-ttl (events.go)
 	saIssuer         string
 	serviceCIDR      string
 	logLevel         string
@@ -113,6 +114,7 @@ func parseServe(args []string) (*options, error) {
 	o.atRest.register(fs)
 	o.limits.register(fs)
 	o.audit.register(fs)
+	o.events.register(fs)
 	fs.Float64Var(&o.controllersQPS, "controllers-api-qps", 1000, "requests per second each controller identity may send to the API (kube-controller-manager's --kube-api-qps, which defaults to 20)")
 	fs.IntVar(&o.controllersBurst, "controllers-api-burst", 2000, "burst above --controllers-api-qps (kube-controller-manager's --kube-api-burst)")
 	fs.BoolVar(&o.controllers, "controllers", true, "run the leader-only controllers (default ServiceAccounts, kube-root-ca.crt, token Secrets, cluster-role aggregation)")
@@ -169,6 +171,9 @@ func parseServe(args []string) (*options, error) {
 		return nil, errors.New("--livez-grace-period can not be a negative value")
 	}
 	if _, err := parseRuntimeConfig(o.runtimeConfig); err != nil {
+		return nil, err
+	}
+	if err := o.events.check(); err != nil {
 		return nil, err
 	}
 	if err := validateTLSSANs(o.tlsSANs); err != nil {
@@ -297,6 +302,7 @@ func serve(args []string) error {
 		return err
 	}
 	resources := append(append(registry.CoreResources(), authzResources()...), certificateResources(rc)...)
+	resources = append(resources, o.events.resources()...)
 	o.limits.setStorage(scfg)
 	scfg.Feed = f
 	scfg.Watch = watchcache.DefaultConfig()
@@ -426,6 +432,7 @@ func serve(args []string) error {
 		bootstrapped.Store(true)
 		go rebootstrapOnLeadership(ctx, log, node, tasks)
 		go runControllers(ctx, wired, ident, apiURL(srv.Addr().String(), listenHost))
+		go runEventExpiry(ctx, log, node, stor)
 		kubeconfig := filepath.Join(o.dataDir, "admin.kubeconfig")
 		if err := writeAdminKubeconfig(ca, pki, kubeconfig, apiURL(srv.Addr().String(), listenHost)); err != nil {
 			log.Error("writing the admin kubeconfig", "error", err)
