@@ -81,7 +81,8 @@ func (s *Server) listOptions(req *http.Request, st *registry.Store) (*metaintern
 	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(req.URL.Query(), metav1.SchemeGroupVersion, opts); err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
-	if errs := metainternalversionvalidation.ValidateListOptions(opts, true); len(errs) > 0 {
+	// Without the WatchList gate, kube refuses sendInitialEvents (422).
+	if errs := metainternalversionvalidation.ValidateListOptions(opts, !s.cfg.NoWatchList); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
 	}
 	if opts.FieldSelector != nil {

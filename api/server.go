@@ -106,6 +106,10 @@ type Config struct {
 	// auditing, and nothing added to the request path.
 	AuditSink   audit.Sink
 	AuditPolicy audit.PolicyRuleEvaluator
+
+	// NoWatchList refuses sendInitialEvents watches (streaming lists) with
+	// kube's 422, as kube-apiserver does without its WatchList feature gate.
+	NoWatchList bool
 }
 
 // NodeIdentifier tells peer nodes from every other client.

@@ -113,7 +113,8 @@ func (m auditMatch) one(t *testing.T, read func() []auditv1.Event) auditv1.Event
 func TestE2EAudit(t *testing.T) {
 	logPath := filepath.Join(t.TempDir(), "audit", "audit.log")
 	n := startNode(t, "--audit-log-path", logPath, "--audit-policy-file", writeAuditPolicy(t),
-		"--audit-log-maxsize", "1", "--audit-log-maxbackup", "2")
+		"--audit-log-maxsize", "1", "--audit-log-maxbackup", "2",
+		"--runtime-config", "authentication.k8s.io/v1beta1=true") // the deprecated version used below
 	ctx := context.Background()
 	admin := n.clientset()
 	me := n.whoami(t).Username

@@ -51,7 +51,7 @@ func newCSR(t testing.TB, name, signer string, usages ...certificatesv1.KeyUsage
 // TestSignerNameFieldSelector: spec.signerName selects CSRs and
 // ClusterTrustBundles on list and watch.
 func TestSignerNameFieldSelector(t *testing.T) {
-	n := startNode(t, "--runtime-config", "certificates.k8s.io/v1alpha1=true")
+	n := startNode(t, "--runtime-config", "certificates.k8s.io/v1alpha1=true", "--feature-gates", "ClusterTrustBundle=true")
 	ctx := context.Background()
 	cs := n.clientset()
 	csrs := cs.CertificatesV1().CertificateSigningRequests()
@@ -141,7 +141,7 @@ func TestClusterTrustBundleVersions(t *testing.T) {
 	if _, err := off.clientset().CertificatesV1alpha1().ClusterTrustBundles().List(context.Background(), metav1.ListOptions{}); err == nil {
 		t.Fatal("v1alpha1 ClusterTrustBundles are served without --runtime-config")
 	}
-	on := startNode(t, "--runtime-config", "certificates.k8s.io/v1beta1=true")
+	on := startNode(t, "--runtime-config", "certificates.k8s.io/v1beta1=true", "--feature-gates", "ClusterTrustBundle=true")
 	cs := on.clientset()
 	if _, err := cs.CertificatesV1beta1().ClusterTrustBundles().List(context.Background(), metav1.ListOptions{}); err != nil {
 		t.Fatalf("v1beta1 bundles with certificates.k8s.io/v1beta1=true: %v", err)
@@ -342,7 +342,7 @@ func TestCSRRules(t *testing.T) {
 // blocks, each parsing, each a CA, no duplicates, no headers; the naming
 // rule in both directions; an immutable signerName.
 func TestClusterTrustBundleRules(t *testing.T) {
-	n := startNode(t, "--runtime-config", "certificates.k8s.io/v1beta1=true")
+	n := startNode(t, "--runtime-config", "certificates.k8s.io/v1beta1=true", "--feature-gates", "ClusterTrustBundle=true")
 	ctx := context.Background()
 	bundles := n.clientset().CertificatesV1beta1().ClusterTrustBundles()
 	ca := n.caPEM(t)
@@ -395,7 +395,7 @@ func TestClusterTrustBundleRules(t *testing.T) {
 // a bundle without a signer needs only create; every authenticated user
 // can read bundles.
 func TestClusterTrustBundleAttest(t *testing.T) {
-	n := startNode(t, "--runtime-config", "certificates.k8s.io/v1beta1=true")
+	n := startNode(t, "--runtime-config", "certificates.k8s.io/v1beta1=true", "--feature-gates", "ClusterTrustBundle=true")
 	ctx := context.Background()
 	admin := n.clientset()
 	ca := n.caPEM(t)

@@ -112,7 +112,7 @@ func (n *node) userKubectl(t *testing.T, name string, args ...string) (string, e
 // system:masters bypass, discovery for every authenticated user and the
 // public health endpoints.
 func TestRBACGrantsAndDenies(t *testing.T) {
-	n := startNode(t, "--runtime-config", "certificates.k8s.io/v1beta1=true")
+	n := startNode(t, "--runtime-config", "certificates.k8s.io/v1beta1=true", "--feature-gates", "ClusterTrustBundle=true")
 	ctx := context.Background()
 	admin := n.clientset()
 	createNamespace(t, admin, "rbac-a")

@@ -139,7 +139,10 @@ func TestTokenAPIs(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("static-secret-token,static-ops,uid-ops,\"ops,system:masters\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n := startNode(t, "--service-account-issuer", testIssuer, "--token-auth-file", tokenFile, "--service-account-max-token-expiration", "2h")
+	// v1beta1 SelfSubjectReview's removal release is 1.33: named, it is
+	// served again (TestE2EVersions has the default).
+	n := startNode(t, "--service-account-issuer", testIssuer, "--token-auth-file", tokenFile, "--service-account-max-token-expiration", "2h",
+		"--runtime-config", "authentication.k8s.io/v1beta1=true")
 	cs := n.clientset()
 	ctx := context.Background()
 	sa := makeSA(t, cs, "default", "app")
@@ -387,7 +390,7 @@ func TestTokenAPIs(t *testing.T) {
 		})
 	})
 
-	t.Run("SelfSubjectReview v1beta1 is served with kube's deprecation warning", func(t *testing.T) {
+	t.Run("SelfSubjectReview v1beta1, turned on, is served with kube's deprecation warning", func(t *testing.T) {
 		r := do(t, n.httpClient(), http.MethodPost, n.url()+"/apis/authentication.k8s.io/v1beta1/selfsubjectreviews",
 			jsonHeader("application/json"), []byte(`{"apiVersion":"authentication.k8s.io/v1beta1","kind":"SelfSubjectReview"}`))
 		if r.code != http.StatusCreated {

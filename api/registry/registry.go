@@ -146,3 +146,25 @@ func ipFamily(ip net.IP) api.IPFamily {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Serving returns a view of r that serves only the resources and virtual
+// resources serves accepts, given each one's GVR (a subresource's parent)
+// and the kind it takes. The view shares r's stores: what --runtime-config
+// hides from clients stays readable and writable for the server itself
+// (the RBAC bootstrap, namespace admission), as kube-apiserver keeps its
+// storage for a version it does not serve. Call it after every AddVirtual.
+func (r *Registry) Serving(serves func(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) bool) *Registry {
+	v := &Registry{storage: r.storage, stores: map[schema.GroupVersionResource]*Store{}}
+	for _, s := range r.ordered {
+		if serves(s.GVR, s.GVK()) {
+			v.stores[s.GVR] = s
+			v.ordered = append(v.ordered, s)
+		}
+	}
+	for _, vr := range r.virtualOrder {
+		if serves(vr.GVR, vr.Kind()) {
+			v.AddVirtual(vr)
+		}
+	}
+	return v
+}

@@ -7,11 +7,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/component-base/featuregate"
-	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/plugin/pkg/admission/certificates/approval"
 	"k8s.io/kubernetes/plugin/pkg/admission/certificates/ctbattest"
 	"k8s.io/kubernetes/plugin/pkg/admission/certificates/signing"
@@ -91,11 +90,9 @@ func newAdmission(authz authorizer.Authorizer) (*plugins, error) {
 	sign.SetAuthorizer(authz)
 	attest := ctbattest.NewPlugin()
 	attest.SetAuthorizer(authz)
-	gates := featuregate.NewFeatureGate()
-	if err := gates.Add(map[featuregate.Feature]featuregate.FeatureSpec{features.ClusterTrustBundle: {Default: true, PreRelease: featuregate.Beta}}); err != nil {
-		return nil, err
-	}
-	attest.InspectFeatureGates(gates)
+	// The plugin guards ClusterTrustBundles only when they are served; it
+	// reads the gate that decides that (--feature-gates ClusterTrustBundle).
+	attest.InspectFeatureGates(utilfeature.DefaultFeatureGate)
 	for _, pl := range []admission.InitializationValidator{approve, sign, restrict, attest} {
 		if err := pl.ValidateInitialization(); err != nil {
 			return nil, err

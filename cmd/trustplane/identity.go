@@ -51,9 +51,6 @@ func setupIdentity(w *wiring) (*identity, error) {
 		return nil, err
 	}
 	for _, v := range id.Virtuals {
-		if !w.rc.ResourceEnabled(v.GVR) {
-			continue // v1beta1 SelfSubjectReview is off unless --runtime-config enables it
-		}
 		w.reg.AddVirtual(v)
 	}
 	return &identity{

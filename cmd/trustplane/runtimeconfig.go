@@ -5,40 +5,102 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/version"
+	serveroptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/server/resourceconfig"
 	serverstore "k8s.io/apiserver/pkg/server/storage"
 	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/featuregate"
+	kubefeatures "k8s.io/kubernetes/pkg/features"
 
+	"github.com/trustplane/trustplane/api"
 	"github.com/trustplane/trustplane/api/registry"
 )
 
+// servedAPI is one resource the server can serve: its GVR (a subresource's
+// parent) and the kind it takes, whose lifecycle decides its default.
+type servedAPI struct {
+	gvr  schema.GroupVersionResource
+	kind schema.GroupVersionKind
+}
+
+// servedAPIs lists every resource and virtual resource of reg.
+func servedAPIs(reg *registry.Registry) []servedAPI {
+	var out []servedAPI
+	for _, s := range reg.Stores() {
+		out = append(out, servedAPI{s.GVR, s.GVK()})
+	}
+	for _, v := range reg.Virtuals() {
+		out = append(out, servedAPI{v.GVR, v.Kind()})
+	}
+	return out
+}
+
+// betaOnByDefaultBefore is the release from which new beta versions are off
+// by default (the specification's stability table; kube's KEP-3136).
+var betaOnByDefaultBefore = version.MajorMinor(1, 22)
+
+// serverVersion is the release whose lifetimes apply: the one /version
+// reports.
+var serverVersion = version.MustParseGeneric(api.Version.Major + "." + api.Version.Minor)
+
 // parseRuntimeConfig reads --runtime-config as kube-apiserver does
 // (group/version=true|false, group/version/resource=..., api/all, api/ga,
-// api/beta, api/alpha). Stable versions are on by default; alpha and beta
-// versions are off unless enabled, as kube-apiserver serves new betas,
-// except the deprecated authentication.k8s.io/v1beta1.
-func parseRuntimeConfig(s string) (*serverstore.ResourceConfig, error) {
+// api/beta, api/alpha; a missing value is true) over the defaults the
+// specification's versioning rules give each of apis:
+//
+//   - a stable version is on;
+//   - an alpha version is off;
+//   - a beta version is on only if its kind was introduced before 1.22;
+//   - a version whose kind's removal release is the server's or older is off
+//     (kube's APILifecycleRemoved), unless the flag turns it on.
+//
+// apis may be nil (checking the flag's syntax before the server is built).
+func parseRuntimeConfig(s string, apis []servedAPI) (*serverstore.ResourceConfig, error) {
 	overrides := cliflag.ConfigurationMap{}
 	if strings.TrimSpace(s) != "" {
 		if err := overrides.Set(s); err != nil {
 			return nil, fmt.Errorf("--runtime-config: %w", err)
 		}
 	}
-	defaults := serverstore.NewResourceConfig()
-	// Every known version is listed, so that api/alpha and friends find it.
-	var stable, unstable []schema.GroupVersion
-	for _, gv := range registry.Scheme.PrioritizedVersionsAllGroups() {
-		if strings.Contains(gv.Version, "alpha") || strings.Contains(gv.Version, "beta") {
-			unstable = append(unstable, gv)
-		} else {
-			stable = append(stable, gv)
+	// The core group's keys, as kube-apiserver spells them (its options'
+	// Complete): v1 and api/v1 are the version /v1. kube drops a resource
+	// named after them; here it is kept (v1/secrets=false).
+	for key, value := range overrides {
+		for _, prefix := range []string{"api/v1", "v1"} {
+			if rest, ok := strings.CutPrefix(key, prefix); ok && (rest == "" || strings.HasPrefix(rest, "/")) {
+				delete(overrides, key)
+				overrides["/v1"+rest] = value
+				break
+			}
+		}
+		if key == "api/legacy" {
+			delete(overrides, key)
 		}
 	}
-	defaults.EnableVersions(stable...)
-	defaults.DisableVersions(unstable...)
-	// authentication.k8s.io/v1beta1 (SelfSubjectReview) stays on by default
-	// and answers with kube's deprecation warning, for older kubectl.
-	defaults.EnableVersions(schema.GroupVersion{Group: "authentication.k8s.io", Version: "v1beta1"})
+	if errs := (&serveroptions.APIEnablementOptions{RuntimeConfig: overrides}).Validate(registry.Scheme); len(errs) > 0 {
+		return nil, fmt.Errorf("--runtime-config: %w", utilerrors.NewAggregate(errs))
+	}
+	defaults := serverstore.NewResourceConfig()
+	// Every known version is listed, so that api/alpha and friends find it.
+	for _, gv := range registry.Scheme.PrioritizedVersionsAllGroups() {
+		if stability(gv.Version) == "ga" {
+			defaults.EnableVersions(gv)
+		} else {
+			defaults.DisableVersions(gv)
+		}
+	}
+	for _, a := range apis {
+		on := defaultOn(a.kind, serverVersion)
+		if on != defaults.ResourceEnabled(a.gvr) {
+			if on {
+				defaults.EnableResources(a.gvr)
+			} else {
+				defaults.DisableResources(a.gvr)
+			}
+		}
+	}
 	rc, err := resourceconfig.MergeAPIResourceConfigs(defaults, overrides, registry.Scheme)
 	if err != nil {
 		return nil, fmt.Errorf("--runtime-config: %w", err)
@@ -46,15 +108,58 @@ func parseRuntimeConfig(s string) (*serverstore.ResourceConfig, error) {
 	return rc, nil
 }
 
-// certificateResources returns the certificates.k8s.io resources the
-// runtime configuration serves: ClusterTrustBundles only in the versions it
-// enables (both are off by default).
-func certificateResources(rc *serverstore.ResourceConfig) []*registry.Resource {
-	var bundles []string
-	for _, v := range []string{"v1beta1", "v1alpha1"} {
-		if rc.ResourceEnabled(schema.GroupVersionResource{Group: registry.CertificatesGroup, Version: v, Resource: "clustertrustbundles"}) {
-			bundles = append(bundles, v)
+// stability is ga, beta or alpha, by the version's name.
+func stability(v string) string {
+	switch {
+	case strings.Contains(v, "alpha"):
+		return "alpha"
+	case strings.Contains(v, "beta"):
+		return "beta"
+	}
+	return "ga"
+}
+
+// defaultOn applies the versioning rules to kind (see parseRuntimeConfig)
+// for a server of release current.
+func defaultOn(kind schema.GroupVersionKind, current *version.Version) bool {
+	obj, err := registry.Scheme.New(kind)
+	if err != nil {
+		return stability(kind.Version) == "ga"
+	}
+	if r, ok := obj.(interface{ APILifecycleRemoved() (int, int) }); ok {
+		major, minor := r.APILifecycleRemoved()
+		if !version.MajorMinor(uint(major), uint(minor)).GreaterThan(current) {
+			return false
 		}
 	}
-	return registry.CertificateResources(bundles...)
+	switch stability(kind.Version) {
+	case "ga":
+		return true
+	case "beta":
+		i, ok := obj.(interface{ APILifecycleIntroduced() (int, int) })
+		if !ok {
+			return false
+		}
+		major, minor := i.APILifecycleIntroduced()
+		return version.MajorMinor(uint(major), uint(minor)).LessThan(betaOnByDefaultBefore)
+	}
+	return false
+}
+
+// apiSelection decides what the node serves: --runtime-config, and the
+// feature gates of kinds that need one (ClusterTrustBundle, as in kube).
+type apiSelection struct {
+	rc    *serverstore.ResourceConfig
+	gates featuregate.FeatureGate
+}
+
+// serves is registry.Registry.Serving's predicate.
+func (a apiSelection) serves(gvr schema.GroupVersionResource, _ schema.GroupVersionKind) bool {
+	if !a.rc.ResourceEnabled(gvr) {
+		return false
+	}
+	if gvr.Group == registry.CertificatesGroup && gvr.Resource == "clustertrustbundles" {
+		return a.gates.Enabled(kubefeatures.ClusterTrustBundle)
+	}
+	return true
 }

@@ -17,7 +17,9 @@ import (
 	"syscall"
 	"time"
 
+	genericfeatures "k8s.io/apiserver/pkg/features"
 	"k8s.io/apiserver/pkg/server/healthz"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -44,7 +46,7 @@ type options struct {
 	caDir            string
 	tlsSANs          string
 	runtimeConfig    string
-	events           eventFlags // --event-ttl (events.go)
+	featureGates     string
 	saIssuer         string
 	serviceCIDR      string
 	logLevel         string
@@ -57,6 +59,7 @@ type options struct {
 	atRest           atRestFlags // data at rest (atrest.go)
 	limits           limitFlags
 	audit            auditFlags // the audit log (audit.go)
+	events           eventFlags // --event-ttl (events.go)
 
 	// Token authentication (api/authn).
 	tokenAuthFile           string
@@ -102,7 +105,8 @@ func parseServe(args []string) (*options, error) {
 	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 1, "servers to see before the first election (1 bootstraps a one-node cluster; with --join the default is 0: join an existing cluster)")
 	fs.StringVar(&o.caDir, "ca-dir", "", "shared cluster CA directory (default <data-dir>/pki, generated when absent)")
 	fs.StringVar(&o.tlsSANs, "tls-san", "", "extra DNS names or IP addresses for the API's serving certificate, comma-separated (k3s' --tls-san): the names clients reach the node by, such as a Service's DNS names")
-	fs.StringVar(&o.runtimeConfig, "runtime-config", "", "enable or disable API versions, kube-apiserver's syntax: certificates.k8s.io/v1alpha1=true,...")
+	fs.StringVar(&o.runtimeConfig, "runtime-config", "", "enable or disable API versions and resources, kube-apiserver's syntax: api/all=false,v1=true,certificates.k8s.io/v1beta1=true,rbac.authorization.k8s.io/v1/roles=false,...")
+	fs.StringVar(&o.featureGates, "feature-gates", "", "kube-apiserver's feature gates, Name=true|false,... (honoured: APIResponseCompression, WatchList, AuthorizeWithSelectors, ClusterTrustBundle)")
 	fs.StringVar(&o.saIssuer, "service-account-issuer", authn.DefaultIssuer, "service account token issuer URL (the \"iss\" of issued tokens and the API audience)")
 	fs.StringVar(&o.tokenAuthFile, "token-auth-file", "", "static bearer tokens, kube's CSV format: token,user,uid[,\"group1,group2\"]")
 	fs.DurationVar(&o.saMaxTokenExpiration, "service-account-max-token-expiration", 0, "longest validity of a token from the TokenRequest API; longer requests are shortened to it (0: no cap; else between 1h and 2^32s)")
@@ -170,7 +174,10 @@ func parseServe(args []string) (*options, error) {
 	if o.livezGrace < 0 {
 		return nil, errors.New("--livez-grace-period can not be a negative value")
 	}
-	if _, err := parseRuntimeConfig(o.runtimeConfig); err != nil {
+	if err := checkFeatureGates(o.featureGates); err != nil {
+		return nil, err
+	}
+	if _, err := parseRuntimeConfig(o.runtimeConfig, nil); err != nil {
 		return nil, err
 	}
 	if err := o.events.check(); err != nil {
@@ -212,6 +219,9 @@ func serve(args []string) error {
 	// log through klog: route it through the same handler.
 	klog.SetSlogLogger(log.With("component", "kube"))
 	slog.SetDefault(log)
+	if err := applyFeatureGates(o.featureGates); err != nil {
+		return err
+	}
 	if o.setGC {
 		gctune.Start(gctune.Config{Percent: o.gcPercent, Floor: o.gcFloor, OnChange: func(pct int, live uint64) {
 			log.Info("garbage collector percentage", "gogc", pct, "liveHeapMiB", live>>20)
@@ -297,11 +307,9 @@ func serve(args []string) error {
 	defer node.Shutdown()
 
 	back := backend{node: node, fsm: f}
-	rc, err := parseRuntimeConfig(o.runtimeConfig)
-	if err != nil {
-		return err
-	}
-	resources := append(append(registry.CoreResources(), authzResources()...), certificateResources(rc)...)
+	// Every resource gets a store; --runtime-config and the feature gates
+	// decide below which of them clients see.
+	resources := append(append(registry.CoreResources(), authzResources()...), registry.CertificateResources("v1beta1", "v1alpha1")...)
 	resources = append(resources, o.events.resources()...)
 	o.limits.setStorage(scfg)
 	scfg.Feed = f
@@ -322,7 +330,7 @@ func serve(args []string) error {
 		return fmt.Errorf("admission: %w", err)
 	}
 	reg := registry.New(stor, resources, admissionChain{az.authorizer, adm})
-	wired := &wiring{opts: o, log: log, ca: ca, pki: pki, caDir: caDir, node: node, fsm: f, reg: reg, back: back, rc: rc}
+	wired := &wiring{opts: o, log: log, ca: ca, pki: pki, caDir: caDir, node: node, fsm: f, reg: reg, back: back}
 	ident, err := setupIdentity(wired)
 	if err != nil {
 		return err
@@ -363,6 +371,7 @@ func serve(args []string) error {
 		MinVersion: tls.VersionTLS12,
 	}
 	acfg.Nodes = nodes
+	acfg.NoWatchList = !utilfeature.DefaultFeatureGate.Enabled(genericfeatures.WatchList)
 	acfg.LivezChecks = delayedChecks(o.livezGrace, clock.RealClock{},
 		healthz.PingHealthz,
 		healthz.NamedCheck("raft", func(*http.Request) error { return node.CheckRunning() }),
@@ -405,7 +414,11 @@ func serve(args []string) error {
 			WaitForLeader: o.writeLeaderWait,
 		}
 	}
-	srv, err := api.New(acfg, reg)
+	rc, err := parseRuntimeConfig(o.runtimeConfig, servedAPIs(reg))
+	if err != nil {
+		return err
+	}
+	srv, err := api.New(acfg, reg.Serving(apiSelection{rc: rc, gates: utilfeature.DefaultFeatureGate}.serves))
 	if err != nil {
 		return err
 	}

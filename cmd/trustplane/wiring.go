@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 
-	serverstore "k8s.io/apiserver/pkg/server/storage"
-
 	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/certs"
 	"github.com/trustplane/trustplane/cluster"
@@ -24,8 +22,6 @@ type wiring struct {
 	fsm   *fsm.FSM
 	reg   *registry.Registry
 	back  backend
-	// rc is the --runtime-config: which API versions are served.
-	rc *serverstore.ResourceConfig
 }
 
 // leaderTask is work a leader does once per term before the node reports

@@ -83,6 +83,7 @@ func TestTemplate(t *testing.T) {
 			w.extraEnv = map[string]string{
 				"TRUSTPLANE_LOG_LEVEL":                "debug",
 				"TRUSTPLANE_RUNTIME_CONFIG":           "certificates.k8s.io/v1beta1=true",
+				"TRUSTPLANE_FEATURE_GATES":            "ClusterTrustBundle=true",
 				"TRUSTPLANE_CLUSTER_SIGNING_DURATION": "720h",
 				"TRUSTPLANE_MAX_STALE_READ":           "3s",
 				"TRUSTPLANE_DEAD_SERVER_TIMEOUT":      "10m",
