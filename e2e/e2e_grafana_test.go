@@ -316,7 +316,7 @@ func checkExpr(expr string, scraped map[string]map[string]bool) []string {
 // it. It first checks that the check can fail.
 func TestE2EGrafanaAndAlerts(t *testing.T) {
 	exprs := append(loadDashboard(t), loadAlerts(t)...)
-	n := startNode(t)
+	n := startNode(t, "--runtime-config", "authentication.k8s.io/v1beta1=true") // a deprecated version to request
 	n.trustplaneOnly(t, "trustplane's raft and watch cache metrics")
 	ctx := context.Background()
 	cs := n.clientset()
