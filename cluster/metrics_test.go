@@ -1,12 +1,17 @@
 package cluster
 
 import (
+	"bytes"
 	"fmt"
+	"io"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/trustplane/trustplane/fsm"
 )
 
 // gatherNode reads one node's collector as a scrape would: the value of
@@ -112,5 +117,50 @@ func TestTimedLogStoreKeepsMonotonic(t *testing.T) {
 				t.Fatalf("IsMonotonic = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// bufSink is a raft.SnapshotSink into memory.
+type bufSink struct{ bytes.Buffer }
+
+func (*bufSink) ID() string    { return "test" }
+func (*bufSink) Cancel() error { return nil }
+func (*bufSink) Close() error  { return nil }
+
+// raft asserts BatchingFSM on the fsm it is given: the timing wrapper must
+// keep it, or every entry would be applied alone.
+var _ raft.BatchingFSM = timedFSM{}
+
+// TestTimedFSMRestore: a restore that loads is timed once; one that fails
+// is not, and says why.
+func TestTimedFSMRestore(t *testing.T) {
+	h := newRaftMetrics().restore
+	count := func() uint64 {
+		var m dto.Metric
+		if err := h.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount()
+	}
+	snap, err := fsm.New().Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink bufSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	f := timedFSM{FSM: fsm.New(), h: h}
+	if err := f.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(); got != 1 {
+		t.Fatalf("after a restore: %d observations, want 1", got)
+	}
+	if err := f.Restore(io.NopCloser(strings.NewReader("not a snapshot"))); err == nil {
+		t.Fatal("a garbage snapshot restored")
+	}
+	if got := count(); got != 1 {
+		t.Fatalf("after a failed restore: %d observations, want 1", got)
 	}
 }

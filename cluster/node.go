@@ -284,7 +284,7 @@ func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := raft.NewRaft(rc, f, d.logs, d.stable, d.snaps, d.trans)
+	r, err := raft.NewRaft(rc, timedFSM{FSM: f, h: metrics.restore}, d.logs, d.stable, d.snaps, d.trans)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}

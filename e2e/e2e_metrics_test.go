@@ -193,8 +193,10 @@ func TestE2EMetrics(t *testing.T) {
 				t.Errorf("%s = %v (found %v)", tc.name, v, ok)
 			}
 		}
-		if _, ok := fams["trustplane_raft_snapshot_save_duration_seconds"]; !ok {
-			t.Error("trustplane_raft_snapshot_save_duration_seconds is missing")
+		for _, name := range []string{"trustplane_raft_snapshot_save_duration_seconds", "trustplane_raft_snapshot_restore_duration_seconds"} {
+			if _, ok := fams[name]; !ok {
+				t.Errorf("%s is missing", name)
+			}
 		}
 	})
 
