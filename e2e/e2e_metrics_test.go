@@ -214,6 +214,11 @@ func TestE2EMetrics(t *testing.T) {
 			{"apiserver_storage_objects", map[string]string{"resource": "configmaps"}, 1},
 			{"apiserver_storage_objects", map[string]string{"resource": "namespaces"}, 3},
 			{"workqueue_adds_total", nil, 0},
+			// The controllers' API clients (informers list and watch).
+			{"rest_client_requests_total", nil, 1},
+			// Every gate, with its stage; WatchList is on here.
+			{"kubernetes_feature_enabled", map[string]string{"name": "WatchList", "stage": "BETA"}, 1},
+			{"kubernetes_feature_enabled", map[string]string{"name": "ClusterTrustBundle"}, 0},
 			{"process_cpu_seconds_total", nil, 0},
 			{"go_goroutines", nil, 1},
 		} {

@@ -7,6 +7,7 @@ import (
 	genericfeatures "k8s.io/apiserver/pkg/features"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/featuregate"
+	_ "k8s.io/component-base/metrics/prometheus/feature" // registers kubernetes_feature_enabled
 	kubefeatures "k8s.io/kubernetes/pkg/features"
 )
 
@@ -53,11 +54,13 @@ func applyFeatureGates(s string) error {
 	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(defaultGates); err != nil {
 		return err
 	}
-	if strings.TrimSpace(s) == "" {
-		return nil
+	if strings.TrimSpace(s) != "" {
+		if err := utilfeature.DefaultMutableFeatureGate.Set(s); err != nil {
+			return fmt.Errorf("--feature-gates: %w", err)
+		}
 	}
-	if err := utilfeature.DefaultMutableFeatureGate.Set(s); err != nil {
-		return fmt.Errorf("--feature-gates: %w", err)
-	}
+	// kubernetes_feature_enabled{name,stage} on /metrics, as kube-apiserver
+	// reports every gate.
+	utilfeature.DefaultMutableFeatureGate.AddMetrics()
 	return nil
 }

@@ -7,6 +7,9 @@ import (
 	// (workqueue_depth, workqueue_adds_total, ... by queue name), as in
 	// kube-controller-manager; the api serves that registry at /metrics.
 	_ "k8s.io/component-base/metrics/prometheus/workqueue"
+	// Their API clients report rest_client_* (requests by code and method,
+	// latency, rate limiter waits), as kube-controller-manager's do.
+	_ "k8s.io/component-base/metrics/prometheus/restclient"
 
 	"github.com/trustplane/trustplane/cluster"
 )
