@@ -11,6 +11,7 @@ import (
 	_ "k8s.io/kubernetes/pkg/apis/authentication/install" // TokenReview, TokenRequest, SelfSubjectReview
 	_ "k8s.io/kubernetes/pkg/apis/authorization/install"  // SubjectAccessReview and friends
 	_ "k8s.io/kubernetes/pkg/apis/certificates/install"   // CertificateSigningRequest, ClusterTrustBundle
+	_ "k8s.io/kubernetes/pkg/apis/coordination/install"   // Lease
 	_ "k8s.io/kubernetes/pkg/apis/core/install"           // internal core types, v1 conversions and defaults
 	_ "k8s.io/kubernetes/pkg/apis/events/install"         // events.k8s.io: Event converted to and from core's
 	_ "k8s.io/kubernetes/pkg/apis/rbac/install"           // Role, ClusterRole and their bindings

@@ -310,7 +310,7 @@ func serve(args []string) error {
 	// Every resource gets a store; --runtime-config and the feature gates
 	// decide below which of them clients see.
 	resources := append(append(registry.CoreResources(), authzResources()...), registry.CertificateResources("v1beta1", "v1alpha1")...)
-	resources = append(resources, o.events.resources()...)
+	resources = append(append(resources, o.events.resources()...), registry.LeaseResources()...)
 	o.limits.setStorage(scfg)
 	scfg.Feed = f
 	scfg.Watch = watchcache.DefaultConfig()
