@@ -25,7 +25,7 @@ import (
 type reason struct {
 	Spec    string `json:"spec,omitempty"`
 	Message string `json:"message,omitempty"`
-	Kind    string `json:"kind"` // unserved, bug or environment
+	Kind    string `json:"kind"` // unserved, documented, bug or environment
 	Reason  string `json:"reason"`
 	spec    *regexp.Regexp
 	message *regexp.Regexp
@@ -138,9 +138,9 @@ func loadReasons(path string) ([]reason, error) {
 			return nil, fmt.Errorf("%s: %q: %w", path, rs[i].Message, err)
 		}
 		switch rs[i].Kind {
-		case "unserved", "bug", "environment":
+		case "unserved", "documented", "bug", "environment":
 		default:
-			return nil, fmt.Errorf("%s: %q: kind %q is not unserved, bug or environment", path, rs[i].Spec, rs[i].Kind)
+			return nil, fmt.Errorf("%s: %q: kind %q is not unserved, documented, bug or environment", path, rs[i].Spec, rs[i].Kind)
 		}
 	}
 	return rs, nil
@@ -285,7 +285,7 @@ func summarise(rs reports, reasonsFile, out, focus, labels string) error {
 	}
 
 	byKind := map[string]int{}
-	fmt.Fprintf(&b, "\n## Failed (%d)\n\nThe reason is conformance/reasons.yaml's: `unserved` (a kind or API trustplane does not serve), `bug` (trustplane's to fix), `environment` (what the spec needs of the test cluster: no nodes, no pods). The message is the first failure's, from the first topology it failed in.\n\n", len(failed))
+	fmt.Fprintf(&b, "\n## Failed (%d)\n\nThe reason is conformance/reasons.yaml's: `unserved` (a kind or API trustplane does not serve), `documented` (a difference docs/COMPATIBILITY.md describes), `bug` (trustplane's to fix), `environment` (something else the spec needs of the cluster: nodes, kube-controller-manager, a kubelet). The message is the first failure's, from the first topology it failed in.\n\n", len(failed))
 	b.WriteString(header("reason", "failure message"))
 	for _, n := range failed {
 		r := why(n)
