@@ -114,6 +114,12 @@ func (m *managedUpdate) UpdatedObject(ctx context.Context, old runtime.Object) (
 	return ignoreTimestampsOnly(ctx, obj, old)
 }
 
+// ReappliesToCurrent is the wrapped update's (registry.Reapplied).
+func (m *managedUpdate) ReappliesToCurrent() bool {
+	r, ok := m.UpdatedObjectInfo.(registry.Reapplied)
+	return ok && r.ReappliesToCurrent()
+}
+
 // ignoreTimestampsOnly keeps the managedFields time stamps of old when they
 // are all that changed, so that a write that changes nothing else (a
 // repeated apply) writes nothing and keeps the resourceVersion, as
@@ -162,6 +168,10 @@ type applyInfo struct {
 }
 
 func (a *applyInfo) Preconditions() *metav1.Preconditions { return nil }
+
+// ReappliesToCurrent: an apply is merged with the current object
+// (registry.Reapplied).
+func (a *applyInfo) ReappliesToCurrent() bool { return true }
 
 func (a *applyInfo) UpdatedObject(ctx context.Context, old runtime.Object) (runtime.Object, error) {
 	patch, err := apply.DecodeApplyPatch(a.patch)

@@ -117,6 +117,10 @@ type jsonPatchOp struct {
 
 func (p *patchInfo) Preconditions() *metav1.Preconditions { return nil }
 
+// ReappliesToCurrent: a patch is applied to the current object
+// (registry.Reapplied).
+func (p *patchInfo) ReappliesToCurrent() bool { return true }
+
 func (p *patchInfo) strict() bool {
 	return p.directive == metav1.FieldValidationWarn || p.directive == metav1.FieldValidationStrict
 }

@@ -117,6 +117,25 @@ func (s *Store) UpdateSubresource(ctx context.Context, sub, name string, objInfo
 // instead of stored (shouldDeleteDuringUpdate), as kube's generic store does.
 var errEmptiedFinalizers = errors.New("registry: the update removed the last finalizer of an object being deleted")
 
+// Reapplied is implemented by an update computed from whatever object is
+// current (a patch, a server-side apply), which may leave the
+// resourceVersion empty so that the store's loop can re-apply it to a
+// newer object. ReappliesToCurrent reports whether the update is one: its
+// empty resourceVersion then stands for the current object's, as kube's
+// patch handler applies a patch to the current object, resourceVersion
+// included, so a strategy that refuses unconditional updates (admission
+// policies, ClusterTrustBundles) still takes it. A PUT without a
+// resourceVersion is not one.
+type Reapplied interface {
+	ReappliesToCurrent() bool
+}
+
+// reapplies reports whether info is a Reapplied update.
+func reapplies(info rest.UpdatedObjectInfo) bool {
+	r, ok := info.(Reapplied)
+	return ok && r.ReappliesToCurrent()
+}
+
 func (s *Store) update(ctx context.Context, strategy rest.RESTUpdateStrategy, name string, objInfo rest.UpdatedObjectInfo, dryRun bool) (runtime.Object, error) {
 	key := s.key(ctx, name)
 	for {
@@ -140,7 +159,7 @@ func (s *Store) update(ctx context.Context, strategy rest.RESTUpdateStrategy, na
 			}
 			pinned = m.GetResourceVersion()
 			switch {
-			case pinned == "" && !strategy.AllowUnconditionalUpdate():
+			case pinned == "" && !strategy.AllowUnconditionalUpdate() && !reapplies(objInfo):
 				// kube-apiserver names the resource, not the kind, and shows the
 				// parsed resourceVersion (uint64 0, printed as 0x0).
 				qualifiedKind := schema.GroupKind{Group: s.GVR.Group, Kind: s.GVR.Resource}
