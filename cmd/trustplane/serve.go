@@ -325,6 +325,8 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	policies := &admissionPolicies{}
+	resources = append(resources, policies.resources(az.authorizer)...)
 	adm, err := newAdmission(az.authorizer)
 	if err != nil {
 		return fmt.Errorf("admission: %w", err)
@@ -418,7 +420,7 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := api.New(acfg, reg.Serving(apiSelection{rc: rc, gates: utilfeature.DefaultFeatureGate}.serves))
+	srv, err := api.New(acfg, policies.serving(reg.Serving(apiSelection{rc: rc, gates: utilfeature.DefaultFeatureGate}.serves)))
 	if err != nil {
 		return err
 	}
