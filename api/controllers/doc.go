@@ -1,9 +1,9 @@
 // Package controllers runs the kube-controller-manager controllers trustplane
 // serves with (default ServiceAccounts, the kube-root-ca.crt ConfigMaps, the
 // tokens of kubernetes.io/service-account-token Secrets, cluster-role
-// aggregation, the CSR signers, approver and cleaner, the garbage collector
-// and the namespace controller), using kube's own controller code from
-// k8s.io/kubernetes.
+// aggregation, the CSR signers, approver and cleaner, the garbage collector,
+// the namespace controller and the ValidatingAdmissionPolicy status
+// controller), using kube's own controller code from k8s.io/kubernetes.
 //
 // It owns two things: the Manager, which starts the controllers when the
 // node becomes the Raft leader and stops them when it stops leading, and

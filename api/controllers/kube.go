@@ -390,6 +390,12 @@ func (k *Kube) Run(ctx context.Context) error {
 	}
 	run = append(run, csrRun...)
 
+	policyRun, err := k.admissionPolicyControllers(cl, factory)
+	if err != nil {
+		return err
+	}
+	run = append(run, policyRun...)
+
 	delRun, err := k.deletionControllers(ctx, cl, factory, informerfactory.NewInformerFactory(factory, metaFactory), informersStarted)
 	if err != nil {
 		return err
