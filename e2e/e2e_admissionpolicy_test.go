@@ -2,12 +2,14 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -78,4 +80,107 @@ func TestE2EAdmissionPolicyResources(t *testing.T) {
 	// kubectl apply over an existing policy patches it, with no
 	// resourceVersion, which kube's strategy requires of a PUT only.
 	n.mustKubectl("label", "validatingadmissionpolicy", "e2e-typecheck", "e2e=yes")
+}
+
+// bind binds policy in the namespaces labelled with ns's name, with
+// actions.
+func bind(name, policy, ns string, actions ...admissionregistrationv1.ValidationAction) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+	return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        policy,
+			ValidationActions: actions,
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}},
+		},
+	}
+}
+
+// TestE2EAdmissionPolicyEnforced checks that kube's ValidatingAdmissionPolicy
+// plugin guards writes: a Deny binding refuses a create (and its dry run)
+// with kube's Status, messageExpression words the refusal, an expression
+// that fails is refused under failurePolicy Fail, and a Warn binding
+// answers with a Warning header and lets the write through.
+func TestE2EAdmissionPolicyEnforced(t *testing.T) {
+	n := startNode(t)
+	n.scrub(t, "validatingadmissionpolicy/e2e-no-automount", "validatingadmissionpolicybinding/e2e-no-automount-prod",
+		"validatingadmissionpolicy/e2e-no-tmp", "validatingadmissionpolicybinding/e2e-no-tmp-staging",
+		"namespace/e2e-prod", "namespace/e2e-staging")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cs := n.clientset()
+	for _, ns := range []string{"e2e-prod", "e2e-staging"} {
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	policies, bindings := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies(), cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	noAutomount := saPolicy("e2e-no-automount", admissionregistrationv1.Validation{
+		Expression: "object.automountServiceAccountToken == false", Message: "ServiceAccounts in prod must not automount tokens"})
+	noTmp := saPolicy("e2e-no-tmp", admissionregistrationv1.Validation{
+		Expression: "!object.metadata.name.startsWith('tmp-')", MessageExpression: "'name ' + object.metadata.name + ' looks temporary'"})
+	for _, p := range []*admissionregistrationv1.ValidatingAdmissionPolicy{noAutomount, noTmp} {
+		if _, err := policies.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, b := range []*admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		bind("e2e-no-automount-prod", "e2e-no-automount", "e2e-prod", admissionregistrationv1.Deny),
+		bind("e2e-no-tmp-staging", "e2e-no-tmp", "e2e-staging", admissionregistrationv1.Warn),
+	} {
+		if _, err := bindings.Create(ctx, b, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	automount := func(name string, on bool) *corev1.ServiceAccount {
+		return &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}, AutomountServiceAccountToken: &on}
+	}
+	sas := cs.CoreV1().ServiceAccounts("e2e-prod")
+	// Policies reach the plugin through its informers: wait, with a
+	// deadline, until a dry run is refused.
+	const denied = `serviceaccounts "on" is forbidden: ValidatingAdmissionPolicy 'e2e-no-automount' with binding 'e2e-no-automount-prod' denied request: ServiceAccounts in prod must not automount tokens`
+	waitFor(t, 30*time.Second, "the policy to be enforced", func() bool {
+		_, err := sas.Create(ctx, automount("on", true), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil
+	})
+	_, err := sas.Create(ctx, automount("on", true), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	wantAPIError(t, err, http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, denied)
+	_, err = sas.Create(ctx, automount("on", true), metav1.CreateOptions{})
+	wantAPIError(t, err, http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, denied)
+	if _, err := sas.Create(ctx, automount("off", false), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a ServiceAccount that does not automount: %v", err)
+	}
+	// Unset, the field is missing: the expression fails, and
+	// failurePolicy Fail (the default) refuses the write, also as 422.
+	_, err = sas.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "unset"}}, metav1.CreateOptions{})
+	wantAPIError(t, err, http.StatusUnprocessableEntity, metav1.StatusReasonInvalid,
+		`serviceaccounts "unset" is forbidden: ValidatingAdmissionPolicy 'e2e-no-automount' with binding 'e2e-no-automount-prod' denied request: expression 'object.automountServiceAccountToken == false' resulted in error: no such key: automountServiceAccountToken`)
+	// Outside prod the policy is not bound.
+	if _, err := cs.CoreV1().ServiceAccounts("default").Create(ctx, automount("on", true), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("outside the bound namespace: %v", err)
+	}
+
+	// Warn: the write succeeds with the message of messageExpression.
+	const warning = `299 - "Validation failed for ValidatingAdmissionPolicy 'e2e-no-tmp' with binding 'e2e-no-tmp-staging': name tmp-0 looks temporary"`
+	var r httpResult
+	for i := 0; ; i++ {
+		body := []byte(fmt.Sprintf(`{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"tmp-%d"}}`, i))
+		r = do(t, n.httpClient(), http.MethodPost, n.url()+"/api/v1/namespaces/e2e-staging/serviceaccounts?dryRun=All", jsonHeader("application/json"), body)
+		if r.code != http.StatusCreated {
+			t.Fatalf("a warned create: %d %s", r.code, r.body)
+		}
+		if len(r.header.Values("Warning")) > 0 || i == 300 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r = do(t, n.httpClient(), http.MethodPost, n.url()+"/api/v1/namespaces/e2e-staging/serviceaccounts", jsonHeader("application/json"),
+		[]byte(`{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"tmp-0"}}`))
+	if r.code != http.StatusCreated {
+		t.Fatalf("a warned create: %d %s", r.code, r.body)
+	}
+	if got := r.header.Values("Warning"); len(got) != 1 || got[0] != warning {
+		t.Fatalf("Warning headers %q, want [%s]", got, warning)
+	}
 }

@@ -69,6 +69,8 @@ type plugins struct {
 	csr []admission.Interface
 	// ctb guards ClusterTrustBundles: who may publish for a signer.
 	ctb []admission.Interface
+	// policies enforce ValidatingAdmissionPolicies on every resource.
+	policies *admissionPolicies
 }
 
 var (
@@ -81,7 +83,8 @@ var (
 // signer permissions. Without an authorizer only the node subject
 // restriction guards CSRs, so that no CSR can ask for a node identity.
 func newAdmission(authz authorizer.Authorizer) (*plugins, error) {
-	p := &plugins{sa: saadmission.NewServiceAccount(), csr: []admission.Interface{admissionhook.NewNodeSubjectRestriction()}}
+	p := &plugins{sa: saadmission.NewServiceAccount(), csr: []admission.Interface{admissionhook.NewNodeSubjectRestriction()},
+		policies: newAdmissionPolicies(authz)}
 	if authz == nil {
 		return p, nil
 	}
@@ -103,7 +106,8 @@ func newAdmission(authz authorizer.Authorizer) (*plugins, error) {
 	return p, nil
 }
 
-// For gives each guarded resource its plugins, in every served version.
+// For gives each guarded resource its plugins, in every served version,
+// and every resource the admission policies' step after them.
 func (p *plugins) For(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.AdmitFunc {
 	var list []admission.Interface
 	switch gvr.GroupResource() {
@@ -113,10 +117,12 @@ func (p *plugins) For(gvr schema.GroupVersionResource, kind schema.GroupVersionK
 		list = p.csr
 	case ctbGR:
 		list = p.ctb
-	default:
-		return nil
 	}
-	return []registry.AdmitFunc{admissionhook.Hook(registry.Scheme, gvr, kind, list...)}
+	var steps []registry.AdmitFunc
+	if len(list) > 0 {
+		steps = append(steps, admissionhook.Hook(registry.Scheme, gvr, kind, list...))
+	}
+	return append(steps, p.policies.step(gvr, kind)...)
 }
 
 // start initialises the plugins that read the API, over the node's own
@@ -135,6 +141,9 @@ func (p *plugins) start(ctx context.Context, ca *certs.CA, url string) error {
 	p.sa.SetExternalKubeClientSet(client)
 	p.sa.SetExternalKubeInformerFactory(factory)
 	if err := p.sa.ValidateInitialization(); err != nil {
+		return err
+	}
+	if err := p.policies.start(ctx, cfg, client, factory); err != nil {
 		return err
 	}
 	go factory.Start(ctx.Done())

@@ -1,29 +1,114 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"sync/atomic"
+	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/admission/initializer"
+	validatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/kubernetes/pkg/kubeapiserver/admission/exclusion"
 
+	admissionhook "github.com/trustplane/trustplane/api/admission"
 	"github.com/trustplane/trustplane/api/registry"
 )
 
 // admissionPolicies is the node's side of CEL admission policies
 // (ValidatingAdmissionPolicy and its bindings): their stores, whose
 // strategies resolve a paramKind against what the node serves, which is
-// only known once --runtime-config has been applied (serving).
+// only known once --runtime-config has been applied (serving), and kube's
+// ValidatingAdmissionPolicy plugin, which enforces them on every write.
 type admissionPolicies struct {
 	served atomic.Pointer[registry.Registry]
+	// plugin is kube's plugin; nil without an authorizer (tests of the
+	// admission chain alone).
+	plugin *validatingpolicy.Plugin
+	authz  authorizer.Authorizer
+}
+
+// newAdmissionPolicies builds kube's plugin, authorising its CEL
+// authorizer library calls with authz.
+func newAdmissionPolicies(authz authorizer.Authorizer) *admissionPolicies {
+	p := &admissionPolicies{authz: authz}
+	if authz != nil {
+		p.plugin = validatingpolicy.NewPlugin(nil)
+	}
+	return p
 }
 
 // resources are the two admission policy resources, authorising
-// paramKind and paramRef with authz.
-func (p *admissionPolicies) resources(authz authorizer.Authorizer) []*registry.Resource {
-	return registry.AdmissionPolicyResources(authz, p.served.Load)
+// paramKind and paramRef with the node's authorizer.
+func (p *admissionPolicies) resources() []*registry.Resource {
+	return registry.AdmissionPolicyResources(p.authz, p.served.Load)
 }
 
 // serving records the registry clients see, before the API serves it.
 func (p *admissionPolicies) serving(reg *registry.Registry) *registry.Registry {
 	p.served.Store(reg)
 	return reg
+}
+
+// step is the plugin's step of gvr's admission chain: every served
+// resource has one, after its own plugins, as kube-apiserver runs
+// ValidatingAdmissionPolicy after the other validating plugins. kube's
+// plugin ignores the resources kube-apiserver excludes from admission
+// (the reviews), matches the binding and policy, and answers a denial with
+// its own Status error (422 Invalid "ValidatingAdmissionPolicy 'p' with
+// binding 'b' denied request: ..."), which is passed on unchanged. A write
+// with no user in its context is the server's own (the default namespaces
+// and Service at bootstrap): kube-apiserver makes those through its
+// loopback client, so they pass its policies; here they skip them.
+func (p *admissionPolicies) step(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.AdmitFunc {
+	if p.plugin == nil {
+		return nil
+	}
+	hook := admissionhook.Hook(registry.Scheme, gvr, kind, p.plugin)
+	return []registry.AdmitFunc{func(ctx context.Context, obj, old runtime.Object) error {
+		if _, ok := genericapirequest.UserFrom(ctx); !ok {
+			return nil
+		}
+		return hook(ctx, obj, old)
+	}}
+}
+
+// restMapperReset is how often kube-apiserver forgets the discovery its
+// admission REST mapper cached (its admission post-start hook).
+const restMapperReset = 30 * time.Second
+
+// start initialises the plugin as kube-apiserver's generic plugin
+// initializer does (initializer.New), over the node's loopback client and
+// shared informer factory, whose Start the caller calls afterwards; the
+// plugin's informers, policy source and REST mapper resets stop with ctx,
+// its drained notification.
+func (p *admissionPolicies) start(ctx context.Context, cfg *rest.Config, client kubernetes.Interface, factory informers.SharedInformerFactory) error {
+	if p.plugin == nil {
+		return nil
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("%s: %w", validatingpolicy.PluginName, err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
+	go wait.Until(mapper.Reset, restMapperReset, ctx.Done())
+	initializer.New(client, dyn, factory, p.authz, utilfeature.DefaultFeatureGate, ctx.Done(), mapper).Initialize(p.plugin)
+	// kube's own initializer hands the plugin the resources excluded
+	// from admission (k8s.io/kubernetes/pkg/controlplane/apiserver/admission).
+	p.plugin.SetExcludedAdmissionResources(exclusion.Excluded())
+	if err := p.plugin.ValidateInitialization(); err != nil {
+		return fmt.Errorf("%s: %w", validatingpolicy.PluginName, err)
+	}
+	return nil
 }

@@ -325,12 +325,11 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	policies := &admissionPolicies{}
-	resources = append(resources, policies.resources(az.authorizer)...)
 	adm, err := newAdmission(az.authorizer)
 	if err != nil {
 		return fmt.Errorf("admission: %w", err)
 	}
+	resources = append(resources, adm.policies.resources()...)
 	reg := registry.New(stor, resources, admissionChain{az.authorizer, adm})
 	wired := &wiring{opts: o, log: log, ca: ca, pki: pki, caDir: caDir, node: node, fsm: f, reg: reg, back: back}
 	ident, err := setupIdentity(wired)
@@ -420,7 +419,7 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := api.New(acfg, policies.serving(reg.Serving(apiSelection{rc: rc, gates: utilfeature.DefaultFeatureGate}.serves)))
+	srv, err := api.New(acfg, adm.policies.serving(reg.Serving(apiSelection{rc: rc, gates: utilfeature.DefaultFeatureGate}.serves)))
 	if err != nil {
 		return err
 	}
