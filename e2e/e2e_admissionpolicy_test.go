@@ -99,12 +99,14 @@ func bind(name, policy, ns string, actions ...admissionregistrationv1.Validation
 // TestE2EAdmissionPolicyEnforced checks that kube's ValidatingAdmissionPolicy
 // plugin guards writes: a Deny binding refuses a create (and its dry run)
 // with kube's Status, messageExpression words the refusal, an expression
-// that fails is refused under failurePolicy Fail, and a Warn binding
+// that fails is refused under failurePolicy Fail, a delete is checked
+// against the stored object, and a Warn binding
 // answers with a Warning header and lets the write through.
 func TestE2EAdmissionPolicyEnforced(t *testing.T) {
 	n := startNode(t)
 	n.scrub(t, "validatingadmissionpolicy/e2e-no-automount", "validatingadmissionpolicybinding/e2e-no-automount-prod",
 		"validatingadmissionpolicy/e2e-no-tmp", "validatingadmissionpolicybinding/e2e-no-tmp-staging",
+		"validatingadmissionpolicy/e2e-keep", "validatingadmissionpolicybinding/e2e-keep-prod",
 		"namespace/e2e-prod", "namespace/e2e-staging")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -159,6 +161,30 @@ func TestE2EAdmissionPolicyEnforced(t *testing.T) {
 	// Outside prod the policy is not bound.
 	if _, err := cs.CoreV1().ServiceAccounts("default").Create(ctx, automount("on", true), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("outside the bound namespace: %v", err)
+	}
+
+	// DELETE: the policy sees the stored object as oldObject.
+	keep := saPolicy("e2e-keep", admissionregistrationv1.Validation{
+		Expression: "!has(oldObject.metadata.labels) || !('keep' in oldObject.metadata.labels)", Message: "this ConfigMap is kept"})
+	keep.Spec.MatchConstraints.ResourceRules[0].Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.Delete}
+	keep.Spec.MatchConstraints.ResourceRules[0].Resources = []string{"configmaps"}
+	if _, err := policies.Create(ctx, keep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bindings.Create(ctx, bind("e2e-keep-prod", "e2e-keep", "e2e-prod", admissionregistrationv1.Deny), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cms := cs.CoreV1().ConfigMaps("e2e-prod")
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kept", Labels: map[string]string{"keep": ""}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the delete policy to be enforced", func() bool {
+		return cms.Delete(ctx, "kept", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}) != nil
+	})
+	wantAPIError(t, cms.Delete(ctx, "kept", metav1.DeleteOptions{}), http.StatusUnprocessableEntity, metav1.StatusReasonInvalid,
+		`configmaps "kept" is forbidden: ValidatingAdmissionPolicy 'e2e-keep' with binding 'e2e-keep-prod' denied request: this ConfigMap is kept`)
+	if _, err := cms.Get(ctx, "kept", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the refused delete deleted: %v", err)
 	}
 
 	// Warn: the write succeeds with the message of messageExpression.

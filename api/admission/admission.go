@@ -59,3 +59,34 @@ func Hook(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk schema.Gr
 		return nil
 	}
 }
+
+// HookDelete adapts validating plugins to one step of a store's delete
+// admission (registry.AdmitDeleteFunc) for the resource gvr of kind gvk:
+// each plugin that handles DELETE validates the object as stored, as
+// kube-apiserver's delete handler runs its admission.
+func HookDelete(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, plugins ...admission.Interface) func(ctx context.Context, old runtime.Object, opts *metav1.DeleteOptions, dryRun bool) error {
+	oi := admission.NewObjectInterfacesFromScheme(scheme)
+	return func(ctx context.Context, old runtime.Object, opts *metav1.DeleteOptions, dryRun bool) error {
+		u, ok := genericapirequest.UserFrom(ctx)
+		if !ok {
+			return ErrNoUser
+		}
+		ns, _ := genericapirequest.NamespaceFrom(ctx)
+		name := ""
+		if m, err := meta.Accessor(old); err == nil {
+			name = m.GetName()
+		}
+		if opts == nil {
+			opts = &metav1.DeleteOptions{}
+		}
+		attrs := admission.NewAttributesRecord(nil, old, gvk, ns, name, gvr, "", admission.Delete, opts, dryRun, u)
+		for _, p := range plugins {
+			if v, ok := p.(admission.ValidationInterface); ok && p.Handles(admission.Delete) {
+				if err := v.Validate(ctx, attrs, oi); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+}

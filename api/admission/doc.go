@@ -11,6 +11,8 @@
 //     the hook there). kube runs validating admission after the strategy;
 //     running it earlier only changes which of two errors a request that
 //     fails both sees.
+//   - A delete is admitted by validating plugins only (HookDelete), with
+//     the object as stored, once the strategy has agreed to delete.
 //   - A plugin that does not handle the operation (admission.Handler) is
 //     skipped, as kube's admission chain skips it.
 //   - NodeSubjectRestriction is the one plugin of our own: no CSR, for any

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -25,6 +26,42 @@ type Admission interface {
 	// the first request: a plugin is added by listing it in the chain, and
 	// can never replace another's step.
 	For(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []AdmitFunc
+}
+
+// AdmitDeleteFunc is one admission step of a delete: it gets the object
+// as stored (old) and the delete's options, and may refuse the deletion
+// with a Status error. It runs on the leader inside the delete loop, once
+// the strategy has agreed to delete and before anything is written, so it
+// must be safe to run more than once. dryRun is the request's.
+type AdmitDeleteFunc func(ctx context.Context, old runtime.Object, opts *metav1.DeleteOptions, dryRun bool) error
+
+// DeleteAdmission is an Admission that also guards deletes, found by type
+// assertion: kube's validating plugins see DELETE with the old object.
+type DeleteAdmission interface {
+	Admission
+	// ForDelete returns the steps that guard deletes of gvr (whose
+	// objects are kind), in the order they run, after the resource's own
+	// AdmitDelete. Like For, the registry asks once per store.
+	ForDelete(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []AdmitDeleteFunc
+}
+
+// deleteChain is the delete admission of one store: adm's steps for it.
+func deleteChain(res *Resource, adm Admission) []AdmitDeleteFunc {
+	if d, ok := adm.(DeleteAdmission); ok {
+		return d.ForDelete(res.GVR, res.GVK())
+	}
+	return nil
+}
+
+// admitDelete runs the store's delete admission on old; the first refusal
+// ends it.
+func (s *Store) admitDelete(ctx context.Context, old runtime.Object, opts *metav1.DeleteOptions, dryRun bool) error {
+	for _, admit := range s.deleteChain {
+		if err := admit(ctx, old, opts, dryRun); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // chain is the admission of one store: the resource's own rule, then the

@@ -38,6 +38,8 @@ type Store struct {
 	// chain is the store's admission (admission.go), fixed when the
 	// registry built it.
 	chain []AdmitFunc
+	// deleteChain is the store's admission of deletes (admission.go).
+	deleteChain []AdmitDeleteFunc
 }
 
 func (s *Store) key(ctx context.Context, name string) fsm.Key {
@@ -269,6 +271,9 @@ func (s *Store) Delete(ctx context.Context, name string, opts *metav1.DeleteOpti
 		}
 		if pending {
 			return s.deleted(obj, name), false, nil
+		}
+		if err := s.admitDelete(ctx, cur.DeepCopyObject(), opts, dryRun); err != nil {
+			return nil, false, err
 		}
 		// The options' propagation policy may add or drop the orphan and
 		// foregroundDeletion finalizers, which the garbage collector runs.

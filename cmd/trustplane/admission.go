@@ -53,6 +53,18 @@ func (c admissionChain) For(gvr schema.GroupVersionResource, kind schema.GroupVe
 	return steps
 }
 
+// ForDelete gives each resource the delete steps of the parts that guard
+// deletes (registry.DeleteAdmission), in the order of the parts.
+func (c admissionChain) ForDelete(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.AdmitDeleteFunc {
+	var steps []registry.AdmitDeleteFunc
+	for _, a := range c {
+		if d, ok := a.(registry.DeleteAdmission); ok {
+			steps = append(steps, d.ForDelete(gvr, kind)...)
+		}
+	}
+	return steps
+}
+
 // plugins are kube's admission plugins the node runs, built before the
 // registry so that its chain is whole from the start (For), and
 // initialised, as kube-apiserver's plugin initialisers do, once the API
@@ -123,6 +135,11 @@ func (p *plugins) For(gvr schema.GroupVersionResource, kind schema.GroupVersionK
 		steps = append(steps, admissionhook.Hook(registry.Scheme, gvr, kind, list...))
 	}
 	return append(steps, p.policies.step(gvr, kind)...)
+}
+
+// ForDelete gives every resource the admission policies' delete step.
+func (p *plugins) ForDelete(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.AdmitDeleteFunc {
+	return p.policies.deleteStep(gvr, kind)
 }
 
 // start initialises the plugins that read the API, over the node's own

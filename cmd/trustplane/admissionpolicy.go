@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -81,6 +82,21 @@ func (p *admissionPolicies) step(gvr schema.GroupVersionResource, kind schema.Gr
 			return nil
 		}
 		return hook(ctx, obj, old)
+	}}
+}
+
+// deleteStep is the plugin's step of gvr's delete admission, with the
+// object as stored, under step's rules.
+func (p *admissionPolicies) deleteStep(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.AdmitDeleteFunc {
+	if p.plugin == nil {
+		return nil
+	}
+	hook := admissionhook.HookDelete(registry.Scheme, gvr, kind, p.plugin)
+	return []registry.AdmitDeleteFunc{func(ctx context.Context, old runtime.Object, opts *metav1.DeleteOptions, dryRun bool) error {
+		if _, ok := genericapirequest.UserFrom(ctx); !ok {
+			return nil
+		}
+		return hook(ctx, old, opts, dryRun)
 	}}
 }
 
