@@ -100,13 +100,15 @@ func bind(name, policy, ns string, actions ...admissionregistrationv1.Validation
 // plugin guards writes: a Deny binding refuses a create (and its dry run)
 // with kube's Status, messageExpression words the refusal, an expression
 // that fails is refused under failurePolicy Fail, a delete is checked
-// against the stored object, and a Warn binding
+// against the stored object, params come from a bound ConfigMap, and a
+// Warn binding
 // answers with a Warning header and lets the write through.
 func TestE2EAdmissionPolicyEnforced(t *testing.T) {
 	n := startNode(t)
 	n.scrub(t, "validatingadmissionpolicy/e2e-no-automount", "validatingadmissionpolicybinding/e2e-no-automount-prod",
 		"validatingadmissionpolicy/e2e-no-tmp", "validatingadmissionpolicybinding/e2e-no-tmp-staging",
 		"validatingadmissionpolicy/e2e-keep", "validatingadmissionpolicybinding/e2e-keep-prod",
+		"validatingadmissionpolicy/e2e-prefix", "validatingadmissionpolicybinding/e2e-prefix-prod",
 		"namespace/e2e-prod", "namespace/e2e-staging")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -185,6 +187,34 @@ func TestE2EAdmissionPolicyEnforced(t *testing.T) {
 		`configmaps "kept" is forbidden: ValidatingAdmissionPolicy 'e2e-keep' with binding 'e2e-keep-prod' denied request: this ConfigMap is kept`)
 	if _, err := cms.Get(ctx, "kept", metav1.GetOptions{}); err != nil {
 		t.Fatalf("the refused delete deleted: %v", err)
+	}
+
+	// Params: the binding's ConfigMap, read through the plugin's informers.
+	if _, err := cs.CoreV1().ConfigMaps("e2e-staging").Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-prefix"}, Data: map[string]string{"prefix": "ok-"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	prefix := saPolicy("e2e-prefix", admissionregistrationv1.Validation{
+		Expression: "object.metadata.name.startsWith(params.data.prefix)", MessageExpression: "'name must start with ' + params.data.prefix"})
+	prefix.Spec.ParamKind = &admissionregistrationv1.ParamKind{APIVersion: "v1", Kind: "ConfigMap"}
+	if _, err := policies.Create(ctx, prefix, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deny := admissionregistrationv1.DenyAction
+	withParams := bind("e2e-prefix-prod", "e2e-prefix", "e2e-prod", admissionregistrationv1.Deny)
+	withParams.Spec.ParamRef = &admissionregistrationv1.ParamRef{Name: "e2e-prefix", Namespace: "e2e-staging", ParameterNotFoundAction: &deny}
+	if _, err := bindings.Create(ctx, withParams, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the policy with params to be enforced", func() bool {
+		_, err := sas.Create(ctx, automount("p-0", false), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil
+	})
+	_, err = sas.Create(ctx, automount("p-0", false), metav1.CreateOptions{})
+	wantAPIError(t, err, http.StatusUnprocessableEntity, metav1.StatusReasonInvalid,
+		`serviceaccounts "p-0" is forbidden: ValidatingAdmissionPolicy 'e2e-prefix' with binding 'e2e-prefix-prod' denied request: name must start with ok-`)
+	if _, err := sas.Create(ctx, automount("ok-0", false), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a name with the prefix: %v", err)
 	}
 
 	// Warn: the write succeeds with the message of messageExpression.
