@@ -240,3 +240,35 @@ func TestE2EAdmissionPolicyEnforced(t *testing.T) {
 		t.Fatalf("Warning headers %q, want [%s]", got, warning)
 	}
 }
+
+// TestE2EAdmissionPolicyAcrossNodes checks that a policy written through
+// one node guards a write sent to another: every node's plugin has its own
+// informers, and a follower forwards the write to the leader, which admits
+// it.
+func TestE2EAdmissionPolicyAcrossNodes(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin := nodes[0].clientset()
+	createNamespace(t, admin, "e2e-prod")
+	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, saPolicy("e2e-no-automount", admissionregistrationv1.Validation{
+		Expression: "object.automountServiceAccountToken == false", Message: "ServiceAccounts in prod must not automount tokens"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx,
+		bind("e2e-no-automount-prod", "e2e-no-automount", "e2e-prod", admissionregistrationv1.Deny), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	on := true
+	for _, n := range nodes {
+		sas := n.clientset().CoreV1().ServiceAccounts("e2e-prod")
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "on"}, AutomountServiceAccountToken: &on}
+		var err error
+		waitFor(t, 30*time.Second, "the policy to guard writes through "+n.name, func() bool {
+			_, err = sas.Create(ctx, sa, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err != nil
+		})
+		wantAPIError(t, err, http.StatusUnprocessableEntity, metav1.StatusReasonInvalid,
+			`serviceaccounts "on" is forbidden: ValidatingAdmissionPolicy 'e2e-no-automount' with binding 'e2e-no-automount-prod' denied request: ServiceAccounts in prod must not automount tokens`)
+	}
+}
