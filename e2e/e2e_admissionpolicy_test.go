@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,6 +110,7 @@ func TestE2EAdmissionPolicyEnforced(t *testing.T) {
 		"validatingadmissionpolicy/e2e-no-tmp", "validatingadmissionpolicybinding/e2e-no-tmp-staging",
 		"validatingadmissionpolicy/e2e-keep", "validatingadmissionpolicybinding/e2e-keep-prod",
 		"validatingadmissionpolicy/e2e-prefix", "validatingadmissionpolicybinding/e2e-prefix-prod",
+		"validatingadmissionpolicy/e2e-request", "validatingadmissionpolicybinding/e2e-request-staging",
 		"namespace/e2e-prod", "namespace/e2e-staging")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -238,6 +240,30 @@ func TestE2EAdmissionPolicyEnforced(t *testing.T) {
 	}
 	if got := r.header.Values("Warning"); len(got) != 1 || got[0] != warning {
 		t.Fatalf("Warning headers %q, want [%s]", got, warning)
+	}
+
+	// A policy sees the request's dry run, and the object as the strategy
+	// prepared it (kube runs validating admission after the strategy): a
+	// ServiceAccount has its uid by then.
+	seen := saPolicy("e2e-request", admissionregistrationv1.Validation{
+		Expression:        "!request.dryRun",
+		MessageExpression: "'dry run of ' + object.metadata.name + (object.metadata.uid != '' ? ' with a uid' : '')"})
+	if _, err := policies.Create(ctx, seen, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bindings.Create(ctx, bind("e2e-request-staging", "e2e-request", "e2e-staging", admissionregistrationv1.Warn), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const dryWarning = `299 - "Validation failed for ValidatingAdmissionPolicy 'e2e-request' with binding 'e2e-request-staging': dry run of dry-0 with a uid"`
+	waitFor(t, 30*time.Second, "the dry-run policy's warning", func() bool {
+		r = do(t, n.httpClient(), http.MethodPost, n.url()+"/api/v1/namespaces/e2e-staging/serviceaccounts?dryRun=All", jsonHeader("application/json"),
+			[]byte(`{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"dry-0"}}`))
+		return slices.Contains(r.header.Values("Warning"), dryWarning)
+	})
+	r = do(t, n.httpClient(), http.MethodPost, n.url()+"/api/v1/namespaces/e2e-staging/serviceaccounts", jsonHeader("application/json"),
+		[]byte(`{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"dry-0"}}`))
+	if r.code != http.StatusCreated || len(r.header.Values("Warning")) != 0 {
+		t.Fatalf("a real create: %d, warnings %q, want 201 and none", r.code, r.header.Values("Warning"))
 	}
 }
 

@@ -60,6 +60,48 @@ func Hook(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk schema.Gr
 	}
 }
 
+// HookValidate adapts validating plugins to a step of a store's
+// validating admission (registry.ValidateFunc) for the resource gvr of
+// kind gvk: each plugin that handles the operation validates the object
+// the strategy prepared, with the request's dry run, as kube-apiserver's
+// store runs validating admission after the strategy.
+func HookValidate(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, plugins ...admission.Interface) func(ctx context.Context, obj, old runtime.Object, dryRun bool) error {
+	oi := admission.NewObjectInterfacesFromScheme(scheme)
+	return func(ctx context.Context, obj, old runtime.Object, dryRun bool) error {
+		u, ok := genericapirequest.UserFrom(ctx)
+		if !ok {
+			return ErrNoUser
+		}
+		ns, _ := genericapirequest.NamespaceFrom(ctx)
+		name := ""
+		if m, err := meta.Accessor(obj); err == nil {
+			name = m.GetName()
+		}
+		var dry []string
+		if dryRun {
+			dry = []string{metav1.DryRunAll}
+		}
+		op := admission.Create
+		var opts runtime.Object = &metav1.CreateOptions{DryRun: dry}
+		if old != nil {
+			op, opts = admission.Update, &metav1.UpdateOptions{DryRun: dry}
+		}
+		sub := ""
+		if info, ok := genericapirequest.RequestInfoFrom(ctx); ok && info.IsResourceRequest {
+			sub = info.Subresource
+		}
+		attrs := admission.NewAttributesRecord(obj, old, gvk, ns, name, gvr, sub, op, opts, dryRun, u)
+		for _, p := range plugins {
+			if v, ok := p.(admission.ValidationInterface); ok && p.Handles(op) {
+				if err := v.Validate(ctx, attrs, oi); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+}
+
 // HookDelete adapts validating plugins to one step of a store's delete
 // admission (registry.AdmitDeleteFunc) for the resource gvr of kind gvk:
 // each plugin that handles DELETE validates the object as stored, as
@@ -78,6 +120,10 @@ func HookDelete(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk sch
 		}
 		if opts == nil {
 			opts = &metav1.DeleteOptions{}
+		}
+		if dryRun && len(opts.DryRun) == 0 {
+			opts = opts.DeepCopy()
+			opts.DryRun = []string{metav1.DryRunAll}
 		}
 		attrs := admission.NewAttributesRecord(nil, old, gvk, ns, name, gvr, "", admission.Delete, opts, dryRun, u)
 		for _, p := range plugins {

@@ -11,6 +11,9 @@
 //     the hook there). kube runs validating admission after the strategy;
 //     running it earlier only changes which of two errors a request that
 //     fails both sees.
+//   - Validating plugins may instead run after the strategy
+//     (HookValidate), as kube's do, seeing the prepared object and the
+//     request's dry run; ValidatingAdmissionPolicy runs there.
 //   - A delete is admitted by validating plugins only (HookDelete), with
 //     the object as stored, once the strategy has agreed to delete.
 //   - A plugin that does not handle the operation (admission.Handler) is

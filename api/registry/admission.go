@@ -28,6 +28,43 @@ type Admission interface {
 	For(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []AdmitFunc
 }
 
+// ValidateFunc is one step of validating admission: it sees the object
+// the strategy prepared and validated (obj; old on an update, nil on a
+// create), as kube-apiserver runs validating admission after the
+// strategy, and may refuse the write with a Status error. It must not
+// change obj. dryRun is the request's. It runs on the leader, inside the
+// optimistic update loop, so it must be safe to run more than once.
+type ValidateFunc func(ctx context.Context, obj, old runtime.Object, dryRun bool) error
+
+// ValidatingAdmission is an Admission with validating steps that run
+// after the strategy, found by type assertion.
+type ValidatingAdmission interface {
+	Admission
+	// ForValidate returns the validating steps of gvr's creates and
+	// updates (whose objects are kind), in the order they run. Like For,
+	// the registry asks once per store.
+	ForValidate(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []ValidateFunc
+}
+
+// validateChain is the validating admission of one store: adm's steps.
+func validateChain(res *Resource, adm Admission) []ValidateFunc {
+	if v, ok := adm.(ValidatingAdmission); ok {
+		return v.ForValidate(res.GVR, res.GVK())
+	}
+	return nil
+}
+
+// validateWrite runs the store's validating admission on the prepared
+// obj; the first refusal ends it.
+func (s *Store) validateWrite(ctx context.Context, obj, old runtime.Object, dryRun bool) error {
+	for _, validate := range s.validateChain {
+		if err := validate(ctx, obj, old, dryRun); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // AdmitDeleteFunc is one admission step of a delete: it gets the object
 // as stored (old) and the delete's options, and may refuse the deletion
 // with a Status error. It runs on the leader inside the delete loop, once

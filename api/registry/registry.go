@@ -39,7 +39,7 @@ func New(stor *storage.Storage, resources []*Resource, adm Admission) *Registry 
 	r := &Registry{storage: stor, stores: map[schema.GroupVersionResource]*Store{}}
 	for _, res := range resources {
 		stored := res.Stored()
-		s := &Store{Resource: res, chain: chain(res, adm), deleteChain: deleteChain(res, adm), storage: stor.ForResource(storage.ResourceConfig{
+		s := &Store{Resource: res, chain: chain(res, adm), deleteChain: deleteChain(res, adm), validateChain: validateChain(res, adm), storage: stor.ForResource(storage.ResourceConfig{
 			GVR: res.GVR, Stored: stored.GroupResource(), Codec: StorageCodec(stored.GroupVersion()),
 			Convertor: Scheme, NewFunc: res.NewFunc, TTL: res.TTL,
 		})}

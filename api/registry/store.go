@@ -40,6 +40,9 @@ type Store struct {
 	chain []AdmitFunc
 	// deleteChain is the store's admission of deletes (admission.go).
 	deleteChain []AdmitDeleteFunc
+	// validateChain is the store's validating admission, after the
+	// strategy (admission.go).
+	validateChain []ValidateFunc
 }
 
 func (s *Store) key(ctx context.Context, name string) fsm.Key {
@@ -86,6 +89,9 @@ func (s *Store) Create(ctx context.Context, obj runtime.Object, dryRun bool) (ru
 		if err := s.admit(ctx, s, obj); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.validateWrite(ctx, obj, nil, dryRun); err != nil {
+		return nil, err
 	}
 	opts := storage.CreateOptions{DryRun: dryRun, GeneratedName: generated}
 	for attempt := 1; ; attempt++ {
@@ -179,6 +185,9 @@ func (s *Store) update(ctx context.Context, strategy rest.RESTUpdateStrategy, na
 				return nil, err
 			}
 			if err := rest.BeforeUpdate(strategy, ctx, obj, old); err != nil {
+				return nil, err
+			}
+			if err := s.validateWrite(ctx, obj, old, dryRun); err != nil {
 				return nil, err
 			}
 			if s.shouldDeleteDuringUpdate(obj, old) {

@@ -53,6 +53,19 @@ func (c admissionChain) For(gvr schema.GroupVersionResource, kind schema.GroupVe
 	return steps
 }
 
+// ForValidate gives each resource the validating steps, after the
+// strategy, of the parts that have them (registry.ValidatingAdmission), in
+// the order of the parts.
+func (c admissionChain) ForValidate(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.ValidateFunc {
+	var steps []registry.ValidateFunc
+	for _, a := range c {
+		if v, ok := a.(registry.ValidatingAdmission); ok {
+			steps = append(steps, v.ForValidate(gvr, kind)...)
+		}
+	}
+	return steps
+}
+
 // ForDelete gives each resource the delete steps of the parts that guard
 // deletes (registry.DeleteAdmission), in the order of the parts.
 func (c admissionChain) ForDelete(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.AdmitDeleteFunc {
@@ -118,8 +131,7 @@ func newAdmission(authz authorizer.Authorizer) (*plugins, error) {
 	return p, nil
 }
 
-// For gives each guarded resource its plugins, in every served version,
-// and every resource the admission policies' step after them.
+// For gives each guarded resource its plugins, in every served version.
 func (p *plugins) For(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.AdmitFunc {
 	var list []admission.Interface
 	switch gvr.GroupResource() {
@@ -129,12 +141,16 @@ func (p *plugins) For(gvr schema.GroupVersionResource, kind schema.GroupVersionK
 		list = p.csr
 	case ctbGR:
 		list = p.ctb
+	default:
+		return nil
 	}
-	var steps []registry.AdmitFunc
-	if len(list) > 0 {
-		steps = append(steps, admissionhook.Hook(registry.Scheme, gvr, kind, list...))
-	}
-	return append(steps, p.policies.step(gvr, kind)...)
+	return []registry.AdmitFunc{admissionhook.Hook(registry.Scheme, gvr, kind, list...)}
+}
+
+// ForValidate gives every resource the admission policies' step, after
+// the strategy.
+func (p *plugins) ForValidate(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.ValidateFunc {
+	return p.policies.step(gvr, kind)
 }
 
 // ForDelete gives every resource the admission policies' delete step.

@@ -62,9 +62,9 @@ func (p *admissionPolicies) serving(reg *registry.Registry) *registry.Registry {
 	return reg
 }
 
-// step is the plugin's step of gvr's admission chain: every served
-// resource has one, after its own plugins, as kube-apiserver runs
-// ValidatingAdmissionPolicy after the other validating plugins. kube's
+// step is the plugin's step of gvr's validating admission: every served
+// resource has one, after its strategy, as kube-apiserver runs
+// ValidatingAdmissionPolicy after the strategy and the other plugins. kube's
 // plugin ignores the resources kube-apiserver excludes from admission
 // (the reviews), matches the binding and policy, and answers a denial with
 // its own Status error (422 Invalid "ValidatingAdmissionPolicy 'p' with
@@ -72,16 +72,16 @@ func (p *admissionPolicies) serving(reg *registry.Registry) *registry.Registry {
 // with no user in its context is the server's own (the default namespaces
 // and Service at bootstrap): kube-apiserver makes those through its
 // loopback client, so they pass its policies; here they skip them.
-func (p *admissionPolicies) step(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.AdmitFunc {
+func (p *admissionPolicies) step(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.ValidateFunc {
 	if p.plugin == nil {
 		return nil
 	}
-	hook := admissionhook.Hook(registry.Scheme, gvr, kind, p.plugin)
-	return []registry.AdmitFunc{func(ctx context.Context, obj, old runtime.Object) error {
+	hook := admissionhook.HookValidate(registry.Scheme, gvr, kind, p.plugin)
+	return []registry.ValidateFunc{func(ctx context.Context, obj, old runtime.Object, dryRun bool) error {
 		if _, ok := genericapirequest.UserFrom(ctx); !ok {
 			return nil
 		}
-		return hook(ctx, obj, old)
+		return hook(ctx, obj, old, dryRun)
 	}}
 }
 
