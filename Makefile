@@ -11,7 +11,7 @@ PKGS     := ./...
 # build cache. Only the race detector needs cgo; its tests turn it back on.
 export CGO_ENABLED ?= 0
 
-.PHONY: all build image run cluster cluster-stop reference reference-build reference-stop e2e-reference compare scale test test-unit test-e2e test-failpoints test-deploy deploy-prebuild lint bench fuzz chaos chaos-short chaos-bin clean
+.PHONY: all build image run cluster cluster-stop reference reference-build reference-stop e2e-reference conformance conformance-build compare scale test test-unit test-e2e test-failpoints test-deploy deploy-prebuild lint bench fuzz chaos chaos-short chaos-bin clean
 
 all: build
 
@@ -66,6 +66,21 @@ e2e-reference:
 	scripts/reference.sh status > /dev/null 2>&1 || scripts/reference.sh start
 	TRUSTPLANE_E2E_KUBECONFIG=$(abspath $(REFERENCE_RUN))/admin.kubeconfig TRUSTPLANE_E2E_CA_DIR=$(abspath $(REFERENCE_RUN))/pki \
 		$(GO) test -count=1 -v -timeout 40m ./e2e/ $(E2E_ARGS)
+
+# conformance builds kube's upstream end-to-end suite, bin/e2e.test
+# (k8s.io/kubernetes/test/e2e at the version conformance/go.mod pins, its
+# own module), and runs the specs that need no nodes, kubelet or pods
+# against a fresh one-node and a fresh three-node cluster on free loopback
+# ports (scripts/conformance.sh; the selection is in conformance/). Reports
+# go to bin/conformance; the summary, with the reason for each failure, to
+# docs/conformance/results.md. Not part of make test: a cold build of
+# e2e.test takes a long while, the run about an hour.
+conformance: build conformance-build
+	scripts/conformance.sh run
+	mkdir -p docs/conformance && cp bin/conformance/results.md docs/conformance/results.md
+
+conformance-build:
+	scripts/conformance.sh build
 
 # compare runs trustplane bench against a fresh trustplane node and a fresh
 # reference in alternating rounds (ROUNDS, default 3; BENCH_ARGS pass on)
