@@ -135,6 +135,10 @@ var errEmptiedFinalizers = errors.New("registry: the update removed the last fin
 // policies, ClusterTrustBundles) still takes it. A PUT without a
 // resourceVersion is not one.
 type Reapplied interface {
+	// ReappliesToCurrent reports whether UpdatedObject computes the
+	// object from the one it is given, so that an empty resourceVersion
+	// it returns means that object's. A wrapper must answer for what it
+	// wraps.
 	ReappliesToCurrent() bool
 }
 
