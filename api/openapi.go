@@ -48,20 +48,21 @@ type openAPIDoc struct {
 
 // openAPIParam is one operation parameter.
 type openAPIParam struct {
-	Name        string            `json:"name"`
-	In          string            `json:"in"`
-	Description string            `json:"description,omitempty"`
-	Required    bool              `json:"required,omitempty"`
-	Schema      map[string]string `json:"schema"`
-	UniqueItems bool              `json:"uniqueItems,omitempty"`
+	Name        string `json:"name"`
+	In          string `json:"in"`
+	Description string `json:"description,omitempty"`
+	Required    bool   `json:"required,omitempty"`
+	// Schema carries uniqueItems, where OpenAPI v3 puts it (kube-openapi's
+	// builder3; v2 has it on the parameter).
+	Schema map[string]any `json:"schema"`
 }
 
 func queryParam(name, typ, desc string) openAPIParam {
-	return openAPIParam{Name: name, In: "query", Description: desc, Schema: map[string]string{"type": typ}, UniqueItems: true}
+	return openAPIParam{Name: name, In: "query", Description: desc, Schema: map[string]any{"type": typ, "uniqueItems": true}}
 }
 
 func pathParam(name, desc string) openAPIParam {
-	return openAPIParam{Name: name, In: "path", Description: desc, Required: true, Schema: map[string]string{"type": "string"}, UniqueItems: true}
+	return openAPIParam{Name: name, In: "path", Description: desc, Required: true, Schema: map[string]any{"type": "string", "uniqueItems": true}}
 }
 
 // The query parameters of kube-apiserver's operations.
@@ -109,18 +110,19 @@ func content(ref string, mediaTypes []string) map[string]any {
 // operation is one operation: out names the schema of its answer (with
 // HTTP code code), in the schema of its request body ("" for none).
 func operation(id, action string, gvk schema.GroupVersionKind, code, out, in string, inTypes []string, params ...openAPIParam) map[string]any {
-	if params == nil {
-		params = []openAPIParam{}
-	}
 	op := map[string]any{
 		"operationId": id,
-		"parameters":  params,
 		"responses": map[string]any{
 			code:  response(out),
 			"401": map[string]string{"description": "Unauthorized"},
 		},
 		"x-kubernetes-action":             action,
 		"x-kubernetes-group-version-kind": map[string]string{"group": gvk.Group, "version": gvk.Version, "kind": gvk.Kind},
+	}
+	// No operation parameters: no key, as kube-openapi marshals an empty
+	// list (omitempty), so that the document round-trips through its types.
+	if len(params) > 0 {
+		op["parameters"] = params
 	}
 	if in != "" {
 		op["requestBody"] = map[string]any{"required": true, "content": content(in, inTypes)}

@@ -2,9 +2,11 @@ package api
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/kube-openapi/pkg/spec3"
 
 	"github.com/trustplane/trustplane/api/registry"
 )
@@ -46,6 +48,39 @@ func TestOpenAPIVirtualOperations(t *testing.T) {
 		}
 		if _, ok := doc.Comps.Schemas[c.schema]; !ok {
 			t.Errorf("%s: schema %s missing", c.prefix, c.schema)
+		}
+	}
+}
+
+// TestOpenAPIV3RoundTrip is the upstream e2e spec "should round trip
+// OpenAPI V3 for all built-in group versions": every group version's
+// document, read into kube-openapi's types and written again, is the same
+// JSON. An empty list where kube-openapi omits the key (omitempty) fails.
+func TestOpenAPIV3RoundTrip(t *testing.T) {
+	e := newFuzzEnv(t)
+	if len(e.s.openapi.docs) == 0 {
+		t.Fatal("no OpenAPI v3 documents")
+	}
+	for prefix, b := range e.s.openapi.docs {
+		var doc spec3.OpenAPI
+		if err := json.Unmarshal(b, &doc); err != nil {
+			t.Errorf("%s: %v", prefix, err)
+			continue
+		}
+		again, err := json.Marshal(&doc)
+		if err != nil {
+			t.Errorf("%s: %v", prefix, err)
+			continue
+		}
+		var want, got any
+		if err := json.Unmarshal(b, &want); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(again, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(want, got) {
+			t.Errorf("%s does not round-trip through kube-openapi's spec3.OpenAPI", prefix)
 		}
 	}
 }
