@@ -661,3 +661,27 @@ func TestUnpersistedWritesAreNeverAcknowledged(t *testing.T) {
 		return err == nil
 	})
 }
+
+// TestCompactorExpiresIdleRevision: on a cluster that writes nothing more,
+// the newest revision (what a list or a continue token carries) is still
+// compacted once the retention has passed: the leader's OpNoop supersedes
+// it, as kube-apiserver's compactor's own etcd write does.
+func TestCompactorExpiresIdleRevision(t *testing.T) {
+	ctx := testCtx(t)
+	n := startTLSNode(t, t.TempDir(), "127.0.0.1:0", fsm.New(), func(c *Config) {
+		c.CompactInterval = 20 * time.Millisecond
+		c.CompactRetention = 60 * time.Millisecond
+	})
+	last, err := n.Propose(ctx, putCmd("x", "v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "compaction past the last write", func() bool { return n.fsm.CompactedRevision() > last.Revision })
+	if _, _, err := n.fsm.Get(testKey("x"), last.Revision); !errors.Is(err, fsm.ErrCompacted) {
+		t.Fatalf("Get at the idle cluster's old revision: %v, want ErrCompacted", err)
+	}
+	kv, _, err := n.fsm.Get(testKey("x"), 0)
+	if err != nil || kv == nil || string(kv.Value) != "v1" {
+		t.Fatalf("current value: %+v, %v", kv, err)
+	}
+}

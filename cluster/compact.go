@@ -24,7 +24,10 @@ const compactBytesCheck = time.Second
 // history exceeds CompactMaxBytes, the leader proposes an OpCompact at the
 // revision that leaves three quarters of it (fsm.CompactTargetForBytes),
 // so one compaction buys room for a quarter of the bound before the next.
-// Compaction goes through the log, so every node drops the same history at
+// On an idle cluster the leader proposes an OpNoop each interval, so that
+// the newest revision handed out is superseded and expires one retention
+// later (a continue token's lifetime is the retention, plus at most two
+// intervals). Compaction goes through the log, so every node drops the same history at
 // the same index and snapshots stay deterministic; the fsm never drops
 // history by itself. The retention must cover the watch window and
 // continue-token lifetime: reads and watches older than the compacted
@@ -58,7 +61,19 @@ func (n *Node) runCompactor() {
 			if !byAge {
 				continue
 			}
-			samples = append(samples, compactSample{at: now, index: n.fsm.AppliedIndex()})
+			applied := n.fsm.AppliedIndex()
+			if len(samples) > 0 && applied == samples[len(samples)-1].index && n.IsLeader() {
+				// Idle since the last tick: a revision handed out now
+				// (a list's resourceVersion, a continue token) is the
+				// newest one and no compaction can pass it until another
+				// entry exists. An OpNoop supersedes it, so it expires
+				// one retention from now, as kube-apiserver's compactor's
+				// own write to etcd makes a token expire within two of
+				// its intervals however quiet the cluster is.
+				n.proposeNoop()
+				applied = n.fsm.AppliedIndex()
+			}
+			samples = append(samples, compactSample{at: now, index: applied})
 			// Keep the newest sample older than the retention, and all
 			// younger ones.
 			cut := now.Add(-n.cfg.CompactRetention)
@@ -74,6 +89,17 @@ func (n *Node) runCompactor() {
 			}
 			n.proposeCompaction(samples[0].index, "age")
 		}
+	}
+}
+
+// proposeNoop moves the applied index of an idle cluster (runCompactor).
+// A failure is logged: the next tick retries.
+func (n *Node) proposeNoop() {
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ApplyTimeout)
+	_, err := n.Propose(ctx, &fsm.Command{Op: fsm.OpNoop})
+	cancel()
+	if err != nil {
+		n.logger.Warn("idle revision not advanced", "error", err)
 	}
 }
 
