@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/initializer"
 	validatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -76,7 +77,9 @@ func (p *admissionPolicies) step(gvr schema.GroupVersionResource, kind schema.Gr
 	if p.plugin == nil {
 		return nil
 	}
-	hook := admissionhook.HookValidate(registry.Scheme, gvr, kind, p.plugin)
+	// kube's audit wrapper copies the plugin's annotations (auditAnnotations,
+	// the Audit action's validation_failure) into the request's audit event.
+	hook := admissionhook.HookValidate(registry.Scheme, gvr, kind, admission.WithAudit(p.plugin))
 	return []registry.ValidateFunc{func(ctx context.Context, obj, old runtime.Object, dryRun bool) error {
 		if _, ok := genericapirequest.UserFrom(ctx); !ok {
 			return nil
@@ -91,7 +94,7 @@ func (p *admissionPolicies) deleteStep(gvr schema.GroupVersionResource, kind sch
 	if p.plugin == nil {
 		return nil
 	}
-	hook := admissionhook.HookDelete(registry.Scheme, gvr, kind, p.plugin)
+	hook := admissionhook.HookDelete(registry.Scheme, gvr, kind, admission.WithAudit(p.plugin))
 	return []registry.AdmitDeleteFunc{func(ctx context.Context, old runtime.Object, opts *metav1.DeleteOptions, dryRun bool) error {
 		if _, ok := genericapirequest.UserFrom(ctx); !ok {
 			return nil
