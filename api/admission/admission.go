@@ -16,6 +16,57 @@ import (
 // authenticated user in its context; the filter chain always sets one.
 var ErrNoUser = errors.New("admission: no user in the request context")
 
+// attributes builds the admission attributes of a write of obj (old for
+// an update or a delete, nil for a create) from the request in ctx: its
+// user, namespace and subresource. name is read from whichever object is
+// given, obj first.
+func attributes(ctx context.Context, obj, old runtime.Object, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource,
+	op admission.Operation, opts runtime.Object, dryRun bool) (admission.Attributes, error) {
+	u, ok := genericapirequest.UserFrom(ctx)
+	if !ok {
+		return nil, ErrNoUser
+	}
+	ns, _ := genericapirequest.NamespaceFrom(ctx)
+	named := obj
+	if named == nil {
+		named = old
+	}
+	name := ""
+	if m, err := meta.Accessor(named); err == nil {
+		name = m.GetName()
+	}
+	sub := ""
+	if info, ok := genericapirequest.RequestInfoFrom(ctx); ok && info.IsResourceRequest {
+		sub = info.Subresource
+	}
+	return admission.NewAttributesRecord(obj, old, gvk, ns, name, gvr, sub, op, opts, dryRun, u), nil
+}
+
+// validate runs the validating plugins that handle attrs' operation; the
+// first refusal ends it.
+func validate(ctx context.Context, attrs admission.Attributes, oi admission.ObjectInterfaces, plugins []admission.Interface) error {
+	for _, p := range plugins {
+		if v, ok := p.(admission.ValidationInterface); ok && p.Handles(attrs.GetOperation()) {
+			if err := v.Validate(ctx, attrs, oi); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// writeOp is the operation and options of a create (old nil) or update.
+func writeOp(old runtime.Object, dryRun bool) (admission.Operation, runtime.Object) {
+	var dry []string
+	if dryRun {
+		dry = []string{metav1.DryRunAll}
+	}
+	if old != nil {
+		return admission.Update, &metav1.UpdateOptions{DryRun: dry}
+	}
+	return admission.Create, &metav1.CreateOptions{DryRun: dry}
+}
+
 // Hook adapts plugins to one step of a store's admission chain
 // (registry.AdmitFunc) for the resource gvr of
 // kind gvk (the external group version the plugins see). Mutating plugins
@@ -23,25 +74,11 @@ var ErrNoUser = errors.New("admission: no user in the request context")
 func Hook(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, plugins ...admission.Interface) func(ctx context.Context, obj, old runtime.Object) error {
 	oi := admission.NewObjectInterfacesFromScheme(scheme)
 	return func(ctx context.Context, obj, old runtime.Object) error {
-		u, ok := genericapirequest.UserFrom(ctx)
-		if !ok {
-			return ErrNoUser
+		op, opts := writeOp(old, false)
+		attrs, err := attributes(ctx, obj, old, gvk, gvr, op, opts, false)
+		if err != nil {
+			return err
 		}
-		ns, _ := genericapirequest.NamespaceFrom(ctx)
-		name := ""
-		if m, err := meta.Accessor(obj); err == nil {
-			name = m.GetName()
-		}
-		op := admission.Create
-		var opts runtime.Object = &metav1.CreateOptions{}
-		if old != nil {
-			op, opts = admission.Update, &metav1.UpdateOptions{}
-		}
-		sub := ""
-		if info, ok := genericapirequest.RequestInfoFrom(ctx); ok && info.IsResourceRequest {
-			sub = info.Subresource
-		}
-		attrs := admission.NewAttributesRecord(obj, old, gvk, ns, name, gvr, sub, op, opts, false, u)
 		for _, p := range plugins {
 			if m, ok := p.(admission.MutationInterface); ok && p.Handles(op) {
 				if err := m.Admit(ctx, attrs, oi); err != nil {
@@ -49,14 +86,7 @@ func Hook(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk schema.Gr
 				}
 			}
 		}
-		for _, p := range plugins {
-			if v, ok := p.(admission.ValidationInterface); ok && p.Handles(op) {
-				if err := v.Validate(ctx, attrs, oi); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+		return validate(ctx, attrs, oi, plugins)
 	}
 }
 
@@ -68,37 +98,12 @@ func Hook(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk schema.Gr
 func HookValidate(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, plugins ...admission.Interface) func(ctx context.Context, obj, old runtime.Object, dryRun bool) error {
 	oi := admission.NewObjectInterfacesFromScheme(scheme)
 	return func(ctx context.Context, obj, old runtime.Object, dryRun bool) error {
-		u, ok := genericapirequest.UserFrom(ctx)
-		if !ok {
-			return ErrNoUser
+		op, opts := writeOp(old, dryRun)
+		attrs, err := attributes(ctx, obj, old, gvk, gvr, op, opts, dryRun)
+		if err != nil {
+			return err
 		}
-		ns, _ := genericapirequest.NamespaceFrom(ctx)
-		name := ""
-		if m, err := meta.Accessor(obj); err == nil {
-			name = m.GetName()
-		}
-		var dry []string
-		if dryRun {
-			dry = []string{metav1.DryRunAll}
-		}
-		op := admission.Create
-		var opts runtime.Object = &metav1.CreateOptions{DryRun: dry}
-		if old != nil {
-			op, opts = admission.Update, &metav1.UpdateOptions{DryRun: dry}
-		}
-		sub := ""
-		if info, ok := genericapirequest.RequestInfoFrom(ctx); ok && info.IsResourceRequest {
-			sub = info.Subresource
-		}
-		attrs := admission.NewAttributesRecord(obj, old, gvk, ns, name, gvr, sub, op, opts, dryRun, u)
-		for _, p := range plugins {
-			if v, ok := p.(admission.ValidationInterface); ok && p.Handles(op) {
-				if err := v.Validate(ctx, attrs, oi); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+		return validate(ctx, attrs, oi, plugins)
 	}
 }
 
@@ -109,15 +114,6 @@ func HookValidate(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk s
 func HookDelete(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, plugins ...admission.Interface) func(ctx context.Context, old runtime.Object, opts *metav1.DeleteOptions, dryRun bool) error {
 	oi := admission.NewObjectInterfacesFromScheme(scheme)
 	return func(ctx context.Context, old runtime.Object, opts *metav1.DeleteOptions, dryRun bool) error {
-		u, ok := genericapirequest.UserFrom(ctx)
-		if !ok {
-			return ErrNoUser
-		}
-		ns, _ := genericapirequest.NamespaceFrom(ctx)
-		name := ""
-		if m, err := meta.Accessor(old); err == nil {
-			name = m.GetName()
-		}
 		if opts == nil {
 			opts = &metav1.DeleteOptions{}
 		}
@@ -125,14 +121,10 @@ func HookDelete(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk sch
 			opts = opts.DeepCopy()
 			opts.DryRun = []string{metav1.DryRunAll}
 		}
-		attrs := admission.NewAttributesRecord(nil, old, gvk, ns, name, gvr, "", admission.Delete, opts, dryRun, u)
-		for _, p := range plugins {
-			if v, ok := p.(admission.ValidationInterface); ok && p.Handles(admission.Delete) {
-				if err := v.Validate(ctx, attrs, oi); err != nil {
-					return err
-				}
-			}
+		attrs, err := attributes(ctx, nil, old, gvk, gvr, admission.Delete, opts, dryRun)
+		if err != nil {
+			return err
 		}
-		return nil
+		return validate(ctx, attrs, oi, plugins)
 	}
 }
