@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // others returns the nodes of c except those given.
@@ -144,6 +146,49 @@ func TestLeaveKeepsQuorum(t *testing.T) {
 	}
 	if !l.node.IsLeader() {
 		t.Fatal("a refused Leave handed leadership away")
+	}
+	l.propose(t, ctx, "after-refused-leave")
+}
+
+// A removal right after a peer is killed must not count that peer: raft's
+// heartbeats to it have not failed yet, gossip still shows it alive, and a
+// leader elected a moment ago has no failures recorded at all. The leader
+// asks each voter directly, so the dead one is not counted, and a Leave
+// that would need it is refused instead of appending a configuration that
+// only the dead peer could commit.
+func TestRemovalRightAfterAPeerDies(t *testing.T) {
+	ctx := testCtx(t)
+	c := newHACluster(t)
+	c.startGossipCluster(3, func(cfg *Config) { cfg.DeadServerTimeout = -1 })
+	l := c.leader()
+	rest := c.others(l)
+	dead, leaver := rest[0], rest[1]
+	members := l.node.gossip.snapshot()
+	_ = dead.node.Shutdown()
+
+	// The views a fresh leader has in that moment: gossip shows every
+	// member alive, and raft has recorded no failed heartbeat.
+	for name, m := range members {
+		m.status = StatusAlive
+		members[name] = m
+	}
+	l.node.contact.observe(raft.Observation{Data: raft.Leader})
+	conf, err := l.node.latestConf()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if voters, healthy := l.node.voterHealth(conf, members, ""); voters != 3 || healthy != 2 {
+		t.Fatalf("voterHealth right after a peer died = %d of %d healthy, want 2 of 3", healthy, voters)
+	}
+	if err := l.node.removalKeepsQuorum(conf, members, raft.ServerID(leaver.name)); !errors.Is(err, ErrWouldLoseQuorum) {
+		t.Fatalf("removing %s with %s just dead = %v, want ErrWouldLoseQuorum", leaver.name, dead.name, err)
+	}
+
+	if err := leaver.node.Leave(ctx); !errors.Is(err, ErrWouldLoseQuorum) {
+		t.Fatalf("Leave right after a peer died = %v, want ErrWouldLoseQuorum", err)
+	}
+	if got := voters(l.node); len(got) != 3 {
+		t.Fatalf("voters after a refused Leave = %v, want all three", got)
 	}
 	l.propose(t, ctx, "after-refused-leave")
 }

@@ -14,13 +14,26 @@ const (
 	// leaveConfigWait bounds how long Leave waits to see its own removal
 	// in its local configuration once the leader has committed it.
 	leaveConfigWait = 2 * time.Second
+	// livenessProbeTimeout bounds the internal RPC that asks a voter, just
+	// before a removal, whether it is running.
+	livenessProbeTimeout = time.Second
 )
 
 // voterHealth counts the voters in conf (except exclude) and how many of
 // them are healthy: this node, and voters the leader's raft reaches that
 // gossip does not report failed or left (without gossip, raft's view
-// alone). Both views must agree a voter is alive before it counts toward a
-// quorum that a removal would rely on.
+// alone) and that answer the internal RPC now. All must agree a voter is
+// alive before it counts toward a quorum that a removal would rely on.
+//
+// The views of raft and gossip lag a crash: for a moment after a peer is
+// killed its heartbeats have not failed yet and gossip has not suspected
+// it, and a leader that has just been elected (say, by Leave's leadership
+// transfer) has no failures recorded at all. A removal that counts such a
+// peer appends a configuration only it and the dead peer could commit;
+// raft applies a configuration as soon as it is appended, so the cluster
+// is wedged until the dead peer returns, and the node that asked to leave
+// finds itself outside the configuration when it restarts. Asking each
+// voter directly turns that window into a refusal.
 func (n *Node) voterHealth(conf map[raft.ServerID]raft.Server, members map[string]member, exclude raft.ServerID) (voters, healthy int) {
 	for id, s := range conf {
 		if s.Suffrage != raft.Voter || id == exclude {
@@ -34,15 +47,27 @@ func (n *Node) voterHealth(conf map[raft.ServerID]raft.Server, members map[strin
 		if !n.raftReaches(id) {
 			continue
 		}
-		if members == nil {
-			healthy++
+		if m, ok := members[string(id)]; members != nil && (!ok || m.status != StatusAlive) {
 			continue
 		}
-		if m, ok := members[string(id)]; ok && m.status == StatusAlive {
+		if n.answers(id, s.Address) {
 			healthy++
 		}
 	}
 	return voters, healthy
+}
+
+// answers reports whether the node at addr answers the internal RPC as id
+// within livenessProbeTimeout. Without the internal RPC (a transport that
+// has none) there is nothing to ask, and raft's and gossip's view stands.
+func (n *Node) answers(id raft.ServerID, addr raft.ServerAddress) bool {
+	if n.dialRPC == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, livenessProbeTimeout)
+	defer cancel()
+	resp, err := n.call(ctx, addr, rpcRequest{Op: opHasState})
+	return err == nil && resp.Name == string(id)
 }
 
 // removalKeepsQuorum refuses (ErrWouldLoseQuorum) to remove the voter id

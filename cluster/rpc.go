@@ -195,6 +195,11 @@ func (n *Node) serveRPC(conn net.Conn) {
 			}
 			return
 		}
+		if n.ctx.Err() != nil {
+			// A node that is shutting down answers nothing: a peer asking
+			// whether it is alive (voterHealth) must not hear yes.
+			return
+		}
 		timeout := n.cfg.ApplyTimeout
 		if req.TimeoutMS > 0 && time.Duration(req.TimeoutMS)*time.Millisecond < timeout {
 			timeout = time.Duration(req.TimeoutMS) * time.Millisecond

@@ -48,9 +48,15 @@ func TestKillThenTerminateKeepsQuorum(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
+		// at once sends the SIGTERM right after the kill, with no writes
+		// between: the leader's raft and gossip have not noticed the
+		// dead node yet, so only asking it directly keeps the leave from
+		// counting it (cluster.voterHealth).
+		atOnce bool
 	}{
-		{"leave-on-terminate", []string{"--leave-on-terminate"}},
-		{"default", nil},
+		{"leave-on-terminate", []string{"--leave-on-terminate"}, false},
+		{"leave-on-terminate at once", []string{"--leave-on-terminate"}, true},
+		{"default", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nodes := startCluster(t, 3, tc.args...)
@@ -64,9 +70,11 @@ func TestKillThenTerminateKeepsQuorum(t *testing.T) {
 			dead := followersOf(nodes, leader)[0]
 			dead.kill()
 			live := followersOf(nodes, dead)
-			acked = append(acked, ackedWrites(t, live, "between", 10, time.Now().Add(60*time.Second))...)
-			if len(acked) != 20 {
-				t.Fatalf("two of three nodes acknowledged %d of 10 writes", len(acked)-10)
+			if !tc.atOnce {
+				acked = append(acked, ackedWrites(t, live, "between", 10, time.Now().Add(60*time.Second))...)
+				if len(acked) != 20 {
+					t.Fatalf("two of three nodes acknowledged %d of 10 writes", len(acked)-10)
+				}
 			}
 
 			// SIGTERM the leader of the two that are left.
@@ -79,9 +87,10 @@ func TestKillThenTerminateKeepsQuorum(t *testing.T) {
 			}
 			term.start()
 			term.waitReady(90 * time.Second)
+			before := len(acked)
 			acked = append(acked, ackedWrites(t, live, "after", 10, time.Now().Add(60*time.Second))...)
-			if len(acked) != 30 {
-				t.Fatalf("writes did not resume after the restart: %d of 10 acknowledged", len(acked)-20)
+			if len(acked) != before+10 {
+				t.Fatalf("writes did not resume after the restart: %d of 10 acknowledged", len(acked)-before)
 			}
 
 			ms, err := term.members()
