@@ -121,6 +121,14 @@ func (b *logBuffer) contains(s string) bool {
 	return strings.Contains(b.buf.String(), s)
 }
 
+// tail is the last n bytes of the log.
+func (b *logBuffer) tail(n int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.buf.String()
+	return s[max(0, len(s)-n):]
+}
+
 func (b *logBuffer) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
@@ -276,6 +284,11 @@ func (c *haCluster) addE(name string, o haOpts) (*haNode, error) {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	t.Cleanup(func() { _ = n.Shutdown() })
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the end of %s's log:\n%s", name, logs.tail(6<<10))
+		}
+	})
 	hn := &haNode{name: name, addr: addr, trans: tr, node: n, fsm: f, logs: logs, store: store, snaps: snaps}
 	c.mu.Lock()
 	c.nodes = append(c.nodes, hn)
