@@ -55,7 +55,7 @@ func (s *Server) serveVirtual(w http.ResponseWriter, req *http.Request, v *regis
 	if v.Warning != "" {
 		warning.AddWarning(ctx, "", v.Warning)
 	}
-	out, err := v.Create(ctx, info.Name, obj, opts)
+	out, err := v.Create(ctx, info.Name, obj, v.Validation(len(opts.DryRun) > 0), opts)
 	if err != nil {
 		s.writeError(w, req, err)
 		return

@@ -21,6 +21,7 @@ import (
 	tokenunion "k8s.io/apiserver/pkg/authentication/token/union"
 	"k8s.io/apiserver/pkg/endpoints/deprecation"
 	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
 	"k8s.io/client-go/tools/cache"
@@ -160,8 +161,8 @@ func New(cfg *Config, keys *KeyStore, stores Stores) (*Identity, error) {
 	reviews := tokenreview.NewREST(id.Authenticator, auds)
 	ssr := selfsubjectreview.NewREST()
 	authnV1 := authenticationv1.SchemeGroupVersion
-	ssrCreate := func(ctx context.Context, _ string, obj runtime.Object, opts *metav1.CreateOptions) (runtime.Object, error) {
-		return ssr.Create(ctx, obj, nil, opts)
+	ssrCreate := func(ctx context.Context, _ string, obj runtime.Object, validate rest.ValidateObjectFunc, opts *metav1.CreateOptions) (runtime.Object, error) {
+		return ssr.Create(ctx, obj, validate, opts)
 	}
 	v1beta1SSR := &authenticationv1beta1.SelfSubjectReview{}
 	v1beta1SSR.SetGroupVersionKind(authenticationv1beta1.SchemeGroupVersion.WithKind("SelfSubjectReview"))
@@ -169,18 +170,18 @@ func New(cfg *Config, keys *KeyStore, stores Stores) (*Identity, error) {
 		{
 			GVR: serviceAccountsGVR, Subresource: "token", KindName: "TokenRequest", RequestGV: &authnV1, Namespaced: true,
 			New: func() runtime.Object { return &authenticationapi.TokenRequest{} },
-			Create: func(ctx context.Context, name string, obj runtime.Object, opts *metav1.CreateOptions) (runtime.Object, error) {
+			Create: func(ctx context.Context, name string, obj runtime.Object, validate rest.ValidateObjectFunc, opts *metav1.CreateOptions) (runtime.Object, error) {
 				if err := keys.awaitKey(ctx, cfg.KeyWait); err != nil {
 					return nil, err
 				}
-				return trest.Create(ctx, name, obj, nil, opts)
+				return trest.Create(ctx, name, obj, validate, opts)
 			},
 		},
 		{
 			GVR: authnV1.WithResource("tokenreviews"), KindName: "TokenReview", Singular: "tokenreview",
 			New: func() runtime.Object { return &authenticationapi.TokenReview{} },
-			Create: func(ctx context.Context, _ string, obj runtime.Object, opts *metav1.CreateOptions) (runtime.Object, error) {
-				return reviews.Create(ctx, obj, nil, opts)
+			Create: func(ctx context.Context, _ string, obj runtime.Object, validate rest.ValidateObjectFunc, opts *metav1.CreateOptions) (runtime.Object, error) {
+				return reviews.Create(ctx, obj, validate, opts)
 			},
 		},
 		{

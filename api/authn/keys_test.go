@@ -220,7 +220,7 @@ func TestTokenRequestWaitsForKey(t *testing.T) {
 		}
 	}
 	create := func() (runtime.Object, error) {
-		return tokenRequest.Create(nsCtx("default"), "app", &authenticationapi.TokenRequest{Spec: authenticationapi.TokenRequestSpec{ExpirationSeconds: 3600}}, &metav1.CreateOptions{})
+		return tokenRequest.Create(nsCtx("default"), "app", &authenticationapi.TokenRequest{Spec: authenticationapi.TokenRequestSpec{ExpirationSeconds: 3600}}, nil, &metav1.CreateOptions{})
 	}
 	_, err := create()
 	var se apierrors.APIStatus

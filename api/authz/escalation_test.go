@@ -238,7 +238,7 @@ func TestReviews(t *testing.T) {
 	reviews := map[string]func(ctx context.Context, obj runtime.Object) (runtime.Object, error){}
 	for _, v := range w.authz.Reviews() {
 		reviews[v.KindName] = func(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
-			return v.Create(ctx, "", obj, &metav1.CreateOptions{})
+			return v.Create(ctx, "", obj, nil, &metav1.CreateOptions{})
 		}
 	}
 	secretGet := func(ns string) *authorizationapi.ResourceAttributes {

@@ -29,8 +29,8 @@ func (a *Authorizer) Reviews() []*registry.Virtual {
 	review := func(resource, kind, singular string, namespaced bool, newObj func() runtime.Object, r creater) *registry.Virtual {
 		return &registry.Virtual{
 			GVR: gv.WithResource(resource), KindName: kind, Singular: singular, Namespaced: namespaced, New: newObj,
-			Create: func(ctx context.Context, _ string, obj runtime.Object, opts *metav1.CreateOptions) (runtime.Object, error) {
-				return r.Create(ctx, obj, nil, opts)
+			Create: func(ctx context.Context, _ string, obj runtime.Object, validate rest.ValidateObjectFunc, opts *metav1.CreateOptions) (runtime.Object, error) {
+				return r.Create(ctx, obj, validate, opts)
 			},
 		}
 	}

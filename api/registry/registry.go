@@ -31,12 +31,15 @@ type Registry struct {
 
 	virtuals     map[virtualKey]*Virtual
 	virtualOrder []*Virtual
+	// adm is the node's admission chain; AddVirtual asks it for each
+	// virtual resource's validating steps.
+	adm Admission
 }
 
 // New builds a store for each of resources on stor, each guarded by the
 // resource's own Admit and then by adm's steps for it (nil: none).
 func New(stor *storage.Storage, resources []*Resource, adm Admission) *Registry {
-	r := &Registry{storage: stor, stores: map[schema.GroupVersionResource]*Store{}}
+	r := &Registry{storage: stor, stores: map[schema.GroupVersionResource]*Store{}, adm: adm}
 	for _, res := range resources {
 		stored := res.Stored()
 		s := &Store{Resource: res, chain: chain(res, adm), deleteChain: deleteChain(res, adm), validateChain: validateChain(res, adm), storage: stor.ForResource(storage.ResourceConfig{

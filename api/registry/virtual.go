@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/registry/rest"
 )
 
 // Virtual is a resource or subresource that answers POST without storing the
@@ -28,11 +29,38 @@ type Virtual struct {
 	New func() runtime.Object
 	// Create does the work. name is the parent's name for a subresource and
 	// empty otherwise. The context carries the user, the namespace and the
-	// request info. It returns the internal object to answer with (201).
-	Create func(ctx context.Context, name string, obj runtime.Object, opts *metav1.CreateOptions) (runtime.Object, error)
+	// request info. validate is the node's validating admission of this
+	// resource, handed to kube's REST objects as kube-apiserver hands it:
+	// they call it once they have checked the request, before they act. It
+	// returns the internal object to answer with (201).
+	Create func(ctx context.Context, name string, obj runtime.Object, validate rest.ValidateObjectFunc, opts *metav1.CreateOptions) (runtime.Object, error)
 	// Warning, when set, is sent as a Warning header with every answer
 	// (kube's deprecation warning for a deprecated version).
 	Warning string
+
+	// validate is the node's validating admission of this resource, set
+	// by AddVirtual.
+	validate []ValidateFunc
+}
+
+// Validation is v's validating admission for one create, as kube's REST
+// objects take it (rest.ValidateObjectFunc). kube's ValidatingAdmissionPolicy
+// plugin itself leaves out the reviews kube-apiserver excludes from
+// admission (TokenReview, the access reviews, SelfSubjectReview), so only
+// TokenRequest's policies take effect, as in kube-apiserver, where
+// serviceaccounts/token is explicitly admitted.
+func (v *Virtual) Validation(dryRun bool) rest.ValidateObjectFunc {
+	if len(v.validate) == 0 {
+		return nil
+	}
+	return func(ctx context.Context, obj runtime.Object) error {
+		for _, validate := range v.validate {
+			if err := validate(ctx, obj, nil, dryRun); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // Kind is the group version kind posted and returned.
@@ -56,8 +84,12 @@ type virtualKey struct {
 	sub string
 }
 
-// AddVirtual registers v. It is called while wiring, before serving.
+// AddVirtual registers v, with the validating admission of the registry's
+// admission chain for it. It is called while wiring, before serving.
 func (r *Registry) AddVirtual(v *Virtual) {
+	if va, ok := r.adm.(ValidatingAdmission); ok && v.validate == nil {
+		v.validate = va.ForValidate(v.GVR, v.Kind())
+	}
 	if r.virtuals == nil {
 		r.virtuals = map[virtualKey]*Virtual{}
 	}

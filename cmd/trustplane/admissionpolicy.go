@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -74,7 +75,7 @@ func (p *admissionPolicies) serving(reg *registry.Registry) *registry.Registry {
 // and Service at bootstrap): kube-apiserver makes those through its
 // loopback client, so they pass its policies; here they skip them.
 func (p *admissionPolicies) step(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.ValidateFunc {
-	if p.plugin == nil {
+	if p.plugin == nil || excludedFromAdmission(gvr) {
 		return nil
 	}
 	// kube's audit wrapper copies the plugin's annotations (auditAnnotations,
@@ -86,6 +87,14 @@ func (p *admissionPolicies) step(gvr schema.GroupVersionResource, kind schema.Gr
 		}
 		return hook(ctx, obj, old, dryRun)
 	}}
+}
+
+// excludedFromAdmission reports the resources kube-apiserver keeps out of
+// admission (the reviews): the plugin would ignore them anyway, and a
+// review, whose REST object copies the request for its validation, is
+// spared the copy and the attributes.
+func excludedFromAdmission(gvr schema.GroupVersionResource) bool {
+	return slices.Contains(exclusion.Excluded(), gvr.GroupResource())
 }
 
 // deleteStep is the plugin's step of gvr's delete admission, with the
