@@ -298,3 +298,116 @@ func TestE2EAdmissionPolicyAcrossNodes(t *testing.T) {
 			`serviceaccounts "on" is forbidden: ValidatingAdmissionPolicy 'e2e-no-automount' with binding 'e2e-no-automount-prod' denied request: ServiceAccounts in prod must not automount tokens`)
 	}
 }
+
+// TestE2EAdmissionPolicyLeaderKilled changes a policy over and over on a
+// three-node cluster while the leader is killed, and writes that break it
+// keep coming to every node. No breaking write is ever admitted (the new
+// leader enforces the policy from the moment it leads: every node keeps
+// its own compiled copy), no acknowledged policy change is lost, and the
+// survivors and the restarted node all enforce the last one.
+func TestE2EAdmissionPolicyLeaderKilled(t *testing.T) {
+	nodes := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	admin := nodes[0].clientset()
+	createNamespace(t, admin, "e2e-prod")
+	rule := func(version int) admissionregistrationv1.Validation {
+		return admissionregistrationv1.Validation{Expression: "object.automountServiceAccountToken == false",
+			Message: fmt.Sprintf("ServiceAccounts in prod must not automount tokens (rule version %d)", version)}
+	}
+	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, saPolicy("e2e-no-automount", rule(0)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx,
+		bind("e2e-no-automount-prod", "e2e-no-automount", "e2e-prod", admissionregistrationv1.Deny), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	on := true
+	breaking := func(name string) *corev1.ServiceAccount {
+		return &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}, AutomountServiceAccountToken: &on}
+	}
+	for _, n := range nodes {
+		waitFor(t, 30*time.Second, "the policy to guard writes through "+n.name, func() bool {
+			_, err := n.clientset().CoreV1().ServiceAccounts("e2e-prod").Create(ctx, breaking("probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err != nil
+		})
+	}
+
+	// Breaking writes, round-robin over the nodes, until told to stop.
+	stop := make(chan struct{})
+	var admitted []string
+	breakerDone := make(chan struct{})
+	go func() {
+		defer close(breakerDone)
+		for i := 0; i < 2000; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			n := nodes[i%len(nodes)]
+			wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+			name := fmt.Sprintf("breaking-%d", i)
+			if _, err := n.clientset().CoreV1().ServiceAccounts("e2e-prod").Create(wctx, breaking(name), metav1.CreateOptions{}); err == nil {
+				admitted = append(admitted, name)
+			}
+			wcancel()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+
+	// Policy changes, through whichever node answers; the leader is killed
+	// after the fifth.
+	leader := leaderOf(t, nodes)
+	live := nodes
+	acked := 0
+	for version := 1; version <= 15; version++ {
+		if version == 6 {
+			leader.kill()
+			live = followersOf(nodes, leader)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for attempt := 0; ; attempt++ {
+			if time.Now().After(deadline) {
+				t.Fatalf("policy change %d was never acknowledged", version)
+			}
+			policies := live[attempt%len(live)].clientset().AdmissionregistrationV1().ValidatingAdmissionPolicies()
+			wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+			p, err := policies.Get(wctx, "e2e-no-automount", metav1.GetOptions{})
+			if err == nil {
+				p.Spec.Validations = []admissionregistrationv1.Validation{rule(version)}
+				_, err = policies.Update(wctx, p, metav1.UpdateOptions{})
+			}
+			wcancel()
+			if err == nil {
+				acked = version
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	close(stop)
+	<-breakerDone
+	if len(admitted) > 0 {
+		t.Errorf("writes that break the policy were admitted while it changed and the leader died: %v", admitted)
+	}
+
+	want := fmt.Sprintf("(rule version %d)", acked)
+	check := func(n *node) {
+		var err error
+		waitFor(t, 30*time.Second, "rule version "+fmt.Sprint(acked)+" through "+n.name, func() bool {
+			_, err = n.clientset().CoreV1().ServiceAccounts("e2e-prod").Create(ctx, breaking("probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err != nil && strings.Contains(err.Error(), want)
+		})
+		waitFor(t, 30*time.Second, n.name+"'s own copy of rule version "+fmt.Sprint(acked), func() bool {
+			p, err := n.clientset().AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, "e2e-no-automount", metav1.GetOptions{ResourceVersion: "0"})
+			return err == nil && strings.Contains(p.Spec.Validations[0].Message, want)
+		})
+	}
+	for _, n := range live {
+		check(n)
+	}
+	leader.start()
+	leader.waitReady(90 * time.Second)
+	check(leader)
+}
