@@ -103,7 +103,7 @@ func HookValidate(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk s
 		if err != nil {
 			return err
 		}
-		return validate(ctx, attrs, oi, plugins)
+		return validate(ctx, newUnstructuredAttributes(attrs, scheme, gvk), oi, plugins)
 	}
 }
 
@@ -125,6 +125,6 @@ func HookDelete(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk sch
 		if err != nil {
 			return err
 		}
-		return validate(ctx, attrs, oi, plugins)
+		return validate(ctx, newUnstructuredAttributes(attrs, scheme, gvk), oi, plugins)
 	}
 }

@@ -16,6 +16,10 @@
 //     request's dry run; ValidatingAdmissionPolicy runs there.
 //   - A delete is admitted by validating plugins only (HookDelete), with
 //     the object as stored, once the strategy has agreed to delete.
+//   - Validating plugins see the objects as Unstructured objects of the
+//     request's kind, converted once per request on first use, so that
+//     kube's policy plugin does not convert them again for every policy
+//     it evaluates (unstructured.go).
 //   - A plugin that does not handle the operation (admission.Handler) is
 //     skipped, as kube's admission chain skips it.
 //   - NodeSubjectRestriction is the one plugin of our own: no CSR, for any
