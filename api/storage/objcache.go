@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,13 +25,16 @@ import (
 // read, copied by value into the list and encoded, and ItemJSON use them
 // directly.
 //
-// Two things bound it. Versions that are no longer live (replaced or
+// Three things bound it. Versions that are no longer live (replaced or
 // deleted) are dropped by a sweep that runs when the cache has grown to
 // twice its size after the previous sweep. And the decoded objects of every
 // store of a node together stay within the node's budget (objBudget,
 // maxCachedObjectBytes): past it, entries are evicted, those not read since
 // the previous eviction first (a clock), and a version evicted is decoded
-// again the next time it is read, as a new shared object.
+// again the next time it is read, as a new shared object. And every
+// idleSweepInterval the entries not read since the previous sweep leave
+// (objBudget.sweepIdle), so a node that has stopped reading them does not
+// keep them for the collector to mark.
 type objCache struct {
 	budget *objBudget
 
@@ -66,6 +70,11 @@ type cachedObj struct {
 // not make them a third copy of the store. Encodings of versions that are no
 // longer live are released with their entries.
 const maxItemEncodingBytes = 128 << 20
+
+// idleSweepInterval is how often the object caches drop the entries not
+// read since the previous sweep (objBudget.sweepIdle): a decoded object
+// nobody reads for one to two intervals leaves, whatever the budget.
+const idleSweepInterval = 30 * time.Second
 
 // maxCachedObjectBytes bounds the decoded objects the object caches of a
 // node hold, over every resource, as objectCost estimates them. Without a
@@ -135,6 +144,43 @@ func (b *objBudget) evict() {
 	b.mu.Unlock()
 	for _, c := range caches {
 		c.shrink(float64(total-target) / float64(total))
+	}
+}
+
+// sweepIdle drops, from every cache, the entries not read since the
+// previous sweep, and clears the mark of the others. Decoded objects are
+// pointer-rich: every collection marks each one, so a cache full of
+// objects decoded once (for a watch event, a list long past) costs the
+// collector CPU on every request while the node serves other work. A
+// version dropped is decoded again the next time it is read.
+func (b *objBudget) sweepIdle() {
+	b.mu.Lock()
+	caches := append([]*objCache(nil), b.caches...)
+	b.mu.Unlock()
+	for _, c := range caches {
+		c.mu.Lock()
+		for k, e := range c.m {
+			if e.used.Swap(false) {
+				continue
+			}
+			delete(c.m, k)
+			c.budget.release(e)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// sweepIdleLoop runs sweepIdle every idleSweepInterval until stop closes.
+func (b *objBudget) sweepIdleLoop(stop <-chan struct{}) {
+	t := time.NewTicker(idleSweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			b.sweepIdle()
+		}
 	}
 }
 

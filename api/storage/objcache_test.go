@@ -184,3 +184,55 @@ func TestObjectCacheReleasedEncoding(t *testing.T) {
 		t.Fatalf("%d bytes of an evicted entry's encoding are still counted", n)
 	}
 }
+
+// TestObjectCacheIdleSweep: a sweep drops the entries nobody read since
+// the previous one, whatever the budget, and releases their cost; an entry
+// read between two sweeps survives the second, and leaves at the third
+// unless read again.
+func TestObjectCacheIdleSweep(t *testing.T) {
+	live := func(fsm.Key) (uint64, bool) { return 1, true }
+	value := make([]byte, 100)
+	var enc atomic.Int64
+	b := &objBudget{max: 1 << 30, enc: &enc}
+	caches := []*objCache{{}, {}}
+	for _, c := range caches {
+		b.register(c)
+	}
+	var kvs [2][]*fsm.KV
+	for ci, c := range caches {
+		for i := 0; i < 10; i++ {
+			kv := &fsm.KV{Key: fsm.Key{Resource: fmt.Sprint("r", ci), Name: fmt.Sprint(i)}, ModRevision: 1, Value: value}
+			c.put(kv, &api.ServiceAccount{}, live)
+			kvs[ci] = append(kvs[ci], kv)
+		}
+	}
+	// Read the first three of cache 0 and the first of cache 1.
+	read := func() {
+		for _, kv := range kvs[0][:3] {
+			caches[0].entry(kv)
+		}
+		caches[1].entry(kvs[1][0])
+	}
+	read()
+	b.sweepIdle()
+	if len(caches[0].m) != 3 || len(caches[1].m) != 1 {
+		t.Fatalf("after a sweep the caches hold %d and %d entries, want the 3 and 1 read", len(caches[0].m), len(caches[1].m))
+	}
+	if n, want := b.bytes.Load(), cachedCost(caches...); n != want {
+		t.Fatalf("the budget counts %d bytes, the caches hold %d", n, want)
+	}
+	// Read again: they survive the next sweep too.
+	read()
+	b.sweepIdle()
+	if len(caches[0].m) != 3 || len(caches[1].m) != 1 {
+		t.Fatalf("entries read again were dropped: %d and %d left", len(caches[0].m), len(caches[1].m))
+	}
+	// Not read since: the next sweep takes them.
+	b.sweepIdle()
+	if len(caches[0].m)+len(caches[1].m) != 0 || b.bytes.Load() != 0 {
+		t.Fatalf("entries unread for a whole interval stayed: %d and %d, %d bytes", len(caches[0].m), len(caches[1].m), b.bytes.Load())
+	}
+	if caches[0].get(kvs[0][0]) != nil {
+		t.Fatal("a dropped version is still served from the cache")
+	}
+}

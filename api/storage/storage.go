@@ -98,6 +98,10 @@ func DefaultConfig() *Config {
 // Storage is one node's storage layer over its Backend: the rules every
 // resource shares.
 type Storage struct {
+	// stopSweep ends the object caches' idle sweep (Close).
+	stopSweep chan struct{}
+	closeOnce sync.Once
+
 	backend      Backend
 	freshWait    time.Duration
 	transformers value.ResourceTransformers
@@ -136,6 +140,8 @@ func New(cfg *Config, backend Backend) (*Storage, error) {
 	s := &Storage{backend: backend, freshWait: cfg.FreshWait, transformers: cfg.Transformers, maxObjectBytes: cfg.MaxObjectBytes,
 		stores: map[schema.GroupResource]*Store{}, ttls: map[schema.GroupResource]time.Duration{}, maxItemEncodings: maxItemEncodingBytes, feed: cfg.Feed}
 	s.objs.max, s.objs.enc = maxCachedObjectBytes, &s.itemEncodings
+	s.stopSweep = make(chan struct{})
+	go s.objs.sweepIdleLoop(s.stopSweep)
 	if cfg.Feed != nil {
 		wcfg := watchcache.DefaultConfig()
 		if cfg.Watch != nil {
@@ -152,11 +158,15 @@ func New(cfg *Config, backend Backend) (*Storage, error) {
 	return s, nil
 }
 
-// Close stops the watch cache: every watch ends.
+// Close stops the watch cache (every watch ends) and the object caches'
+// idle sweep. It may be called more than once.
 func (s *Storage) Close() {
-	if s.watches != nil {
-		s.watches.Close()
-	}
+	s.closeOnce.Do(func() {
+		close(s.stopSweep)
+		if s.watches != nil {
+			s.watches.Close()
+		}
+	})
 }
 
 // decodeShared decodes a stored value of any resource into the shared,
