@@ -32,8 +32,7 @@ type unstructuredAttributes struct {
 	admission.Attributes
 	scheme   *runtime.Scheme
 	gvk      schema.GroupVersionKind
-	obj, old *unstructured.Unstructured
-	err      error
+	obj, old convertedObject
 
 	mu          sync.Mutex
 	annotations map[string]annotation
@@ -88,32 +87,34 @@ func newUnstructuredAttributes(attrs admission.Attributes, scheme *runtime.Schem
 // cannot be converted, the object as it came (the plugin then converts it
 // itself, and reports what goes wrong).
 func (a *unstructuredAttributes) GetObject() runtime.Object {
-	obj := a.Attributes.GetObject()
-	if obj == nil {
-		return nil
-	}
-	if a.obj == nil && a.err == nil {
-		a.obj, a.err = a.convert(obj)
-	}
-	if a.err != nil {
-		return obj
-	}
-	return a.obj
+	return a.converted(&a.obj, a.Attributes.GetObject())
 }
 
 // GetOldObject is GetObject for the old object.
 func (a *unstructuredAttributes) GetOldObject() runtime.Object {
-	old := a.Attributes.GetOldObject()
-	if old == nil {
+	return a.converted(&a.old, a.Attributes.GetOldObject())
+}
+
+// converted returns obj's conversion, made into *slot on first use.
+func (a *unstructuredAttributes) converted(slot *convertedObject, obj runtime.Object) runtime.Object {
+	if obj == nil {
 		return nil
 	}
-	if a.old == nil && a.err == nil {
-		a.old, a.err = a.convert(old)
+	if !slot.done {
+		slot.u, slot.err = a.convert(obj)
+		slot.done = true
 	}
-	if a.err != nil {
-		return old
+	if slot.err != nil {
+		return obj
 	}
-	return a.old
+	return slot.u
+}
+
+// convertedObject is one object's conversion, once made.
+type convertedObject struct {
+	done bool
+	u    *unstructured.Unstructured
+	err  error
 }
 
 func (a *unstructuredAttributes) convert(obj runtime.Object) (*unstructured.Unstructured, error) {

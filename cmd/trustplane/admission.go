@@ -46,36 +46,32 @@ func loopbackConfig(ca *certs.CA, url, user string, groups ...string) (*rest.Con
 type admissionChain []registry.Admission
 
 func (c admissionChain) For(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.AdmitFunc {
-	var steps []registry.AdmitFunc
-	for _, a := range c {
-		steps = append(steps, a.For(gvr, kind)...)
-	}
-	return steps
+	return chainSteps(c, func(a registry.Admission) []registry.AdmitFunc { return a.For(gvr, kind) })
 }
 
 // ForValidate gives each resource the validating steps, after the
 // strategy, of the parts that have them (registry.ValidatingAdmission), in
 // the order of the parts.
 func (c admissionChain) ForValidate(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.ValidateFunc {
-	var steps []registry.ValidateFunc
-	for _, a := range c {
-		if v, ok := a.(registry.ValidatingAdmission); ok {
-			steps = append(steps, v.ForValidate(gvr, kind)...)
-		}
-	}
-	return steps
+	return chainSteps(c, func(v registry.ValidatingAdmission) []registry.ValidateFunc { return v.ForValidate(gvr, kind) })
 }
 
 // ForDelete gives each resource the delete steps of the parts that guard
 // deletes (registry.DeleteAdmission), in the order of the parts.
 func (c admissionChain) ForDelete(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.AdmitDeleteFunc {
-	var steps []registry.AdmitDeleteFunc
+	return chainSteps(c, func(d registry.DeleteAdmission) []registry.AdmitDeleteFunc { return d.ForDelete(gvr, kind) })
+}
+
+// chainSteps joins, in the order of the parts of c, the steps of the parts
+// that have the capability P.
+func chainSteps[P, S any](c admissionChain, steps func(P) []S) []S {
+	var out []S
 	for _, a := range c {
-		if d, ok := a.(registry.DeleteAdmission); ok {
-			steps = append(steps, d.ForDelete(gvr, kind)...)
+		if p, ok := a.(P); ok {
+			out = append(out, steps(p)...)
 		}
 	}
-	return steps
+	return out
 }
 
 // plugins are kube's admission plugins the node runs, built before the
