@@ -14,7 +14,6 @@ import (
 	"k8s.io/component-base/featuregate"
 	kubefeatures "k8s.io/kubernetes/pkg/features"
 
-	"github.com/trustplane/trustplane/api"
 	"github.com/trustplane/trustplane/api/registry"
 )
 
@@ -41,10 +40,6 @@ func servedAPIs(reg *registry.Registry) []servedAPI {
 // by default (the specification's stability table; kube's KEP-3136).
 var betaOnByDefaultBefore = version.MajorMinor(1, 22)
 
-// serverVersion is the release whose lifetimes apply: the one /version
-// reports.
-var serverVersion = version.MustParseGeneric(api.Version.Major + "." + api.Version.Minor)
-
 // parseRuntimeConfig reads --runtime-config as kube-apiserver does
 // (group/version=true|false, group/version/resource=..., api/all, api/ga,
 // api/beta, api/alpha; a missing value is true) over the defaults the
@@ -54,10 +49,14 @@ var serverVersion = version.MustParseGeneric(api.Version.Major + "." + api.Versi
 //   - an alpha version is off;
 //   - a beta version is on only if its kind was introduced before 1.22;
 //   - a version whose kind's removal release is the server's or older is off
-//     (kube's APILifecycleRemoved), unless the flag turns it on.
+//     (kube's APILifecycleRemoved), unless the flag turns it on;
+//   - a version introduced after the server's release is off, even if the
+//     flag turns it on.
+//
+// The server's release, current, is the one it emulates (emulation.go).
 //
 // apis may be nil (checking the flag's syntax before the server is built).
-func parseRuntimeConfig(s string, apis []servedAPI) (*serverstore.ResourceConfig, error) {
+func parseRuntimeConfig(s string, apis []servedAPI, current *version.Version) (*serverstore.ResourceConfig, error) {
 	overrides := cliflag.ConfigurationMap{}
 	if strings.TrimSpace(s) != "" {
 		if err := overrides.Set(s); err != nil {
@@ -92,7 +91,7 @@ func parseRuntimeConfig(s string, apis []servedAPI) (*serverstore.ResourceConfig
 		}
 	}
 	for _, a := range apis {
-		on := defaultOn(a.kind, serverVersion)
+		on := defaultOn(a.kind, current)
 		if on != defaults.ResourceEnabled(a.gvr) {
 			if on {
 				defaults.EnableResources(a.gvr)
@@ -104,6 +103,14 @@ func parseRuntimeConfig(s string, apis []servedAPI) (*serverstore.ResourceConfig
 	rc, err := resourceconfig.MergeAPIResourceConfigs(defaults, overrides, registry.Scheme)
 	if err != nil {
 		return nil, fmt.Errorf("--runtime-config: %w", err)
+	}
+	// A version the emulated release did not have stays off whatever the
+	// flag says, as in kube-apiserver (without --emulation-forward-compatible,
+	// which is not served here).
+	for _, a := range apis {
+		if introducedAfter(a.kind, current) {
+			rc.DisableResources(a.gvr)
+		}
 	}
 	return rc, nil
 }
@@ -131,6 +138,9 @@ func defaultOn(kind schema.GroupVersionKind, current *version.Version) bool {
 		if !version.MajorMinor(uint(major), uint(minor)).GreaterThan(current) {
 			return false
 		}
+	}
+	if introducedAfter(kind, current) {
+		return false
 	}
 	switch stability(kind.Version) {
 	case "ga":
@@ -162,4 +172,19 @@ func (a apiSelection) serves(gvr schema.GroupVersionResource, _ schema.GroupVers
 		return a.gates.Enabled(kubefeatures.ClusterTrustBundle)
 	}
 	return true
+}
+
+// introducedAfter says whether kind's version came after release current
+// (kube's APILifecycleIntroduced; stable versions carry none).
+func introducedAfter(kind schema.GroupVersionKind, current *version.Version) bool {
+	obj, err := registry.Scheme.New(kind)
+	if err != nil {
+		return false
+	}
+	i, ok := obj.(interface{ APILifecycleIntroduced() (int, int) })
+	if !ok {
+		return false
+	}
+	major, minor := i.APILifecycleIntroduced()
+	return version.MajorMinor(uint(major), uint(minor)).GreaterThan(current)
 }

@@ -31,29 +31,38 @@ func gvk(g, v, k string) schema.GroupVersionKind {
 func TestRuntimeConfig(t *testing.T) {
 	// What each flag leaves served, in testAPIs' order.
 	cases := []struct {
-		flag string
-		want []bool
+		flag    string
+		want    []bool
+		release string // emulated; 1.33 if empty
 	}{
-		{"", []bool{true, false, false, true, false, true, true}},
-		{"certificates.k8s.io/v1alpha1=true", []bool{true, false, true, true, false, true, true}},
-		{"certificates.k8s.io/v1alpha1", []bool{true, false, true, true, false, true, true}},
-		{"certificates.k8s.io/v1beta1=true,certificates.k8s.io/v1alpha1=false", []bool{true, true, false, true, false, true, true}},
-		{"certificates.k8s.io/v1beta1/clustertrustbundles=true", []bool{true, true, false, true, false, true, true}},
-		{"api/alpha=true", []bool{true, false, true, true, false, true, true}},
+		{"", []bool{true, false, false, true, false, true, true}, ""},
+		{"certificates.k8s.io/v1alpha1=true", []bool{true, false, true, true, false, true, true}, ""},
+		{"certificates.k8s.io/v1alpha1", []bool{true, false, true, true, false, true, true}, ""},
+		{"certificates.k8s.io/v1beta1=true,certificates.k8s.io/v1alpha1=false", []bool{true, true, false, true, false, true, true}, ""},
+		{"certificates.k8s.io/v1beta1/clustertrustbundles=true", []bool{true, true, false, true, false, true, true}, ""},
+		{"api/alpha=true", []bool{true, false, true, true, false, true, true}, ""},
 		// A removed version comes back only when the flag names it.
-		{"authentication.k8s.io/v1beta1=true", []bool{true, false, false, true, true, true, true}},
-		{"authentication.k8s.io/v1beta1/selfsubjectreviews=true", []bool{true, false, false, true, true, true, true}},
-		{"api/beta=true", []bool{true, true, false, true, true, true, true}},
-		{"api/all=false,certificates.k8s.io/v1=false", []bool{false, false, false, false, false, false, false}},
-		{"v1/secrets=false", []bool{true, false, false, true, false, true, false}},
-		{"api/all=false,v1=true", []bool{false, false, false, false, false, false, true}},
-		{"api/ga=false,rbac.authorization.k8s.io/v1=true", []bool{false, false, false, false, false, true, false}},
-		{"rbac.authorization.k8s.io/v1=false", []bool{true, false, false, true, false, false, true}},
-		{"rbac.authorization.k8s.io/v1/roles=false", []bool{true, false, false, true, false, false, true}},
-		{"api/v1=false", []bool{true, false, false, true, false, true, false}},
+		{"authentication.k8s.io/v1beta1=true", []bool{true, false, false, true, true, true, true}, ""},
+		{"authentication.k8s.io/v1beta1/selfsubjectreviews=true", []bool{true, false, false, true, true, true, true}, ""},
+		{"api/beta=true", []bool{true, true, false, true, true, true, true}, ""},
+		{"api/all=false,certificates.k8s.io/v1=false", []bool{false, false, false, false, false, false, false}, ""},
+		{"v1/secrets=false", []bool{true, false, false, true, false, true, false}, ""},
+		{"api/all=false,v1=true", []bool{false, false, false, false, false, false, true}, ""},
+		{"api/ga=false,rbac.authorization.k8s.io/v1=true", []bool{false, false, false, false, false, true, false}, ""},
+		{"rbac.authorization.k8s.io/v1=false", []bool{true, false, false, true, false, false, true}, ""},
+		{"rbac.authorization.k8s.io/v1/roles=false", []bool{true, false, false, true, false, false, true}, ""},
+		{"api/v1=false", []bool{true, false, false, true, false, true, false}, ""},
+		// Emulating 1.32: v1beta1 ClusterTrustBundle (1.33) is not served even
+		// when named; v1alpha1 (1.26) still can be.
+		{"certificates.k8s.io/v1beta1=true,certificates.k8s.io/v1alpha1=true", []bool{true, false, true, true, false, true, true}, "1.32"},
+		{"api/all=true", []bool{true, false, true, true, true, true, true}, "1.32"},
 	}
 	for _, c := range cases {
-		rc, err := parseRuntimeConfig(c.flag, testAPIs)
+		release := version.MajorMinor(1, 33)
+		if c.release != "" {
+			release = version.MustParseGeneric(c.release)
+		}
+		rc, err := parseRuntimeConfig(c.flag, testAPIs, release)
 		if err != nil {
 			t.Errorf("%q: %v", c.flag, err)
 			continue
@@ -65,7 +74,7 @@ func TestRuntimeConfig(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"certificates.k8s.io/v1alpha1=maybe", "certificates.k8s.io/v9=true", "nosuch.example.com/v1=true", "api/all=sometimes", "api/all=false", "rbac.authorization.k8s.io/v1/Roles=false"} {
-		if _, err := parseRuntimeConfig(bad, testAPIs); err == nil {
+		if _, err := parseRuntimeConfig(bad, testAPIs, version.MajorMinor(1, 33)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}
@@ -83,7 +92,7 @@ func TestVersionDefaults(t *testing.T) {
 		{gvk("certificates.k8s.io", "v1alpha1", "ClusterTrustBundle"), "1.33", false},
 		// A beta from 1.22 on is off by default.
 		{gvk("certificates.k8s.io", "v1beta1", "ClusterTrustBundle"), "1.33", false},
-		// A beta introduced before 1.22 was on while it was served (1.8 to
+		// A beta introduced before 1.22 was on while it was served (1.6 to
 		// 1.21), and is off from its removal release (1.22).
 		{gvk("rbac.authorization.k8s.io", "v1beta1", "ClusterRole"), "1.21", true},
 		{gvk("rbac.authorization.k8s.io", "v1beta1", "ClusterRole"), "1.22", false},
@@ -92,6 +101,8 @@ func TestVersionDefaults(t *testing.T) {
 		// v1beta1 SelfSubjectReview: introduced 1.27, removed 1.33.
 		{gvk("authentication.k8s.io", "v1beta1", "SelfSubjectReview"), "1.32", false},
 		{gvk("authentication.k8s.io", "v1beta1", "SelfSubjectReview"), "1.33", false},
+		// A version is off before the release that introduced it (1.6 here).
+		{gvk("rbac.authorization.k8s.io", "v1beta1", "ClusterRole"), "1.5", false},
 	}
 	for _, c := range cases {
 		if got := defaultOn(c.kind, version.MustParseGeneric(c.release)); got != c.want {

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/version"
 	genericfeatures "k8s.io/apiserver/pkg/features"
 	"k8s.io/apiserver/pkg/server/healthz"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -47,6 +48,8 @@ type options struct {
 	tlsSANs          string
 	runtimeConfig    string
 	featureGates     string
+	emulatedVersion  string
+	emulated         *version.Version // emulatedVersion, parsed
 	saIssuer         string
 	serviceCIDR      string
 	logLevel         string
@@ -106,6 +109,7 @@ func parseServe(args []string) (*options, error) {
 	fs.StringVar(&o.caDir, "ca-dir", "", "shared cluster CA directory (default <data-dir>/pki, generated when absent)")
 	fs.StringVar(&o.tlsSANs, "tls-san", "", "extra DNS names or IP addresses for the API's serving certificate, comma-separated (k3s' --tls-san): the names clients reach the node by, such as a Service's DNS names")
 	fs.StringVar(&o.runtimeConfig, "runtime-config", "", "enable or disable API versions and resources, kube-apiserver's syntax: api/all=false,v1=true,certificates.k8s.io/v1beta1=true,rbac.authorization.k8s.io/v1/roles=false,...")
+	fs.StringVar(&o.emulatedVersion, "emulated-version", "", "the release whose APIs, feature gate defaults and CEL libraries the node emulates, kube-apiserver's syntax: 1.32 or kube=1.32 (from 1.31 to 1.33, the default)")
 	fs.StringVar(&o.featureGates, "feature-gates", "", "kube-apiserver's feature gates, Name=true|false,... (honoured: APIResponseCompression, WatchList, AuthorizeWithSelectors, ClusterTrustBundle)")
 	fs.StringVar(&o.saIssuer, "service-account-issuer", authn.DefaultIssuer, "service account token issuer URL (the \"iss\" of issued tokens and the API audience)")
 	fs.StringVar(&o.tokenAuthFile, "token-auth-file", "", "static bearer tokens, kube's CSV format: token,user,uid[,\"group1,group2\"]")
@@ -174,10 +178,14 @@ func parseServe(args []string) (*options, error) {
 	if o.livezGrace < 0 {
 		return nil, errors.New("--livez-grace-period can not be a negative value")
 	}
+	var err error
+	if o.emulated, err = checkEmulatedVersion(o.emulatedVersion); err != nil {
+		return nil, err
+	}
 	if err := checkFeatureGates(o.featureGates); err != nil {
 		return nil, err
 	}
-	if _, err := parseRuntimeConfig(o.runtimeConfig, nil); err != nil {
+	if _, err := parseRuntimeConfig(o.runtimeConfig, nil, o.emulated); err != nil {
 		return nil, err
 	}
 	if err := o.events.check(); err != nil {
@@ -195,7 +203,6 @@ func parseServe(args []string) (*options, error) {
 	if err := o.audit.validate(); err != nil {
 		return nil, err
 	}
-	var err error
 	if o.addrs, err = o.advertise.resolve(o.listen, o.raftAddr, o.gossipAddr, o.multiNode()); err != nil {
 		return nil, err
 	}
@@ -219,6 +226,9 @@ func serve(args []string) error {
 	// log through klog: route it through the same handler.
 	klog.SetSlogLogger(log.With("component", "kube"))
 	slog.SetDefault(log)
+	if err := applyEmulatedVersion(o.emulatedVersion); err != nil {
+		return err
+	}
 	if err := applyFeatureGates(o.featureGates); err != nil {
 		return err
 	}
@@ -415,7 +425,7 @@ func serve(args []string) error {
 			WaitForLeader: o.writeLeaderWait,
 		}
 	}
-	rc, err := parseRuntimeConfig(o.runtimeConfig, servedAPIs(reg))
+	rc, err := parseRuntimeConfig(o.runtimeConfig, servedAPIs(reg), emulatedVersion())
 	if err != nil {
 		return err
 	}
