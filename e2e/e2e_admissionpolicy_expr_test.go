@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,8 @@ import (
 // TestE2EAdmissionPolicyExpressions: the parts of a policy kube's plugin
 // evaluates beyond a plain validation, on a real node: matchConditions,
 // variables, the binding's objectSelector, params chosen by a selector,
-// the CEL authorizer, and the runtime cost budget.
+// the CEL authorizer, and the runtime cost budgets: per expression and a
+// policy's total.
 func TestE2EAdmissionPolicyExpressions(t *testing.T) {
 	n := startNode(t)
 	ctx := context.Background()
@@ -31,17 +33,21 @@ func TestE2EAdmissionPolicyExpressions(t *testing.T) {
 	}
 	// enforced retries a create until the policy refuses it (informers
 	// bring a new policy in within a bounded wait), and returns the error.
-	enforced := func(cs kubernetes.Interface, name string, labels map[string]string) error {
+	enforcedSA := func(cs kubernetes.Interface, obj *corev1.ServiceAccount) error {
 		t.Helper()
 		for i := 0; i < 300; i++ {
-			_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, sa(name, labels), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			if err != nil {
 				return err
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		t.Fatalf("a create of %s was never refused", name)
+		t.Fatalf("a create of %s was never refused", obj.Name)
 		return nil
+	}
+	enforced := func(cs kubernetes.Interface, name string, labels map[string]string) error {
+		t.Helper()
+		return enforcedSA(cs, sa(name, labels))
 	}
 
 	// matchConditions, variables and the binding's objectSelector.
@@ -136,10 +142,12 @@ func TestE2EAdmissionPolicyExpressions(t *testing.T) {
 
 	// The runtime budget: an evaluation that would cost more than kube's
 	// per-expression limit is cut off with an error, and the default
-	// failurePolicy (Fail) refuses the write.
-	l := "[0,1,2,3,4,5,6,7,8,9]"
+	// failurePolicy (Fail) refuses the write. Its cost grows with the
+	// object (seven comprehensions over its secrets: ten make 10^7 steps),
+	// so no worst case is known at create and the policy is accepted.
+	l := "object.secrets"
 	budget := saPolicy("e2e-budget", admissionregistrationv1.Validation{
-		Expression: l + ".all(a, " + l + ".all(b, " + l + ".all(c, " + l + ".all(d, " + l + ".all(e, " + l + ".all(f, " + l + ".all(g, a+b+c+d+e+f+g >= 0)))))))",
+		Expression: l + ".all(a, " + l + ".all(b, " + l + ".all(c, " + l + ".all(d, " + l + ".all(e, " + l + ".all(f, " + l + ".all(g, a.name.size() + g.name.size() >= 0)))))))",
 	})
 	budget.Spec.MatchConditions = []admissionregistrationv1.MatchCondition{{Name: "budget", Expression: "has(object.metadata.labels) && 'budget' in object.metadata.labels"}}
 	if _, err := policies.Create(ctx, budget, metav1.CreateOptions{}); err != nil {
@@ -148,8 +156,40 @@ func TestE2EAdmissionPolicyExpressions(t *testing.T) {
 	if _, err := bindings.Create(ctx, bind("e2e-budget-b", "e2e-budget", ns, admissionregistrationv1.Deny), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = enforced(admin, "budget-1", map[string]string{"budget": "y"})
+	withSecrets := sa("budget-1", map[string]string{"budget": "y"})
+	for i := 0; i < 10; i++ {
+		withSecrets.Secrets = append(withSecrets.Secrets, corev1.ObjectReference{Name: fmt.Sprintf("s%d", i)})
+	}
+	err = enforcedSA(admin, withSecrets)
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "cost limit exceeded") {
 		t.Fatalf("an evaluation over the runtime budget: %v", err)
+	}
+	// With one secret the same policy costs little and admits the write.
+	withSecrets.Name, withSecrets.Secrets = "budget-2", withSecrets.Secrets[:1]
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, withSecrets, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("an evaluation within the runtime budget: %v", err)
+	}
+
+	// The total: a policy's validations share one budget of 10,000,000 per
+	// evaluation (kube's RuntimeCELCostBudget). Thirty authorizer checks
+	// of 350,000 each, every one within the per-expression limit, run it
+	// out, and the write is refused.
+	total := saPolicy("e2e-total", admissionregistrationv1.Validation{})
+	total.Spec.Validations = nil
+	for i := 0; i < 30; i++ {
+		total.Spec.Validations = append(total.Spec.Validations, admissionregistrationv1.Validation{
+			Expression: fmt.Sprintf("authorizer.group('').resource('secrets').namespace('ns-%d').check('get').allowed() || true", i),
+		})
+	}
+	total.Spec.MatchConditions = []admissionregistrationv1.MatchCondition{{Name: "total", Expression: "has(object.metadata.labels) && 'total' in object.metadata.labels"}}
+	if _, err := policies.Create(ctx, total, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bindings.Create(ctx, bind("e2e-total-b", "e2e-total", ns, admissionregistrationv1.Deny), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = enforced(admin, "total-1", map[string]string{"total": "y"})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "validation failed due to running out of cost budget, no further validation rules will be run") {
+		t.Fatalf("a policy over its total budget: %v", err)
 	}
 }

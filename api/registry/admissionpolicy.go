@@ -31,9 +31,10 @@ var (
 // status subresource) and ValidatingAdmissionPolicyBinding of
 // admissionregistration.k8s.io/v1, with kube's strategies, printers and
 // category (api-extensions; no short names). Their validation compiles
-// every CEL expression with kube's environment and cost estimator, and
-// checks that the requester may read the policy's paramKind (and the
-// binding's params) with authz, as kube-apiserver's storage does.
+// every CEL expression with kube's environment, and checks that the
+// requester may read the policy's paramKind (and the binding's params)
+// with authz, as kube-apiserver's storage does; a policy's new expressions
+// are also held to a worst-case cost (costCheckedPolicy).
 //
 // served is called at validation time, never before: it returns the
 // registry clients see (after --runtime-config), whose resources resolve
@@ -44,6 +45,7 @@ func AdmissionPolicyResources(authz authorizer.Authorizer, served func() *Regist
 		return served().Resolve(gvk)
 	})
 	policy := validatingadmissionpolicy.NewStrategy(authz, resolve)
+	checked := costCheckedPolicy{policy}
 	binding := validatingadmissionpolicybinding.NewStrategy(authz, policyGetter(served), resolve)
 	return []*Resource{
 		{
@@ -51,7 +53,7 @@ func AdmissionPolicyResources(authz authorizer.Authorizer, served func() *Regist
 			Categories:     []string{"api-extensions"},
 			NewFunc:        func() runtime.Object { return &admissionregistration.ValidatingAdmissionPolicy{} },
 			NewListFunc:    func() runtime.Object { return &admissionregistration.ValidatingAdmissionPolicyList{} },
-			CreateStrategy: policy, UpdateStrategy: policy, DeleteStrategy: policy,
+			CreateStrategy: checked, UpdateStrategy: checked, DeleteStrategy: policy,
 			// status.typeChecking is written by the status controller.
 			Subresources:   map[string]rest.RESTUpdateStrategy{"status": validatingadmissionpolicy.NewStatusStrategy(policy)},
 			GetAttrs:       storage.DefaultClusterScopedAttr,

@@ -1,6 +1,8 @@
 package registry
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,6 +61,22 @@ func TestAdmissionPolicyValidation(t *testing.T) {
 	withParams.Spec.ParamKind = &admissionregistration.ParamKind{APIVersion: "v1", Kind: "ConfigMap"}
 	noValidations := saPolicy("empty", "true")
 	noValidations.Spec.Validations = nil
+	// 30 authorizer checks: 30 times 350,004 is over 10,000,000.
+	checks := "authorizer.group('').resource('secrets').check('get').allowed()"
+	for i := 1; i < 30; i++ {
+		checks += " && authorizer.group('').resource('secrets').check('get').allowed()"
+	}
+	// A comprehension over 2,000 literals inside one over 2,000: millions.
+	var literals strings.Builder
+	for i := 0; i < 2000; i++ {
+		if i > 0 {
+			literals.WriteString(",")
+		}
+		fmt.Fprint(&literals, i)
+	}
+	nested := fmt.Sprintf("[%s].all(x, [%s].all(y, x != y || x == y))", literals.String(), literals.String())
+	costlyMessage := saPolicy("costly-message", "true")
+	costlyMessage.Spec.Validations[0].MessageExpression = fmt.Sprintf("[%s].all(x, [%s].all(y, x != y)) ? 'a' : 'b'", literals.String(), literals.String())
 	for _, tc := range []struct {
 		name   string
 		policy *admissionregistration.ValidatingAdmissionPolicy
@@ -81,6 +99,21 @@ func TestAdmissionPolicyValidation(t *testing.T) {
 			name: "a policy needs validations or audit annotations", policy: noValidations,
 			want: `ValidatingAdmissionPolicy.admissionregistration.k8s.io "empty" is invalid: [spec.validations: Required value: validations or auditAnnotations must contain at least one item, spec.auditAnnotations: Required value: validations or auditAnnotations must contain at least one item]`,
 		},
+		{
+			name: "a worst-case cost over the limit is refused with kube's message", policy: saPolicy("costly", checks),
+			want: `ValidatingAdmissionPolicy.admissionregistration.k8s.io "costly" is invalid: spec.validations[0].expression: Forbidden: estimated rule cost exceeds budget by factor of 1.050012x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)`,
+		},
+		{
+			name: "nested comprehensions over literals", policy: saPolicy("nested", nested),
+			want: `ValidatingAdmissionPolicy.admissionregistration.k8s.io "nested" is invalid: spec.validations[0].expression: Forbidden: estimated rule cost exceeds budget by factor of 3.6x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)`,
+		},
+		{
+			name: "a messageExpression is estimated too", policy: costlyMessage,
+			want: `ValidatingAdmissionPolicy.admissionregistration.k8s.io "costly-message" is invalid: spec.validations[0].messageExpression: Forbidden: estimated messageExpression cost exceeds budget by factor of 2.4x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)`,
+		},
+		// A cost that grows with the object has no finite worst case: the
+		// runtime budget bounds it, as in kube.
+		{name: "a cost bounded only by the object is created", policy: saPolicy("per-secret", "object.secrets.all(s, s.name.startsWith('x') && object.secrets.all(t, t.name != ''))")},
 		{
 			name: "paramKind is authorised", policy: withParams, asBob: true,
 			want: `ValidatingAdmissionPolicy.admissionregistration.k8s.io "with-params" is invalid: spec.paramKind: Forbidden: user &{bob  [system:authenticated] map[]} must have "get" permission on all objects of the referenced paramKind (kind=ConfigMap, apiVersion=v1)`,
@@ -109,6 +142,19 @@ func TestAdmissionPolicyValidation(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("an update's new expressions are estimated", func(t *testing.T) {
+		created, err := policies.Create(e.in(""), saPolicy("grows", "true"), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := created.(*admissionregistration.ValidatingAdmissionPolicy).DeepCopy()
+		p.Spec.Validations = append(p.Spec.Validations, admissionregistration.Validation{Expression: checks})
+		_, err = policies.Update(e.in(""), p.Name, rest.DefaultUpdatedObjectInfo(p), false)
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.validations[1].expression: Forbidden: estimated rule cost exceeds budget") {
+			t.Fatalf("got %v, want the cost refusal", err)
+		}
+	})
 
 	t.Run("a binding names its policy and actions", func(t *testing.T) {
 		b := &admissionregistration.ValidatingAdmissionPolicyBinding{
