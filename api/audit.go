@@ -38,7 +38,9 @@ import (
 // client's identity; the leader records nothing for it (forwardedHere,
 // which only node certificates can make true). The follower does not
 // decode what it forwards: it decodes the body and the leader's answer
-// for its event (auditForwardedRequest, auditForwardedResponse).
+// for its event (auditForwardedRequest, auditForwardedResponse), and adds
+// the annotations the leader's admission gave the write, which the leader
+// sends back in a header (withForwardedAnnotations).
 //
 // Every policy is applied Capped (auditlog.CarriesCredentials): Secrets,
 // TokenRequest and TokenReview are recorded at Metadata at most, so no
@@ -76,30 +78,107 @@ func (s *Server) unauthenticated(w http.ResponseWriter, req *http.Request) {
 }
 
 // withAuditInit is kube's WithAuditInit, except for a write another node
-// forwarded here: that node recorded it, so it gets no audit context and
-// no event.
+// forwarded here: that node records it, so it gets no event here, only a
+// context that collects the annotations admission adds (a policy's Audit
+// action and auditAnnotations), sent back with the answer
+// (withForwardedAnnotations). A node that does not audit installs none of
+// this (the nodes of a cluster share one audit configuration).
 func (s *Server) withAuditInit(next http.Handler) http.Handler {
 	if !s.auditing {
 		return next
 	}
+	forwarded := withForwardedAnnotations(next)
 	initialized := filters.WithAuditInit(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if s.forwardedHere(req) {
-			next.ServeHTTP(w, req)
+			forwarded.ServeHTTP(w, req)
 			return
 		}
 		initialized.ServeHTTP(w, req)
 	})
 }
 
+// headerAuditAnnotations carries the audit annotations of a forwarded
+// write from the leader to the follower that forwarded it, as a JSON
+// object. Only a node's answer to a node's forward is read for it, and the
+// follower removes it before answering its client.
+const headerAuditAnnotations = "X-Trustplane-Audit-Annotations"
+
+// withForwardedAnnotations gives a forwarded write an audit context at
+// Metadata, the level at which kube's admission audit wrapper hands over
+// annotations, and sets headerAuditAnnotations from it as the answer's
+// header is written. The context has no sink: nothing is recorded here.
+func withForwardedAnnotations(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		ctx := audit.WithAuditContext(req.Context())
+		ac := audit.AuditContextFrom(ctx)
+		ac.RequestAuditConfig.Level = auditinternal.LevelMetadata
+		ac.Event.Level = auditinternal.LevelMetadata
+		next.ServeHTTP(&annotationsWriter{ResponseWriter: w, ac: ac}, req.WithContext(ctx))
+	})
+}
+
+// annotationsWriter sets headerAuditAnnotations when the header is
+// written: admission, which adds the annotations, is over by then.
+type annotationsWriter struct {
+	http.ResponseWriter
+	ac      *audit.AuditContext
+	written bool
+}
+
+func (a *annotationsWriter) WriteHeader(code int) {
+	if !a.written {
+		a.written = true
+		if ann := a.ac.Event.Annotations; len(ann) > 0 {
+			if b, err := json.Marshal(ann); err == nil {
+				a.Header().Set(headerAuditAnnotations, string(b))
+			}
+		}
+	}
+	a.ResponseWriter.WriteHeader(code)
+}
+
+func (a *annotationsWriter) Write(b []byte) (int, error) {
+	if !a.written {
+		a.WriteHeader(http.StatusOK)
+	}
+	return a.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (a *annotationsWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+
+// auditForwardedAnnotations adds the annotations the leader admitted a
+// forwarded write with to this node's event, and drops the header, which
+// is not the client's to see.
+func (s *Server) auditForwardedAnnotations(req *http.Request, resp *http.Response) {
+	v := resp.Header.Get(headerAuditAnnotations)
+	resp.Header.Del(headerAuditAnnotations)
+	if v == "" || !s.auditing {
+		return
+	}
+	var ann map[string]string
+	if err := json.Unmarshal([]byte(v), &ann); err != nil {
+		return
+	}
+	audit.AddAuditAnnotationsMap(req.Context(), ann)
+}
+
 // withAudit is kube's WithAudit: it evaluates the policy and writes the
-// events of each stage. A request without an audit context (forwarded
-// here) passes through.
+// events of each stage. A write forwarded here passes through: its audit
+// context only collects annotations (withForwardedAnnotations).
 func (s *Server) withAudit(next http.Handler) http.Handler {
 	if !s.auditing {
 		return next
 	}
-	return filters.WithAudit(next, s.auditSink, s.auditPolicy, isLongRunning)
+	audited := filters.WithAudit(next, s.auditSink, s.auditPolicy, isLongRunning)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if s.forwardedHere(req) {
+			next.ServeHTTP(w, req)
+			return
+		}
+		audited.ServeHTTP(w, req)
+	})
 }
 
 // auditRequest records a decoded request object, as kube's create and

@@ -200,6 +200,7 @@ func (s *Server) withForwarding(next http.Handler) http.Handler {
 			resp, err := f.send(req.WithContext(fctx), addr, body, u)
 			stop()
 			if err == nil {
+				s.auditForwardedAnnotations(req, resp)
 				s.auditForwardedResponse(req, resp)
 				copyResponse(w, resp)
 				cancel(nil)

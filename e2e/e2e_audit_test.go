@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -348,7 +350,9 @@ func TestE2EAudit(t *testing.T) {
 
 // TestE2EAuditCluster checks that a write a follower forwards to the
 // leader is recorded once, by the follower its client talks to, with the
-// client's identity, and not again by the leader.
+// client's identity, and not again by the leader; and that the annotations
+// the leader's admission adds (an admission policy's Audit action and
+// auditAnnotations) reach the follower's event.
 func TestE2EAuditCluster(t *testing.T) {
 	nodes := startCluster(t, 3, "--audit-log-path", "-", "--audit-policy-file", writeAuditPolicy(t))
 	leader := leaderOf(t, nodes)
@@ -385,4 +389,65 @@ func TestE2EAuditCluster(t *testing.T) {
 			}
 		}
 	}
+
+	// An audited policy on ConfigMaps in default, in force once a create
+	// through the follower is warned.
+	ctx := context.Background()
+	p := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-audit-cm"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+				}}}},
+			Validations:      []admissionregistrationv1.Validation{{Expression: "false", Message: "always audited"}},
+			AuditAnnotations: []admissionregistrationv1.AuditAnnotation{{Key: "cm", ValueExpression: "string(object.metadata.name)"}},
+		},
+	}
+	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx,
+		bind("e2e-audit-cm-b", "e2e-audit-cm", "default", admissionregistrationv1.Warn, admissionregistrationv1.Audit), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	name := ""
+	for i := 0; i < 300 && name == ""; i++ {
+		try := fmt.Sprintf("audited-%d", i)
+		r := do(t, follower.httpClient(), http.MethodPost, follower.url()+"/api/v1/namespaces/default/configmaps", jsonHeader("application/json"),
+			[]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"`+try+`"}}`))
+		if r.code != http.StatusCreated {
+			t.Fatalf("create %s: %d %s", try, r.code, r.body)
+		}
+		if r.header.Get("X-Trustplane-Audit-Annotations") != "" {
+			t.Fatal("the follower passed the leader's annotations header on to its client")
+		}
+		if len(r.header.Values("Warning")) > 0 {
+			name = try
+		} else {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if name == "" {
+		t.Fatal("the Warn binding never took effect")
+	}
+	if leaderOf(t, nodes) == follower {
+		t.Skip("leadership moved to the follower; the audited write may not have been forwarded")
+	}
+	waitFor(t, 15*time.Second, "the follower's event of the audited create", func() bool {
+		for _, ev := range auditEvents(t, follower.fullLog()) {
+			if ev.Verb != "create" || ev.ObjectRef == nil || ev.ObjectRef.Name != name || ev.Stage != auditv1.StageResponseComplete {
+				continue
+			}
+			if got := ev.Annotations["e2e-audit-cm/cm"]; got != name {
+				t.Fatalf("annotation e2e-audit-cm/cm = %q, want %q (%v)", got, name, ev.Annotations)
+			}
+			if failure := ev.Annotations["validation.policy.admission.k8s.io/validation_failure"]; !strings.Contains(failure, `"message":"always audited"`) {
+				t.Fatalf("validation_failure annotation %q", failure)
+			}
+			return true
+		}
+		return false
+	})
 }
