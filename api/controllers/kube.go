@@ -396,6 +396,12 @@ func (k *Kube) Run(ctx context.Context) error {
 	}
 	run = append(run, policyRun...)
 
+	crdRun, crdShutdown, err := k.apiextensionsControllers(cl, logger)
+	if err != nil {
+		return err
+	}
+	run = append(run, crdRun...)
+
 	delRun, err := k.deletionControllers(ctx, cl, factory, informerfactory.NewInformerFactory(factory, metaFactory), informersStarted)
 	if err != nil {
 		return err
@@ -421,6 +427,7 @@ func (k *Kube) Run(ctx context.Context) error {
 	cl.close()
 	factory.Shutdown()
 	metaFactory.Shutdown()
+	crdShutdown()
 	return nil
 }
 

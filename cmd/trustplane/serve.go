@@ -321,6 +321,7 @@ func serve(args []string) error {
 	// decide below which of them clients see.
 	resources := append(append(registry.CoreResources(), authzResources()...), registry.CertificateResources("v1beta1", "v1alpha1")...)
 	resources = append(append(resources, o.events.resources()...), registry.LeaseResources()...)
+	resources = append(resources, registry.CustomResourceDefinitionResources()...)
 	o.limits.setStorage(scfg)
 	scfg.Feed = f
 	scfg.Watch = watchcache.DefaultConfig()

@@ -1,0 +1,123 @@
+package registry
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/registry/rest"
+)
+
+// widgetCRD is a valid definition of widgets.example.com, v1, namespaced,
+// with a structural schema, as v1's decoding leaves it.
+func widgetCRD() *apiextensions.CustomResourceDefinition {
+	return &apiextensions.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.com"},
+		Spec: apiextensions.CustomResourceDefinitionSpec{
+			Group: "example.com",
+			Names: apiextensions.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
+			Scope: apiextensions.NamespaceScoped,
+			Versions: []apiextensions.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+			}},
+			Validation: &apiextensions.CustomResourceValidation{OpenAPIV3Schema: &apiextensions.JSONSchemaProps{
+				Type: "object",
+				Properties: map[string]apiextensions.JSONSchemaProps{
+					"spec": {Type: "object", Properties: map[string]apiextensions.JSONSchemaProps{"size": {Type: "integer"}}},
+				},
+			}},
+			Conversion:            &apiextensions.CustomResourceConversion{Strategy: apiextensions.NoneConverter},
+			PreserveUnknownFields: ptr(false),
+		},
+	}
+}
+
+func TestCustomResourceDefinitionValidation(t *testing.T) {
+	e := newEnvWith(t, append(CoreResources(), CustomResourceDefinitionResources()...), nil)
+	crds := e.reg.Store(CustomResourceDefinitionsGVR)
+
+	notStructural := widgetCRD()
+	notStructural.Name = "gadgets.example.com"
+	notStructural.Spec.Names = apiextensions.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"}
+	notStructural.Spec.Validation.OpenAPIV3Schema.Properties["spec"] = apiextensions.JSONSchemaProps{Properties: map[string]apiextensions.JSONSchemaProps{"size": {Type: "integer"}}}
+	wrongName := widgetCRD()
+	wrongName.Name = "widgets.example.org"
+	// Three nested unbounded lists, compared pairwise: far over the budget.
+	costly := widgetCRD()
+	costly.Name, costly.Spec.Names = "costlies.example.com", apiextensions.CustomResourceDefinitionNames{Plural: "costlies", Singular: "costly", Kind: "Costly", ListKind: "CostlyList"}
+	costly.Spec.Validation.OpenAPIV3Schema.Properties["spec"] = apiextensions.JSONSchemaProps{
+		Type:         "object",
+		Properties:   map[string]apiextensions.JSONSchemaProps{"names": {Type: "array", Items: &apiextensions.JSONSchemaPropsOrArray{Schema: &apiextensions.JSONSchemaProps{Type: "string"}}}},
+		XValidations: apiextensions.ValidationRules{{Rule: "self.names.all(a, self.names.all(b, a == b || a != b))"}},
+	}
+	for _, tc := range []struct {
+		name string
+		crd  *apiextensions.CustomResourceDefinition
+		want []string // parts of the message; none: created
+	}{
+		{name: "a structural definition is created", crd: widgetCRD()},
+		{name: "a schema that is not structural is refused", crd: notStructural,
+			want: []string{`CustomResourceDefinition.apiextensions.k8s.io "gadgets.example.com" is invalid`, `spec.validation.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields`}},
+		{name: "the name is plural.group", crd: wrongName,
+			want: []string{`metadata.name: Invalid value: "widgets.example.org": must be spec.names.plural+"."+spec.group`}},
+		{name: "a rule over its estimated cost is refused", crd: costly,
+			want: []string{`x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := crds.Create(e.in(""), tc.crd, false)
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				crd := out.(*apiextensions.CustomResourceDefinition)
+				if crd.Generation != 1 || len(crd.Status.StoredVersions) != 1 || crd.Status.StoredVersions[0] != "v1" {
+					t.Errorf("generation %d, storedVersions %v; want 1 and [v1]", crd.Generation, crd.Status.StoredVersions)
+				}
+				return
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("got %v, want 422 Invalid", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("message %q lacks %q", err.Error(), w)
+				}
+			}
+		})
+	}
+}
+
+// TestCustomResourceDefinitionDeletion: the first delete only marks the
+// definition Terminating with the cleanup finalizer, whatever the options
+// say; removing the finalizer (the cleanup controller's last step) deletes
+// it.
+func TestCustomResourceDefinitionDeletion(t *testing.T) {
+	e := newEnvWith(t, append(CoreResources(), CustomResourceDefinitionResources()...), nil)
+	crds := e.reg.Store(CustomResourceDefinitionsGVR)
+	if _, err := crds.Create(e.in(""), widgetCRD(), false); err != nil {
+		t.Fatal(err)
+	}
+	out, done, err := crds.Delete(e.in(""), "widgets.example.com", &metav1.DeleteOptions{}, false)
+	if err != nil || done {
+		t.Fatalf("first delete: done %v, %v; want marked", done, err)
+	}
+	crd := out.(*apiextensions.CustomResourceDefinition)
+	if crd.DeletionTimestamp == nil || !apiextensions.CRDHasFinalizer(crd, apiextensions.CustomResourceCleanupFinalizer) ||
+		!apiextensions.IsCRDConditionTrue(crd, apiextensions.Terminating) {
+		t.Fatalf("marked definition: deletion %v, finalizers %v, conditions %v", crd.DeletionTimestamp, crd.Finalizers, crd.Status.Conditions)
+	}
+	// A second delete answers as pending.
+	if _, done, err := crds.Delete(e.in(""), "widgets.example.com", &metav1.DeleteOptions{}, false); err != nil || done {
+		t.Fatalf("second delete: done %v, %v", done, err)
+	}
+	cleaned := crd.DeepCopy()
+	apiextensions.CRDRemoveFinalizer(cleaned, apiextensions.CustomResourceCleanupFinalizer)
+	if _, err := crds.Update(e.in(""), cleaned.Name, rest.DefaultUpdatedObjectInfo(cleaned), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := crds.Get(e.in(""), "widgets.example.com", &metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("after the finalizer went: %v, want NotFound", err)
+	}
+}
