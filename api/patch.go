@@ -20,6 +20,7 @@ import (
 	"k8s.io/apiserver/pkg/warning"
 	kjson "sigs.k8s.io/json"
 
+	admissionhook "github.com/trustplane/trustplane/api/admission"
 	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/apply"
 )
@@ -58,6 +59,7 @@ func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.St
 		return
 	}
 	dryRun := len(opts.DryRun) > 0
+	ctx := admissionhook.WithWriteOptions(req.Context(), opts.DryRun, opts.FieldManager, opts.FieldValidation)
 	if pt == types.ApplyYAMLPatchType {
 		a := &applyInfo{
 			store: st, fm: s.fields.get(st, sub), patch: body, manager: opts.FieldManager,
@@ -67,7 +69,7 @@ func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.St
 			s.writeError(w, req, negotiation.NewUnsupportedMediaTypeError(patchTypes[:3]))
 			return
 		}
-		out, created, err := s.patchApply(req.Context(), st, sub, a, dryRun)
+		out, created, err := s.patchApply(ctx, st, sub, a, dryRun)
 		if err != nil {
 			s.writeError(w, req, err)
 			return
@@ -81,7 +83,7 @@ func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.St
 	}
 	var info rest.UpdatedObjectInfo = &patchInfo{store: st, patchType: pt, patch: body, name: name, namespace: ns, directive: fieldValidation(opts.FieldValidation)}
 	info = s.managed(st, sub, info, apply.ManagerOrUserAgent(opts.FieldManager, req.UserAgent()))
-	out, err := updateObject(req.Context(), st, sub, name, info, dryRun)
+	out, err := updateObject(ctx, st, sub, name, info, dryRun)
 	if err != nil {
 		s.writeError(w, req, err)
 		return

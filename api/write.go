@@ -13,6 +13,7 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 
+	admissionhook "github.com/trustplane/trustplane/api/admission"
 	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/apply"
 )
@@ -47,7 +48,8 @@ func (s *Server) create(w http.ResponseWriter, req *http.Request, st *registry.S
 	if fm := s.fields.get(st, ""); fm != nil {
 		obj = fm.UpdateNoErrors(st.NewFunc(), obj, apply.ManagerOrUserAgent(opts.FieldManager, req.UserAgent()))
 	}
-	out, err := st.Create(req.Context(), obj, len(opts.DryRun) > 0)
+	ctx := admissionhook.WithWriteOptions(req.Context(), opts.DryRun, opts.FieldManager, opts.FieldValidation)
+	out, err := st.Create(ctx, obj, len(opts.DryRun) > 0)
 	if err != nil {
 		s.writeError(w, req, err)
 		return
@@ -107,10 +109,11 @@ func (s *Server) update(w http.ResponseWriter, req *http.Request, st *registry.S
 		fresh = obj.DeepCopyObject()
 	}
 	info := s.managed(st, sub, rest.DefaultUpdatedObjectInfo(obj), manager)
-	out, err := updateObject(req.Context(), st, sub, name, info, dryRun)
+	ctx := admissionhook.WithWriteOptions(req.Context(), opts.DryRun, opts.FieldManager, opts.FieldValidation)
+	out, err := updateObject(ctx, st, sub, name, info, dryRun)
 	code := http.StatusOK
 	if createOnUpdate && isNotFoundOf(err, st, name) {
-		out, err = s.createOnUpdate(req.Context(), st, fresh, manager, ns, name, dryRun)
+		out, err = s.createOnUpdate(ctx, st, fresh, manager, ns, name, dryRun)
 		code = http.StatusCreated
 	}
 	if err != nil {

@@ -192,4 +192,28 @@ func TestE2EAdmissionPolicyExpressions(t *testing.T) {
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "validation failed due to running out of cost budget, no further validation rules will be run") {
 		t.Fatalf("a policy over its total budget: %v", err)
 	}
+
+	// request.options is the request's own CreateOptions, as kube's create
+	// handler hands it to admission.
+	op := saPolicy("e2e-options", admissionregistrationv1.Validation{
+		Expression:        "request.options.fieldManager != 'refused-manager'",
+		MessageExpression: "'refused: ' + request.options.kind + ' ' + request.options.fieldManager + ' ' + request.options.fieldValidation + ' ' + request.options.dryRun[0]",
+	})
+	if _, err := policies.Create(ctx, op, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bindings.Create(ctx, bind("e2e-options-b", "e2e-options", ns, admissionregistrationv1.Deny), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = nil
+	for i := 0; i < 300 && err == nil; i++ {
+		_, err = admin.CoreV1().ServiceAccounts(ns).Create(ctx, sa("options-1", nil),
+			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: "refused-manager", FieldValidation: "Strict"})
+		if err == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), `refused: CreateOptions refused-manager Strict All`) {
+		t.Fatalf("request.options: %v", err)
+	}
 }

@@ -55,16 +55,40 @@ func validate(ctx context.Context, attrs admission.Attributes, oi admission.Obje
 	return nil
 }
 
-// writeOp is the operation and options of a create (old nil) or update.
-func writeOp(old runtime.Object, dryRun bool) (admission.Operation, runtime.Object) {
-	var dry []string
-	if dryRun {
-		dry = []string{metav1.DryRunAll}
+// writeOptions are the options a create, update or patch request came
+// with, as admission hands them to plugins.
+type writeOptions struct {
+	dryRun                        []string
+	fieldManager, fieldValidation string
+}
+
+type writeOptionsKey struct{}
+
+// WithWriteOptions returns ctx carrying the options of the write request
+// it serves (a patch's PatchOptions give the same three fields), so that
+// admission hands its plugins the request's CreateOptions or UpdateOptions
+// whole, as kube's handlers do: a policy's request.options shows the
+// field manager and the field validation level besides dryRun.
+func WithWriteOptions(ctx context.Context, dryRun []string, fieldManager, fieldValidation string) context.Context {
+	return context.WithValue(ctx, writeOptionsKey{}, writeOptions{dryRun: dryRun, fieldManager: fieldManager, fieldValidation: fieldValidation})
+}
+
+// writeOp is the operation and options of a create (old nil) or update:
+// the request's own (WithWriteOptions), else only the dry run, typed as
+// kube's handlers type them.
+func writeOp(ctx context.Context, old runtime.Object, dryRun bool) (admission.Operation, runtime.Object) {
+	o, ok := ctx.Value(writeOptionsKey{}).(writeOptions)
+	if !ok && dryRun {
+		o.dryRun = []string{metav1.DryRunAll}
 	}
 	if old != nil {
-		return admission.Update, &metav1.UpdateOptions{DryRun: dry}
+		uo := &metav1.UpdateOptions{DryRun: o.dryRun, FieldManager: o.fieldManager, FieldValidation: o.fieldValidation}
+		uo.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("UpdateOptions"))
+		return admission.Update, uo
 	}
-	return admission.Create, &metav1.CreateOptions{DryRun: dry}
+	co := &metav1.CreateOptions{DryRun: o.dryRun, FieldManager: o.fieldManager, FieldValidation: o.fieldValidation}
+	co.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("CreateOptions"))
+	return admission.Create, co
 }
 
 // Hook adapts plugins to one step of a store's admission chain
@@ -74,7 +98,7 @@ func writeOp(old runtime.Object, dryRun bool) (admission.Operation, runtime.Obje
 func Hook(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, plugins ...admission.Interface) func(ctx context.Context, obj, old runtime.Object) error {
 	oi := admission.NewObjectInterfacesFromScheme(scheme)
 	return func(ctx context.Context, obj, old runtime.Object) error {
-		op, opts := writeOp(old, false)
+		op, opts := writeOp(ctx, old, false)
 		attrs, err := attributes(ctx, obj, old, gvk, gvr, op, opts, false)
 		if err != nil {
 			return err
@@ -98,7 +122,7 @@ func Hook(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk schema.Gr
 func HookValidate(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, plugins ...admission.Interface) func(ctx context.Context, obj, old runtime.Object, dryRun bool) error {
 	oi := admission.NewObjectInterfacesFromScheme(scheme)
 	return func(ctx context.Context, obj, old runtime.Object, dryRun bool) error {
-		op, opts := writeOp(old, dryRun)
+		op, opts := writeOp(ctx, old, dryRun)
 		attrs, err := attributes(ctx, obj, old, gvk, gvr, op, opts, dryRun)
 		if err != nil {
 			return err
