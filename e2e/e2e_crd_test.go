@@ -86,7 +86,10 @@ func TestE2ECustomResourceDefinitions(t *testing.T) {
 	}
 	things := strings.NewReplacer("  name: widgets.example.com\n", "  name: things.policy.k8s.io\n  annotations:\n    api-approved.kubernetes.io: unapproved, experimental-only\n", "group: example.com", "group: policy.k8s.io",
 		"widgets", "things", "widget", "thing", "Widget", "Thing", "shortNames: [wd]", "shortNames: [th]").Replace(widgetsCRD)
-	n.mustKubectl("apply", "-f", write("things", things))
+	// (Server-side this time: the definition's own schema drives apply.)
+	if out := n.mustKubectl("apply", "--server-side", "-f", write("things", things)); !strings.Contains(out, "serverside-applied") {
+		t.Fatalf("server-side apply: %s", out)
+	}
 	n.mustKubectl("wait", "--for=condition=KubernetesAPIApprovalPolicyConformant=false", "--timeout=60s", "crd/things.policy.k8s.io")
 
 	// The delete marks the definition Terminating; the finalizer, with no
