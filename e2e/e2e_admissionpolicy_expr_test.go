@@ -101,7 +101,15 @@ func TestE2EAdmissionPolicyExpressions(t *testing.T) {
 	if _, err := bindings.Create(ctx, pb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = enforced(admin, "x-1", nil)
+	// Until the params informer has the ConfigMap, a server may refuse for
+	// want of params (kube-apiserver does): wait for the policy's own refusal.
+	for i := 0; i < 100; i++ {
+		if err = enforced(admin, "x-1", nil); err != nil && strings.Contains(err.Error(), "no params found") {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		break
+	}
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "x- names must start with svc-") {
 		t.Fatalf("params by selector: %v", err)
 	}
