@@ -35,24 +35,7 @@ func TestE2EAdmissionPolicyAudit(t *testing.T) {
 		bind("e2e-audit-b", "e2e-audit", ns, admissionregistrationv1.Warn, admissionregistrationv1.Audit), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The policy is in force once a create is warned (informers, bounded).
-	name := ""
-	for i := 0; i < 300 && name == ""; i++ {
-		try := fmt.Sprintf("audited-%d", i)
-		r := do(t, n.httpClient(), http.MethodPost, n.url()+"/api/v1/namespaces/"+ns+"/serviceaccounts", jsonHeader("application/json"),
-			[]byte(`{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"`+try+`"}}`))
-		if r.code != http.StatusCreated {
-			t.Fatalf("create %s: %d %s", try, r.code, r.body)
-		}
-		if len(r.header.Values("Warning")) > 0 {
-			name = try
-		} else {
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	if name == "" {
-		t.Fatal("the Warn binding never took effect")
-	}
+	name := createUntilWarned(t, n, "/api/v1/namespaces/"+ns+"/serviceaccounts", "ServiceAccount", nil)
 	waitFor(t, 15*time.Second, "the audited create's event", func() bool {
 		b, err := os.ReadFile(logPath)
 		if err != nil {
@@ -73,4 +56,30 @@ func TestE2EAdmissionPolicyAudit(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// createUntilWarned creates objects of kind (audited-0, audited-1, ...)
+// at path on n until a create is answered with a Warning header, which is
+// when a Warn binding is in force (informers bring it in within a bounded
+// wait), and returns that object's name. check, if given, looks at each
+// answer first.
+func createUntilWarned(t *testing.T, n *node, path, kind string, check func(httpResult)) string {
+	t.Helper()
+	for i := 0; i < 300; i++ {
+		try := fmt.Sprintf("audited-%d", i)
+		r := do(t, n.httpClient(), http.MethodPost, n.url()+path, jsonHeader("application/json"),
+			[]byte(`{"apiVersion":"v1","kind":"`+kind+`","metadata":{"name":"`+try+`"}}`))
+		if r.code != http.StatusCreated {
+			t.Fatalf("create %s: %d %s", try, r.code, r.body)
+		}
+		if check != nil {
+			check(r)
+		}
+		if len(r.header.Values("Warning")) > 0 {
+			return try
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("the Warn binding never took effect")
+	return ""
 }

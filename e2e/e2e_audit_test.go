@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -412,26 +411,11 @@ func TestE2EAuditCluster(t *testing.T) {
 		bind("e2e-audit-cm-b", "e2e-audit-cm", "default", admissionregistrationv1.Warn, admissionregistrationv1.Audit), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	name := ""
-	for i := 0; i < 300 && name == ""; i++ {
-		try := fmt.Sprintf("audited-%d", i)
-		r := do(t, follower.httpClient(), http.MethodPost, follower.url()+"/api/v1/namespaces/default/configmaps", jsonHeader("application/json"),
-			[]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"`+try+`"}}`))
-		if r.code != http.StatusCreated {
-			t.Fatalf("create %s: %d %s", try, r.code, r.body)
-		}
+	name := createUntilWarned(t, follower, "/api/v1/namespaces/default/configmaps", "ConfigMap", func(r httpResult) {
 		if r.header.Get("X-Trustplane-Audit-Annotations") != "" {
 			t.Fatal("the follower passed the leader's annotations header on to its client")
 		}
-		if len(r.header.Values("Warning")) > 0 {
-			name = try
-		} else {
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	if name == "" {
-		t.Fatal("the Warn binding never took effect")
-	}
+	})
 	if leaderOf(t, nodes) == follower {
 		t.Skip("leadership moved to the follower; the audited write may not have been forwarded")
 	}

@@ -34,10 +34,11 @@ const crdConditionWorkers = 5
 // status.acceptedNames) from the naming controller, NonStructuralSchema,
 // KubernetesAPIApprovalPolicyConformant for definitions in protected
 // groups, and the finalizer that ends a definition's deletion (its
-// objects first, for a definition that was Established; see noCustomObjects). They act as kube's apiextensions server does, with the API
-// server's own identity (system:apiserver, in system:masters). shutdown
-// waits for the factory's informers; call it once the term's connections
-// are closed, as Run does for its own factories.
+// objects first, for a definition that was Established; see
+// noCustomObjects). They act as kube's apiextensions server does, with
+// the API server's own identity (system:apiserver, in system:masters).
+// shutdown waits for the factory's informers; call it once the term's
+// connections are closed, as Run does for its own factories.
 func (k *Kube) apiextensionsControllers(cl *clients, logger logr.Logger) (run []runnable, shutdown func(), err error) {
 	cfg, err := cl.configFor(Identity{User: user.APIServerUser, Groups: []string{user.SystemPrivilegedGroup}}, "apiextensions")
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -108,8 +109,10 @@ func parseRuntimeConfig(s string, apis []servedAPI, current *version.Version) (*
 	// flag says, as in kube-apiserver (without --emulation-forward-compatible,
 	// which is not served here).
 	for _, a := range apis {
-		if introducedAfter(a.kind, current) {
-			rc.DisableResources(a.gvr)
+		if obj, err := registry.Scheme.New(a.kind); err == nil {
+			if v, ok := introduced(obj); ok && v.GreaterThan(current) {
+				rc.DisableResources(a.gvr)
+			}
 		}
 	}
 	return rc, nil
@@ -139,19 +142,15 @@ func defaultOn(kind schema.GroupVersionKind, current *version.Version) bool {
 			return false
 		}
 	}
-	if introducedAfter(kind, current) {
-		return false
+	v, hasIntroduced := introduced(obj)
+	if hasIntroduced && v.GreaterThan(current) {
+		return false // newer than the server's release
 	}
 	switch stability(kind.Version) {
 	case "ga":
 		return true
 	case "beta":
-		i, ok := obj.(interface{ APILifecycleIntroduced() (int, int) })
-		if !ok {
-			return false
-		}
-		major, minor := i.APILifecycleIntroduced()
-		return version.MajorMinor(uint(major), uint(minor)).LessThan(betaOnByDefaultBefore)
+		return hasIntroduced && v.LessThan(betaOnByDefaultBefore)
 	}
 	return false
 }
@@ -174,17 +173,13 @@ func (a apiSelection) serves(gvr schema.GroupVersionResource, _ schema.GroupVers
 	return true
 }
 
-// introducedAfter says whether kind's version came after release current
-// (kube's APILifecycleIntroduced; stable versions carry none).
-func introducedAfter(kind schema.GroupVersionKind, current *version.Version) bool {
-	obj, err := registry.Scheme.New(kind)
-	if err != nil {
-		return false
-	}
+// introduced is the release that introduced obj's version (kube's
+// APILifecycleIntroduced; stable versions carry none).
+func introduced(obj runtime.Object) (*version.Version, bool) {
 	i, ok := obj.(interface{ APILifecycleIntroduced() (int, int) })
 	if !ok {
-		return false
+		return nil, false
 	}
 	major, minor := i.APILifecycleIntroduced()
-	return version.MajorMinor(uint(major), uint(minor)).GreaterThan(current)
+	return version.MajorMinor(uint(major), uint(minor)), true
 }
