@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/audit/policy"
 	pluginlog "k8s.io/apiserver/plugin/pkg/audit/log"
 
@@ -185,5 +186,38 @@ func TestAuditOffInstallsNothing(t *testing.T) {
 		_ = s.auditsResponseBody(req)
 	}); n != 0 {
 		t.Fatalf("%v allocations per request with auditing off, want 0", n)
+	}
+}
+
+// TestForwardedAnnotationsHeader: the follower adds the annotations a
+// leader sends back to its own event, ignores a header that is not a JSON
+// object of strings, and never passes the header on to its client.
+func TestForwardedAnnotationsHeader(t *testing.T) {
+	s, _ := auditedServer(t, nil)
+	for _, c := range []struct {
+		header string
+		want   map[string]string
+	}{
+		{`{"p/k":"v"}`, map[string]string{"p/k": "v"}},
+		{`not json`, nil},
+		{`{"p/k":1}`, nil},
+		{`["p/k"]`, nil},
+		{``, nil},
+	} {
+		req := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/a/configmaps", nil)
+		ctx := audit.WithAuditContext(req.Context())
+		audit.AuditContextFrom(ctx).RequestAuditConfig.Level = auditinternal.LevelMetadata
+		req = req.WithContext(ctx)
+		resp := &http.Response{Header: http.Header{}}
+		if c.header != "" {
+			resp.Header.Set(headerAuditAnnotations, c.header)
+		}
+		s.auditForwardedAnnotations(req, resp)
+		if v := resp.Header.Get(headerAuditAnnotations); v != "" {
+			t.Errorf("%q: the header stays in the client's answer", c.header)
+		}
+		if got := audit.AuditEventFrom(ctx).Annotations; !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%q: annotations %v, want %v", c.header, got, c.want)
+		}
 	}
 }

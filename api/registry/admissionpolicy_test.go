@@ -154,6 +154,14 @@ func TestAdmissionPolicyValidation(t *testing.T) {
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.validations[1].expression: Forbidden: estimated rule cost exceeds budget") {
 			t.Fatalf("got %v, want the cost refusal", err)
 		}
+		// The refused update changed nothing.
+		stored, err := policies.Get(e.in(""), p.Name, &metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sp := stored.(*admissionregistration.ValidatingAdmissionPolicy); len(sp.Spec.Validations) != 1 || sp.Generation != 1 {
+			t.Fatalf("after the refusal: %d validations, generation %d; want 1 and 1", len(sp.Spec.Validations), sp.Generation)
+		}
 	})
 
 	t.Run("a binding names its policy and actions", func(t *testing.T) {
