@@ -49,6 +49,11 @@ func TestChaosAttach(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
+			if t.Failed() {
+				// The run's report names the fault; the node's own log says why it did not come back.
+				n := &node{dir: ndir}
+				t.Logf("%s log (tail):\n%s", name, n.logTail())
+			}
 			if b, err := os.ReadFile(pidfile); err == nil {
 				if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 					syscall.Kill(pid, syscall.SIGKILL)
