@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -101,25 +100,7 @@ var handedOut sync.Map
 // both TCP and UDP (gossip binds both), and was not handed out before.
 func freePort(t testing.TB) string {
 	t.Helper()
-	for attempt := 0; attempt < 100; attempt++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		u, uerr := net.ListenPacket("udp", addr)
-		l.Close()
-		if uerr != nil {
-			continue
-		}
-		u.Close()
-		if _, taken := handedOut.LoadOrStore(addr, true); taken {
-			continue
-		}
-		return addr
-	}
-	t.Fatal("no free loopback port found")
-	return ""
+	return freePortOn(t, "127.0.0.1", true)
 }
 
 // startNode starts a one-node cluster in a fresh data dir and waits until it

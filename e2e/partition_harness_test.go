@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/trustplane/trustplane/chaos/faultproxy"
+	"github.com/trustplane/trustplane/internal/freeport"
 )
 
 // proxiedNode is a real trustplane process on its own loopback IP whose
@@ -28,32 +29,16 @@ type proxiedNode struct {
 // TCP and, when udp, for UDP as well; never one handed out before.
 func freePortOn(t testing.TB, ip string, udp bool) string {
 	t.Helper()
-	for attempt := 0; attempt < 100; attempt++ {
-		l, err := net.Listen("tcp", ip+":0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		ok := true
-		if udp {
-			u, uerr := net.ListenPacket("udp", addr)
-			if uerr != nil {
-				ok = false
-			} else {
-				u.Close()
-			}
-		}
-		l.Close()
-		if !ok {
-			continue
-		}
-		if _, taken := handedOut.LoadOrStore(addr, true); taken {
-			continue
-		}
-		return addr
+	// Below the ephemeral range: a node killed and restarted must find
+	// its port free, which a client connection's local port could take.
+	addr, err := freeport.On(ip, udp, func(addr string) bool {
+		_, taken := handedOut.LoadOrStore(addr, true)
+		return taken
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no free port on %s", ip)
-	return ""
+	return addr
 }
 
 // startProxiedCluster starts size nodes, node i (from 1) on 127.0.0.(10+i)

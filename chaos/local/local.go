@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/trustplane/trustplane/chaos/faultproxy"
+	"github.com/trustplane/trustplane/internal/freeport"
 )
 
 // ErrNoFailpoints: the binary was not built with -tags failpoints.
@@ -141,23 +142,15 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 func freePorts(ip string, count int) ([]string, error) {
 	var out []string
 	seen := map[string]bool{}
-	for attempt := 0; len(out) < count && attempt < 200; attempt++ {
-		l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	for len(out) < count {
+		// Below the ephemeral range (internal/freeport): a killed node's
+		// ports stay its own while it is down.
+		addr, err := freeport.On(ip, true, func(addr string) bool { return seen[addr] })
 		if err != nil {
-			return nil, fmt.Errorf("local: listening on %s (is 127.0.0.0/8 routed to lo?): %w", ip, err)
+			return nil, fmt.Errorf("local: %w (is 127.0.0.0/8 routed to lo?)", err)
 		}
-		addr := l.Addr().String()
-		u, uerr := net.ListenPacket("udp", addr)
-		l.Close()
-		if uerr != nil || seen[addr] {
-			continue
-		}
-		u.Close()
 		seen[addr] = true
 		out = append(out, addr)
-	}
-	if len(out) < count {
-		return nil, fmt.Errorf("local: no free ports on %s", ip)
 	}
 	return out, nil
 }
