@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"sync"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,17 @@ import (
 // (--runtime-config).
 type discoveryHandlers struct {
 	core, groups http.Handler
+	// named is the /apis document's manager, to which custom resources'
+	// group versions come and go (RefreshCustomDiscovery).
+	named  aggregated.ResourceManager
+	custom *customDiscovery
+}
+
+// customDiscovery are the group versions of custom resources the /apis
+// document lists.
+type customDiscovery struct {
+	mu  sync.Mutex
+	gvs map[schema.GroupVersion]bool
 }
 
 func (s *Server) newDiscoveryHandlers() (discoveryHandlers, error) {
@@ -43,7 +55,40 @@ func (s *Server) newDiscoveryHandlers() (discoveryHandlers, error) {
 	return discoveryHandlers{
 		core:   aggregated.WrapAggregatedDiscoveryToHandler(http.HandlerFunc(s.legacyAPIVersions), core),
 		groups: aggregated.WrapAggregatedDiscoveryToHandler(http.HandlerFunc(s.legacyAPIGroupList), named),
+		named:  named, custom: &customDiscovery{gvs: map[schema.GroupVersion]bool{}},
 	}, nil
+}
+
+// customGroupPriority is what kube's apiextensions server gives the groups
+// of custom resources in aggregated discovery, after the built-in ones.
+const customGroupPriority = 1000
+
+// RefreshCustomDiscovery brings the aggregated discovery document up to
+// date with the custom resources served: call it after every change of
+// them (the legacy documents are computed per request).
+func (s *Server) RefreshCustomDiscovery() {
+	d := s.discovery
+	d.custom.mu.Lock()
+	defer d.custom.mu.Unlock()
+	now := map[schema.GroupVersion]bool{}
+	var order []schema.GroupVersion
+	for _, st := range s.reg.Stores() {
+		if gv := st.GVR.GroupVersion(); st.Custom != nil && !now[gv] {
+			now[gv] = true
+			order = append(order, gv)
+		}
+	}
+	for gv := range d.custom.gvs {
+		if !now[gv] {
+			d.named.RemoveGroupVersion(metav1.GroupVersion{Group: gv.Group, Version: gv.Version})
+		}
+	}
+	for i, gv := range order {
+		if err := s.addAggregated(d.named, gv, customGroupPriority, len(order)-i); err != nil {
+			continue // a resource list endpoints cannot convert: left out, as kube logs and skips it
+		}
+	}
+	d.custom.gvs = now
 }
 
 func (s *Server) addAggregated(rm aggregated.ResourceManager, gv schema.GroupVersion, groupPriority, versionPriority int) error {

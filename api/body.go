@@ -142,7 +142,16 @@ func readAll(r io.Reader, declared int64) ([]byte, error) {
 // applying the fieldValidation directive to unknown and duplicate fields.
 func (s *Server) decodeBody(ctx context.Context, st *registry.Store, si runtime.SerializerInfo, body []byte, directive string) (runtime.Object, error) {
 	defaultGVK := st.GVK()
-	obj, gvk, err := decodeValidated(ctx, si, body, directive, defaultGVK, st.NewFunc())
+	if st.Custom != nil {
+		// Negotiated against the scheme's types; custom objects have
+		// fewer (no protobuf).
+		custom, ok := runtime.SerializerInfoForMediaType(st.Codecs().SupportedMediaTypes(), si.MediaType)
+		if !ok {
+			return nil, negotiation.NewUnsupportedMediaTypeError(mediaTypes(st.Codecs()))
+		}
+		si = custom
+	}
+	obj, gvk, err := decodeValidated(ctx, st.Codecs(), st.Hub(), si, body, directive, defaultGVK, st.NewFunc())
 	if err != nil {
 		quoted := body
 		if st.GroupResource() == (schema.GroupResource{Resource: "secrets"}) {
@@ -157,12 +166,11 @@ func (s *Server) decodeBody(ctx context.Context, st *registry.Store, si runtime.
 	return obj, nil
 }
 
-// decodeValidated decodes body into the internal version of defaultGVK's
-// group under the fieldValidation directive, as kube's create and update
+// decodeValidated decodes body into hub with codecs under the fieldValidation directive, as kube's create and update
 // handlers do for every kind: Strict refuses unknown and duplicate fields,
 // Warn (the default) reports them as warnings, Ignore drops them. The
 // error is the decoder's, for the caller to word.
-func decodeValidated(ctx context.Context, si runtime.SerializerInfo, body []byte, directive string, defaultGVK schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+func decodeValidated(ctx context.Context, codecs runtime.NegotiatedSerializer, hub schema.GroupVersion, si runtime.SerializerInfo, body []byte, directive string, defaultGVK schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
 	if directive == "" {
 		directive = metav1.FieldValidationWarn
 	}
@@ -170,7 +178,7 @@ func decodeValidated(ctx context.Context, si runtime.SerializerInfo, body []byte
 	if (directive == metav1.FieldValidationWarn || directive == metav1.FieldValidationStrict) && si.StrictSerializer != nil {
 		ser = si.StrictSerializer
 	}
-	obj, gvk, err := registry.Codecs.DecoderToVersion(ser, hub(defaultGVK.GroupVersion())).Decode(body, &defaultGVK, into)
+	obj, gvk, err := codecs.DecoderToVersion(ser, hub).Decode(body, &defaultGVK, into)
 	if err != nil {
 		strictErr, isStrict := runtime.AsStrictDecodingError(err)
 		if !isStrict || obj == nil || directive != metav1.FieldValidationWarn {
@@ -181,6 +189,15 @@ func decodeValidated(ctx context.Context, si runtime.SerializerInfo, body []byte
 		}
 	}
 	return obj, gvk, nil
+}
+
+// mediaTypes lists what codecs decode, for a 415.
+func mediaTypes(codecs runtime.NegotiatedSerializer) []string {
+	var out []string
+	for _, si := range codecs.SupportedMediaTypes() {
+		out = append(out, si.MediaType)
+	}
+	return out
 }
 
 // transformDecodeError words a decode failure as kube-apiserver does. kube

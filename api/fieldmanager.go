@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,6 +19,7 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/warning"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 	generatedopenapi "k8s.io/kubernetes/pkg/generated/openapi"
 
 	"github.com/trustplane/trustplane/api/registry"
@@ -93,6 +95,9 @@ func newFieldManagers(stores []*registry.Store) (fieldManagers, error) {
 
 // get returns the FieldManager of st's subresource sub ("" for st itself).
 func (f fieldManagers) get(st *registry.Store, sub string) *managedfields.FieldManager {
+	if st.Custom != nil {
+		return st.Custom.FieldManagers[sub]
+	}
 	return f[fieldManagerKey{st.GVR, sub}]
 }
 
@@ -234,7 +239,7 @@ func (a *applyInfo) applyUnknown(ctx context.Context, old runtime.Object, patch 
 	if errors.As(applyErr, &status) {
 		return nil, applyErr
 	}
-	into, err := registry.Scheme.New(a.store.GVK())
+	into, err := a.store.New()
 	if err != nil {
 		return nil, applyErr
 	}
@@ -344,3 +349,15 @@ func isNotFoundOf(err error, st *registry.Store, name string) bool {
 	d := se.ErrStatus.Details
 	return d.Name == name && d.Kind == st.GVR.Resource && d.Group == st.GVR.Group
 }
+
+// CustomResourceSchemas are the OpenAPI v3 schemas of the built-in types
+// a custom resource's schema refers to (ObjectMeta and what it
+// references), named as kube names them, for typing custom objects in
+// server-side apply (registry.CustomResources). Built once per process.
+var CustomResourceSchemas = sync.OnceValues(func() (map[string]*spec.Schema, error) {
+	return apply.Schemas(apply.TypeConverterConfig{
+		Definitions:    generatedopenapi.GetOpenAPIDefinitions,
+		DefinitionName: openAPINamer.GetDefinitionName,
+		TypeNames:      []string{goTypeName(&metav1.ObjectMeta{})},
+	})
+})

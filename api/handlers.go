@@ -1,12 +1,15 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/trustplane/trustplane/api/registry"
 )
 
 // hub is the internal version every object is handled in.
@@ -73,6 +76,9 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 	if sub == "" && s.refuseRoute(w, req, info.Verb) {
 		return
 	}
+	if st.Custom != nil && s.refuseCustom(w, req, st, info.Verb) {
+		return
+	}
 	ctx = genericapirequest.WithNamespace(ctx, ns)
 	req = req.WithContext(ctx)
 	if st.ReadOnly && info.Verb != "get" && info.Verb != "list" {
@@ -121,4 +127,27 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 		// watch arrives with the watch cache.
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), info.Verb))
 	}
+}
+
+// refuseCustom answers what kube's apiextensions server refuses of a
+// custom resource before its handlers run: a create while the definition
+// is terminating (405), and a format custom objects have no encoding in
+// (406). It reports whether it answered.
+func (s *Server) refuseCustom(w http.ResponseWriter, req *http.Request, st *registry.Store, verb string) bool {
+	if verb == "create" && st.Custom.Terminating {
+		err := apierrors.NewMethodNotSupported(st.GroupResource(), verb)
+		err.ErrStatus.Message = fmt.Sprintf("%v not allowed while custom resource definition is terminating", verb)
+		s.writeError(w, req, err)
+		return true
+	}
+	if verb == "watch" {
+		return false // the stream negotiates with the resource's codecs
+	}
+	if out, err := negotiateOutput(req); err == nil {
+		if err := refuseCustomFormat(st, out); err != nil {
+			s.writeError(w, req, err)
+			return true
+		}
+	}
+	return false
 }

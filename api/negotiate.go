@@ -90,8 +90,43 @@ func (s *Server) writeObject(w http.ResponseWriter, req *http.Request, out *outp
 		gv = out.mt.Convert.GroupVersion()
 	}
 	s.auditResponse(req, obj, gv)
-	encoder := registry.Codecs.EncoderForVersion(out.info.Serializer, gv)
+	encoder, err := encoderFor(st, out, obj, gv)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
 	serializeObject(out.info.MediaType, encoder, w, req, code, obj)
+}
+
+// encoderFor is the encoder of obj in the negotiated format and version
+// gv: the scheme's, or for a custom object its resource's codecs, which
+// encode no protobuf (406, as kube answers for custom resources).
+func encoderFor(st *registry.Store, out *output, obj runtime.Object, gv schema.GroupVersion) (runtime.Encoder, error) {
+	if _, custom := obj.(runtime.Unstructured); !custom || st.Custom == nil {
+		return registry.Codecs.EncoderForVersion(out.info.Serializer, gv), nil
+	}
+	codecs := st.Codecs()
+	si, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), out.info.MediaType)
+	if !ok {
+		return nil, negotiation.NewNotAcceptableError(mediaTypes(codecs))
+	}
+	ser := si.Serializer
+	if out.info.Serializer == out.info.PrettySerializer && si.PrettySerializer != nil {
+		ser = si.PrettySerializer
+	}
+	return codecs.EncoderForVersion(ser, gv), nil
+}
+
+// refuseCustomFormat answers 406 for a format custom objects have no
+// encoding in, before any work.
+func refuseCustomFormat(st *registry.Store, out *output) error {
+	if st.Custom == nil || out.mt.Convert != nil {
+		return nil
+	}
+	if _, ok := runtime.SerializerInfoForMediaType(st.Codecs().SupportedMediaTypes(), out.info.MediaType); !ok {
+		return negotiation.NewNotAcceptableError(mediaTypes(st.Codecs()))
+	}
+	return nil
 }
 
 // plainJSON and plainProtobuf are the serializers a request gets for JSON
@@ -164,7 +199,7 @@ func asTable(ctx context.Context, req *http.Request, st *registry.Store, obj run
 		row := &table.Rows[i]
 		switch opts.IncludeObject {
 		case metav1.IncludeObject:
-			versioned, err := registry.Scheme.ConvertToVersion(row.Object.Object, st.GVR.GroupVersion())
+			versioned, err := st.Convertor().ConvertToVersion(row.Object.Object, st.GVR.GroupVersion())
 			if err != nil {
 				return nil, err
 			}

@@ -28,6 +28,9 @@ import (
 // patchTypes are the patch media types served, in kube-apiserver's order.
 var patchTypes = []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType), string(types.ApplyYAMLPatchType)}
 
+// customPatchTypes are those of custom resources: no strategic merge.
+var customPatchTypes = []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.ApplyYAMLPatchType)}
+
 func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.Store, sub, name, ns string) {
 	if st.UpdateStrategy == nil && sub == "" {
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "patch"))
@@ -45,6 +48,11 @@ func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.St
 	pt := types.PatchType(strings.TrimSpace(contentType))
 	if pt != types.JSONPatchType && pt != types.MergePatchType && pt != types.StrategicMergePatchType && pt != types.ApplyYAMLPatchType {
 		s.writeError(w, req, negotiation.NewUnsupportedMediaTypeError(patchTypes))
+		return
+	}
+	if st.Custom != nil && pt == types.StrategicMergePatchType {
+		// Custom objects have no Go type to take merge keys from.
+		s.writeError(w, req, negotiation.NewUnsupportedMediaTypeError(customPatchTypes))
 		return
 	}
 	body, err := s.readBody(req)
@@ -129,7 +137,7 @@ func (p *patchInfo) strict() bool {
 
 func (p *patchInfo) UpdatedObject(ctx context.Context, old runtime.Object) (runtime.Object, error) {
 	gv := p.store.GVR.GroupVersion()
-	oldJSON, err := runtime.Encode(registry.Codecs.LegacyCodec(gv), old)
+	oldJSON, err := encodeJSON(p.store, old, gv)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
@@ -170,7 +178,7 @@ func (p *patchInfo) UpdatedObject(ctx context.Context, old runtime.Object) (runt
 			return nil, apierrors.NewBadRequest(err.Error())
 		}
 		var schemaObj runtime.Object
-		schemaObj, err = registry.Scheme.New(p.store.GVK())
+		schemaObj, err = p.store.New()
 		if err == nil {
 			patched, err = apply.StrategicMergePatch(oldJSON, p.patch, schemaObj)
 		}
@@ -186,13 +194,14 @@ func (p *patchInfo) UpdatedObject(ctx context.Context, old runtime.Object) (runt
 	case err != nil:
 		return nil, apierrors.NewInternalError(err)
 	}
-	info, _ := runtime.SerializerInfoForMediaType(registry.Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
+	codecs := p.store.Codecs()
+	info, _ := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
 	ser := info.Serializer
 	if p.strict() && info.StrictSerializer != nil {
 		ser = info.StrictSerializer
 	}
 	defaultGVK := p.store.GVK()
-	obj, _, err := registry.Codecs.DecoderToVersion(ser, hub(gv)).Decode(patched, &defaultGVK, p.store.NewFunc())
+	obj, _, err := codecs.DecoderToVersion(ser, p.store.Hub()).Decode(patched, &defaultGVK, p.store.NewFunc())
 	if err != nil {
 		strictErr, isStrict := runtime.AsStrictDecodingError(err)
 		if !isStrict || obj == nil {
@@ -234,4 +243,14 @@ func fieldValidation(directive string) string {
 		return metav1.FieldValidationWarn
 	}
 	return directive
+}
+
+// encodeJSON is obj in gv as JSON, with the store's codecs.
+func encodeJSON(st *registry.Store, obj runtime.Object, gv schema.GroupVersion) ([]byte, error) {
+	if st.Custom == nil {
+		return runtime.Encode(registry.Codecs.LegacyCodec(gv), obj)
+	}
+	codecs := st.Codecs()
+	info, _ := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
+	return runtime.Encode(codecs.EncoderForVersion(info.Serializer, gv), obj)
 }

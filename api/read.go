@@ -88,7 +88,7 @@ func (s *Server) listOptions(req *http.Request, st *registry.Store) (*metaintern
 	if opts.FieldSelector != nil {
 		gvk := st.GVK()
 		sel, err := opts.FieldSelector.Transform(func(label, value string) (string, string, error) {
-			return registry.Scheme.ConvertFieldLabel(gvk, label, value)
+			return st.Convertor().ConvertFieldLabel(gvk, label, value)
 		})
 		if err != nil {
 			return nil, apierrors.NewBadRequest(err.Error())

@@ -40,7 +40,7 @@ func (s *Server) serveVirtual(w http.ResponseWriter, req *http.Request, v *regis
 		return
 	}
 	gvk := v.Kind()
-	obj, got, err := decodeValidated(ctx, si, body, opts.FieldValidation, gvk, v.New())
+	obj, got, err := decodeValidated(ctx, registry.Codecs, hub(gvk.GroupVersion()), si, body, opts.FieldValidation, gvk, v.New())
 	if err != nil {
 		// TokenRequest and TokenReview bodies carry tokens: quote none.
 		s.writeError(w, req, transformDecodeError(v.KindName, err, got, nil))

@@ -33,7 +33,11 @@ const initialEventsEndAnnotation = "k8s.io/initial-events-end"
 
 // watch serves ?watch=true on a collection from the watch cache.
 func (s *Server) watch(w http.ResponseWriter, req *http.Request, st *registry.Store, format *output, opts *metainternalversion.ListOptions) {
-	stream, err := negotiation.NegotiateOutputMediaTypeStream(req, registry.Codecs, restrictions{})
+	codecs := st.Codecs()
+	if format.mt.Convert != nil {
+		codecs = registry.Codecs // Tables and metadata are built-in kinds
+	}
+	stream, err := negotiation.NegotiateOutputMediaTypeStream(req, codecs, restrictions{})
 	if err != nil {
 		s.writeError(w, req, err)
 		return
@@ -49,10 +53,15 @@ func (s *Server) watch(w http.ResponseWriter, req *http.Request, st *registry.St
 		st: st, req: req, format: format, events: &s.events,
 		framer: stream.StreamSerializer.Framer,
 		outer:  registry.Codecs.EncoderForVersion(stream.StreamSerializer.Serializer, st.GVR.GroupVersion()),
-		inner:  registry.Codecs.EncoderForVersion(stream.Serializer, st.GVR.GroupVersion()),
+		inner:  codecs.EncoderForVersion(stream.Serializer, st.GVR.GroupVersion()),
 	}
 	if format.mt.Convert != nil {
 		ww.inner = registry.Codecs.EncoderForVersion(stream.Serializer, format.mt.Convert.GroupVersion())
+	}
+	if st.Custom != nil {
+		// The scheme has no WatchEvent in a custom group: the event is
+		// written as it is, which is what the versioned encoder writes.
+		ww.outer = stream.StreamSerializer.Serializer
 	}
 	mediaType := stream.MediaType
 	if mediaType != runtime.ContentTypeJSON {

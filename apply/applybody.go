@@ -2,11 +2,12 @@ package apply
 
 import (
 	"fmt"
+	"strconv"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
 	kjson "sigs.k8s.io/json"
-	"sigs.k8s.io/yaml"
 )
 
 // ApplyPatch is an apply body decoded once: the object the FieldManager
@@ -22,8 +23,10 @@ import (
 // body the JSON decoder refuses or finds duplicates in, is decoded as kube
 // decodes it, so the object, the errors and their wording are kube's.
 type ApplyPatch struct {
-	// Object is the decoded body, as sigs.k8s.io/yaml.Unmarshal decodes it
-	// into a map: numbers are float64.
+	// Object is the decoded body, as kube's apply patcher decodes it
+	// (k8s.io/apimachinery/pkg/util/yaml.Unmarshal into a map): integers
+	// are int64, other numbers float64, so that a custom object's
+	// integers stay integers.
 	Object *unstructured.Unstructured
 	body   []byte
 	// noDuplicates: the JSON decoder found no duplicate field, so a strict
@@ -83,34 +86,10 @@ func decodeJSONApplyPatch(body []byte) (_ *unstructured.Unstructured, ok bool) {
 	if err != nil || len(strict) > 0 {
 		return nil, false
 	}
-	// sigs.k8s.io/yaml decodes its JSON with encoding/json: every number
-	// is a float64, where kube's JSON decoder keeps integers as int64. The
-	// conversion rounds as encoding/json's parsing does (to nearest, ties
-	// to even).
-	floatNumbers(m)
+	// The YAML path turns a JSON number into a YAML one and back: a float
+	// that prints as an integer (1.0, 1e2) comes back an int64.
+	yamlNumbers(m)
 	return &unstructured.Unstructured{Object: m}, true
-}
-
-// floatNumbers turns every int64 in v into a float64, in place.
-func floatNumbers(v interface{}) {
-	switch v := v.(type) {
-	case map[string]interface{}:
-		for k, e := range v {
-			if n, ok := e.(int64); ok {
-				v[k] = float64(n)
-			} else {
-				floatNumbers(e)
-			}
-		}
-	case []interface{}:
-		for i, e := range v {
-			if n, ok := e.(int64); ok {
-				v[i] = float64(n)
-			} else {
-				floatNumbers(e)
-			}
-		}
-	}
 }
 
 // yamlSimpleKeyBound bounds the distance in bytes from the opening quote of
@@ -196,4 +175,36 @@ func isSurrogateEscape(h1, h2 byte) bool {
 		return true
 	}
 	return false
+}
+
+// yamlNumbers turns every float64 in v that the YAML path would turn into
+// an int64 into that int64, in place: sigs.k8s.io/yaml writes a float as
+// strconv.FormatFloat(f, 'g', -1, 64) does, and kube's decoder reads what
+// parses as an integer as an int64.
+func yamlNumbers(v interface{}) {
+	switch v := v.(type) {
+	case map[string]interface{}:
+		for k, e := range v {
+			if f, ok := e.(float64); ok {
+				v[k] = yamlNumber(f)
+			} else {
+				yamlNumbers(e)
+			}
+		}
+	case []interface{}:
+		for i, e := range v {
+			if f, ok := e.(float64); ok {
+				v[i] = yamlNumber(f)
+			} else {
+				yamlNumbers(e)
+			}
+		}
+	}
+}
+
+func yamlNumber(f float64) interface{} {
+	if n, err := strconv.ParseInt(strconv.FormatFloat(f, 'g', -1, 64), 10, 64); err == nil {
+		return n
+	}
+	return f
 }

@@ -31,7 +31,7 @@ var applyBodyEdges = []string{
 }
 
 // FuzzApplyPatchJSON: decoding an apply body gives what kube's decoding
-// gives (sigs.k8s.io/yaml, twice), whichever path the body takes: the same
+// gives (k8s.io/apimachinery/pkg/util/yaml), whichever path the body takes: the same
 // object, down to each number's Go type and sign, the same error, and the
 // same strict error.
 func FuzzApplyPatchJSON(f *testing.F) {

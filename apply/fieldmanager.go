@@ -52,6 +52,20 @@ type TypeConverterConfig struct {
 // kube-apiserver does (GenericAPIServer.getOpenAPIModels): OpenAPI v3
 // definitions for the resources, then managedfields.NewTypeConverter.
 func NewTypeConverter(cfg TypeConverterConfig) (managedfields.TypeConverter, error) {
+	schemas, err := Schemas(cfg)
+	if err != nil {
+		return nil, err
+	}
+	tc, err := managedfields.NewTypeConverter(schemas, false)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrTypeConverter, err)
+	}
+	return tc, nil
+}
+
+// Schemas are the OpenAPI v3 schemas of cfg's types and of those they
+// reference, by definition name.
+func Schemas(cfg TypeConverterConfig) (map[string]*spec.Schema, error) {
 	schemas, err := builder3.BuildOpenAPIDefinitionsForResources(&common.OpenAPIV3Config{
 		Info:              &spec.Info{InfoProps: spec.InfoProps{Title: "Kubernetes"}},
 		GetDefinitions:    cfg.Definitions,
@@ -60,11 +74,21 @@ func NewTypeConverter(cfg TypeConverterConfig) (managedfields.TypeConverter, err
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrTypeConverter, err)
 	}
-	tc, err := managedfields.NewTypeConverter(schemas, false)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrTypeConverter, err)
+	return schemas, nil
+}
+
+// NewCustomFieldManager builds kube's FieldManager for a custom resource
+// (or its status) as kube's apiextensions server does
+// (managedfields.NewDefaultCRDFieldManager): objects are handled in the
+// served version kind, converted by the definition's convertor, and the
+// strategy's reset fields are not owned by the writer.
+func NewCustomFieldManager(tc managedfields.TypeConverter, convertor runtime.ObjectConvertor, defaulter runtime.ObjectDefaulter, creater runtime.ObjectCreater,
+	kind schema.GroupVersionKind, subresource string, strategy any) (*managedfields.FieldManager, error) {
+	var reset map[fieldpath.APIVersion]fieldpath.Filter
+	if rs, ok := strategy.(rest.ResetFieldsStrategy); ok {
+		reset = fieldpath.NewExcludeFilterSetMap(rs.GetResetFields())
 	}
-	return tc, nil
+	return managedfields.NewDefaultCRDFieldManager(tc, convertor, defaulter, creater, kind, kind.GroupVersion(), subresource, reset)
 }
 
 // FieldManagerConfig describes one resource (or one subresource of it) for

@@ -122,6 +122,11 @@ type KubeConfig struct {
 	Burst int
 	// Logger receives the controllers' logs; nil means slog.Default().
 	Logger *slog.Logger
+	// EstablishDelay is how long a CustomResourceDefinition whose names
+	// are accepted waits before it is Established: kube's apiextensions
+	// server waits 5 s when other servers run beside it, so that they
+	// serve it first, and none when it runs alone.
+	EstablishDelay time.Duration
 }
 
 // SignerFiles are a signing CA's certificate and key files (PEM). kube's

@@ -102,7 +102,7 @@ func (g policyGetter) GetValidatingAdmissionPolicy(ctx context.Context, name str
 // as kube's discovery resolver finds it among the served resources; a
 // kind r does not serve is a NoKindMatchError.
 func (r *Registry) Resolve(gvk schema.GroupVersionKind) (schema.GroupVersionResource, error) {
-	for _, s := range r.ordered {
+	for _, s := range r.Stores() {
 		if s.GVK() == gvk {
 			return s.GVR, nil
 		}

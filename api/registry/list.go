@@ -96,7 +96,7 @@ func (p *ListPage) JSON() (*ListBody, error) {
 	if err != nil {
 		return nil, err
 	}
-	kind, _ := json.Marshal(s.KindName + "List")
+	kind, _ := json.Marshal(s.ListKind())
 	apiVersion, _ := json.Marshal(s.GVR.GroupVersion().String())
 	head := make([]byte, 0, 48+len(kind)+len(apiVersion)+len(metaJSON))
 	head = append(head, `{"kind":`...)
@@ -155,7 +155,7 @@ func (p *ListPage) Protobuf() (*ListBody, error) {
 		list += 1 + sov(len(b.items[i])) + len(b.items[i])
 	}
 	gv := s.GVR.GroupVersion()
-	tm := runtime.TypeMeta{APIVersion: gv.String(), Kind: s.KindName + "List"}
+	tm := runtime.TypeMeta{APIVersion: gv.String(), Kind: s.ListKind()}
 	tmPB, err := tm.Marshal()
 	if err != nil {
 		return nil, err

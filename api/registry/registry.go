@@ -28,6 +28,9 @@ type Registry struct {
 	storage *storage.Storage
 	stores  map[schema.GroupVersionResource]*Store
 	ordered []*Store
+	// custom are the custom resources' stores, which change while the
+	// node serves (customstores.go); a Serving view shares them.
+	custom *customStores
 
 	virtuals     map[virtualKey]*Virtual
 	virtualOrder []*Virtual
@@ -39,27 +42,50 @@ type Registry struct {
 // New builds a store for each of resources on stor, each guarded by the
 // resource's own Admit and then by adm's steps for it (nil: none).
 func New(stor *storage.Storage, resources []*Resource, adm Admission) *Registry {
-	r := &Registry{storage: stor, stores: map[schema.GroupVersionResource]*Store{}, adm: adm}
+	r := &Registry{storage: stor, stores: map[schema.GroupVersionResource]*Store{}, adm: adm, custom: &customStores{}}
 	for _, res := range resources {
-		stored := res.Stored()
-		s := &Store{Resource: res, chain: chain(res, adm), deleteChain: deleteChain(res, adm), validateChain: validateChain(res, adm), storage: stor.ForResource(storage.ResourceConfig{
-			GVR: res.GVR, Stored: stored.GroupResource(), Codec: StorageCodec(stored.GroupVersion()),
-			Convertor: Scheme, NewFunc: res.NewFunc, TTL: res.TTL,
-		})}
-		if res.Namespaced {
-			s.admit = r.admitNamespace
-		}
+		s := r.newStore(res, adm)
 		r.stores[res.GVR] = s
 		r.ordered = append(r.ordered, s)
 	}
 	return r
 }
 
-// Store returns the store serving gvr, or nil.
-func (r *Registry) Store(gvr schema.GroupVersionResource) *Store { return r.stores[gvr] }
+// newStore builds res's store on the registry's storage, guarded by adm.
+func (r *Registry) newStore(res *Resource, adm Admission) *Store {
+	stored := res.Stored()
+	cfg := storage.ResourceConfig{
+		GVR: res.GVR, Stored: stored.GroupResource(), Codec: StorageCodec(stored.GroupVersion()),
+		Convertor: Scheme, NewFunc: res.NewFunc, TTL: res.TTL,
+	}
+	if res.Custom != nil {
+		cfg.Codec, cfg.Convertor = res.Custom.Storage, res.Convertor()
+	}
+	s := &Store{Resource: res, chain: chain(res, adm), deleteChain: deleteChain(res, adm), validateChain: validateChain(res, adm), storage: r.storage.ForResource(cfg)}
+	if res.Namespaced {
+		s.admit = r.admitNamespace
+	}
+	return s
+}
 
-// Stores returns every store in registration order, for discovery.
-func (r *Registry) Stores() []*Store { return r.ordered }
+// Store returns the store serving gvr, or nil. A built-in resource wins
+// over a custom one of the same name.
+func (r *Registry) Store(gvr schema.GroupVersionResource) *Store {
+	if s := r.stores[gvr]; s != nil {
+		return s
+	}
+	return r.custom.store(gvr)
+}
+
+// Stores returns every store, built-in ones in registration order and
+// then the custom ones, for discovery.
+func (r *Registry) Stores() []*Store {
+	custom := r.custom.all()
+	if len(custom) == 0 {
+		return r.ordered
+	}
+	return append(r.ordered[:len(r.ordered):len(r.ordered)], custom...)
+}
 
 // AtRest returns the transformation of the stored values of gr, which need
 // not be a served resource (the signing keys use the one of secrets).
@@ -157,7 +183,7 @@ func ptr[T any](v T) *T { return &v }
 // (the RBAC bootstrap, namespace admission), as kube-apiserver keeps its
 // storage for a version it does not serve. Call it after every AddVirtual.
 func (r *Registry) Serving(serves func(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) bool) *Registry {
-	v := &Registry{storage: r.storage, stores: map[schema.GroupVersionResource]*Store{}}
+	v := &Registry{storage: r.storage, stores: map[schema.GroupVersionResource]*Store{}, custom: r.custom}
 	for _, s := range r.ordered {
 		if serves(s.GVR, s.GVK()) {
 			v.stores[s.GVR] = s

@@ -15,12 +15,15 @@ import (
 // strategies and its read helpers. The generic Store does the rest.
 type Resource struct {
 	// GVR is the external group/version/resource served.
-	GVR        schema.GroupVersionResource
-	KindName   string
-	Singular   string
-	ShortNames []string
-	Categories []string
-	Namespaced bool
+	GVR      schema.GroupVersionResource
+	KindName string
+	// ListKindName is the kind of its lists when it is not KindName+"List"
+	// (a custom resource's spec.names.listKind).
+	ListKindName string
+	Singular     string
+	ShortNames   []string
+	Categories   []string
+	Namespaced   bool
 
 	// StoredAs is where and how the objects are stored when that is not
 	// GVR itself: the group and resource of their keys, and the version
@@ -89,6 +92,55 @@ type Resource struct {
 	// a Status error (kube's NamespaceLifecycle keeps the system
 	// namespaces).
 	AdmitDelete func(ctx context.Context, name string) error
+
+	// Custom is set for a custom resource (customresource.go): its
+	// objects are Unstructured, handled in the served version, with
+	// codecs of their own instead of the scheme's.
+	Custom *Custom
+}
+
+// ListKind is the kind of the resource's lists.
+func (r *Resource) ListKind() string {
+	if r.ListKindName != "" {
+		return r.ListKindName
+	}
+	return r.KindName + "List"
+}
+
+// Codecs decode, convert and encode the resource's objects: the scheme's
+// for a built-in resource, the definition's for a custom one.
+func (r *Resource) Codecs() runtime.NegotiatedSerializer {
+	if r.Custom != nil {
+		return r.Custom.Codecs
+	}
+	return Codecs
+}
+
+// Convertor converts the resource's objects between versions.
+func (r *Resource) Convertor() runtime.ObjectConvertor {
+	if r.Custom != nil {
+		return r.Custom.Codecs.Convertor()
+	}
+	return Scheme
+}
+
+// Hub is the version the resource's objects are handled in: the
+// internal version of a built-in group, the served version of a custom
+// resource (which has no internal one).
+func (r *Resource) Hub() schema.GroupVersion {
+	if r.Custom != nil {
+		return r.GVR.GroupVersion()
+	}
+	return schema.GroupVersion{Group: r.GVR.Group, Version: runtime.APIVersionInternal}
+}
+
+// New returns an empty object of the resource's external kind, for
+// decoding into (patches, apply).
+func (r *Resource) New() (runtime.Object, error) {
+	if r.Custom != nil {
+		return r.NewFunc(), nil
+	}
+	return Scheme.New(r.GVK())
 }
 
 // GroupResource is the resource's qualified name used in Status errors.

@@ -3,12 +3,14 @@ package storage
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -42,6 +44,9 @@ type objCache struct {
 	m        map[*fsm.KV]*cachedObj
 	sweepAt  int
 	sweeping bool
+	// forgotten is set once the store is forgotten (Storage.Forget):
+	// nothing is cached any more.
+	forgotten bool
 }
 
 // cachedObj is one decoded stored version and, computed on first use, its
@@ -184,6 +189,26 @@ func (b *objBudget) sweepIdleLoop(stop <-chan struct{}) {
 	}
 }
 
+// unregister takes c out of the caches b bounds, releasing its entries;
+// c caches nothing afterwards.
+func (b *objBudget) unregister(c *objCache) {
+	b.mu.Lock()
+	for i, other := range b.caches {
+		if other == c {
+			b.caches = append(b.caches[:i:i], b.caches[i+1:]...)
+			break
+		}
+	}
+	b.mu.Unlock()
+	c.mu.Lock()
+	c.forgotten = true
+	for k, e := range c.m {
+		delete(c.m, k)
+		c.budget.release(e)
+	}
+	c.mu.Unlock()
+}
+
 // shrink evicts about frac of c's entries: those not read since the last
 // eviction first (clearing the mark of those it passes over), then any.
 func (c *objCache) shrink(frac float64) {
@@ -233,6 +258,10 @@ func (c *objCache) entry(kv *fsm.KV) *cachedObj {
 // versions no longer live.
 func (c *objCache) put(kv *fsm.KV, obj runtime.Object, live func(fsm.Key) (uint64, bool)) runtime.Object {
 	c.mu.Lock()
+	if c.forgotten {
+		c.mu.Unlock()
+		return obj
+	}
 	if c.m == nil {
 		c.m = make(map[*fsm.KV]*cachedObj)
 		c.sweepAt = minSweepAt
@@ -311,6 +340,10 @@ func (s *Store) DecodeShared(kv *fsm.KV) (runtime.Object, error) {
 // changes a field below the top level (metadata included) needs a deep
 // copy instead.
 func Unshared(obj runtime.Object) runtime.Object {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		// Its kind is two keys of its top-level map, which is copied.
+		return &unstructured.Unstructured{Object: maps.Clone(u.Object)}
+	}
 	v := reflect.ValueOf(obj)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
 		return obj.DeepCopyObject()
@@ -375,8 +408,11 @@ func (s *Store) entryFor(kv *fsm.KV) (*cachedObj, error) {
 // be modified.
 func (s *Store) ItemJSON(kv *fsm.KV) ([]byte, error) {
 	return s.itemEncoding(kv, func(e *cachedObj) *atomic.Pointer[[]byte] { return &e.json }, func(out runtime.Object) ([]byte, error) {
-		// List items carry no kind or apiVersion of their own.
-		out.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+		// Built-in list items carry no kind or apiVersion of their own;
+		// custom ones do, as in kube.
+		if _, custom := out.(runtime.Unstructured); !custom {
+			out.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+		}
 		return json.Marshal(out)
 	})
 }

@@ -87,6 +87,23 @@ func (s *Storage) ForResource(cfg ResourceConfig) *Store {
 	return st
 }
 
+// Forget undoes ForResource for st, a store no request uses any more (a
+// custom resource no longer served, or served anew): the watch cache
+// stops decoding its group/resource's values with it, and its decoded
+// objects leave the node's caches. A later ForResource of the same
+// group/resource registers afresh.
+func (s *Storage) Forget(st *Store) {
+	s.mu.Lock()
+	for gr, cur := range s.stores {
+		if cur == st {
+			delete(s.stores, gr)
+			delete(s.ttls, gr)
+		}
+	}
+	s.mu.Unlock()
+	s.objs.unregister(&st.objs)
+}
+
 func (s *Store) gr() schema.GroupResource { return s.gvr.GroupResource() }
 
 // optimisticLockErrorMsg is kube-apiserver's wording for a stale resourceVersion.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"time"
 
 	"github.com/trustplane/trustplane/api"
 	"github.com/trustplane/trustplane/api/controllers"
@@ -28,6 +29,9 @@ func runControllers(ctx context.Context, w *wiring, ident *identity, apiURL stri
 	kcfg.QPS, kcfg.Burst = float32(w.opts.controllersQPS), w.opts.controllersBurst
 	kcfg.UserAgent = fmt.Sprintf("kube-controller-manager/%s (%s/%s) trustplane", api.Version.GitVersion, runtime.GOOS, runtime.GOARCH)
 	kcfg.Logger = log
+	if w.opts.multiNode() {
+		kcfg.EstablishDelay = 5 * time.Second
+	}
 	kube, err := controllers.NewKube(kcfg)
 	if err != nil {
 		log.Error("controllers are off", "error", err)

@@ -430,7 +430,8 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := api.New(acfg, adm.policies.serving(reg.Serving(apiSelection{rc: rc, gates: utilfeature.DefaultFeatureGate}.serves)))
+	served := reg.Serving(apiSelection{rc: rc, gates: utilfeature.DefaultFeatureGate}.serves)
+	srv, err := api.New(acfg, adm.policies.serving(served))
 	if err != nil {
 		return err
 	}
@@ -441,6 +442,15 @@ func serve(args []string) error {
 	defer stopAdmission()
 	if err := adm.start(admissionCtx, ca, apiURL(srv.Addr().String(), listenHost)); err != nil {
 		return fmt.Errorf("admission: %w", err)
+	}
+	if served.Store(registry.CustomResourceDefinitionsGVR) != nil {
+		loopback, err := loopbackConfig(ca, apiURL(srv.Addr().String(), listenHost), loopbackUser, "system:masters")
+		if err != nil {
+			return err
+		}
+		if err := newCustomResources(log, served, srv).start(admissionCtx, loopback); err != nil {
+			return fmt.Errorf("custom resources: %w", err)
+		}
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve() }()

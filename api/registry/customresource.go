@@ -1,0 +1,284 @@
+package registry
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
+	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
+	"k8s.io/apiextensions-apiserver/pkg/crdserverscheme"
+	"k8s.io/apiextensions-apiserver/pkg/registry/customresource"
+	"k8s.io/apiextensions-apiserver/pkg/registry/customresource/tableconvertor"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/kube-openapi/pkg/spec3"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+
+	"github.com/trustplane/trustplane/apply"
+)
+
+// ErrNotServable is returned for a definition that cannot be served as it
+// stands (no accepted names yet, a schema that is not structural); the
+// definition's conditions say why, and it is served once they clear.
+var ErrNotServable = errors.New("registry: the custom resource definition cannot be served")
+
+// CustomResources returns the Resources that serve crd's custom objects,
+// one per served version, built as kube's apiextensions server builds its
+// storage for a definition: its accepted names, its structural schema for
+// pruning and defaulting, apiextensions' own strategy (schema validation,
+// x-kubernetes-validations, ratcheting, status and scale), its printer
+// columns and its selectable fields. Every version stores its objects
+// under the definition's group and plural, in the storage version; the
+// definition's conversion (None) converts between them.
+//
+// static are the OpenAPI schemas of the built-in types a definition's
+// schema refers to (ObjectMeta and what it references), from which, with
+// the definition's own, server-side apply types its objects; without
+// them, apply deduces types from the objects.
+func CustomResources(crd *apiextensionsv1.CustomResourceDefinition, static map[string]*spec.Schema) ([]*Resource, error) {
+	names := crd.Status.AcceptedNames
+	if names.Plural == "" || names.Singular == "" || names.Kind == "" || names.ListKind == "" {
+		return nil, fmt.Errorf("%w: %s has no accepted names", ErrNotServable, crd.Name)
+	}
+	storageVersion, err := apihelpers.GetCRDStorageVersion(crd)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotServable, err)
+	}
+	structurals := map[string]*structuralschema.Structural{}
+	for _, v := range crd.Spec.Versions {
+		s, err := structuralFor(crd, v.Name)
+		if err != nil {
+			return nil, err
+		}
+		if s != nil {
+			structurals[v.Name] = s
+		}
+	}
+	factory, err := conversion.NewCRConverterFactory(nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	safe, _, err := factory.NewConverter(crd)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotServable, err)
+	}
+	tc, err := customTypeConverter(crd, static)
+	if err != nil {
+		return nil, err
+	}
+	gk := schema.GroupKind{Group: crd.Spec.Group, Kind: names.Kind}
+	stored := schema.GroupVersionResource{Group: crd.Spec.Group, Version: storageVersion, Resource: names.Plural}
+	typer := crdserverscheme.NewUnstructuredObjectTyper()
+	namespaced := crd.Spec.Scope == apiextensionsv1.NamespaceScoped
+
+	var out []*Resource
+	for _, v := range crd.Spec.Versions {
+		if !v.Served {
+			continue
+		}
+		kind := gk.WithVersion(v.Name)
+		validator, statusValidator, err := validatorsFor(crd, v.Name)
+		if err != nil {
+			return nil, err
+		}
+		status, scale, err := subresourcesFor(crd, v.Name)
+		if err != nil {
+			return nil, err
+		}
+		strategy := customresource.NewStrategy(typer, namespaced, kind, validator, statusValidator, structurals[v.Name], status, scale, v.SelectableFields)
+		cols := v.AdditionalPrinterColumns
+		if len(cols) == 0 {
+			cols = []apiextensionsv1.CustomResourceColumnDefinition{{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp",
+				Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"]}}
+		}
+		table, err := tableconvertor.New(cols)
+		if err != nil {
+			// kube falls back to the default table for columns it cannot parse.
+			table = rest.NewDefaultTableConvertor(stored.GroupResource())
+		}
+		codecs := newCustomCodecs(kind, safe, structurals, crd.Spec.PreserveUnknownFields)
+		res := &Resource{
+			GVR:          schema.GroupVersionResource{Group: crd.Spec.Group, Version: v.Name, Resource: names.Plural},
+			KindName:     names.Kind,
+			ListKindName: names.ListKind,
+			Singular:     names.Singular,
+			ShortNames:   names.ShortNames,
+			Categories:   names.Categories,
+			Namespaced:   namespaced,
+			StoredAs:     stored,
+			NewFunc: func() runtime.Object {
+				u := &unstructured.Unstructured{}
+				u.SetGroupVersionKind(kind)
+				return u
+			},
+			NewListFunc: func() runtime.Object {
+				l := &unstructured.UnstructuredList{}
+				l.SetGroupVersionKind(gk.WithVersion(v.Name).GroupVersion().WithKind(names.ListKind))
+				return l
+			},
+			CreateStrategy: strategy, UpdateStrategy: strategy, DeleteStrategy: strategy,
+			GetAttrs:       strategy.GetAttrs,
+			TableConvertor: table,
+			Custom: &Custom{UID: crd.UID, Codecs: codecs, Storage: codecs.storageCodec(stored.GroupVersion()),
+				Terminating: apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating)},
+		}
+		if status != nil {
+			res.Subresources = map[string]rest.RESTUpdateStrategy{"status": customresource.NewStatusStrategy(strategy)}
+		}
+		res.Custom.FieldManagers = map[string]*managedfields.FieldManager{}
+		for sub, st := range map[string]any{"": strategy, "status": res.Subresources["status"]} {
+			if st == nil {
+				continue
+			}
+			fm, err := apply.NewCustomFieldManager(tc, codecs.Convertor(), codecs.defaulter, customCreator, kind, sub, st)
+			if err != nil {
+				return nil, fmt.Errorf("%w: field manager: %v", ErrNotServable, err)
+			}
+			res.Custom.FieldManagers[sub] = fm
+		}
+		out = append(out, res)
+	}
+	// Discovery lists versions by kube's version priority, the preferred first.
+	sort.SliceStable(out, func(i, j int) bool {
+		return version.CompareKubeAwareVersionStrings(out[i].GVR.Version, out[j].GVR.Version) > 0
+	})
+	return out, nil
+}
+
+// Custom is what a custom resource's Resource has that a built-in one
+// takes from the scheme: its codecs, which decode requests into the served
+// version (there is no internal version) with the schema's pruning and
+// defaulting, and the codec of its stored objects.
+type Custom struct {
+	// UID is the definition's; a definition deleted and created again
+	// under the same name is served anew.
+	UID types.UID
+	// Terminating: the definition is being deleted; no new objects.
+	Terminating bool
+	Codecs      *CustomCodecs
+	Storage     runtime.Codec
+	// FieldManagers are the resource's and its status's ("status").
+	FieldManagers map[string]*managedfields.FieldManager
+}
+
+// customTypeConverter types crd's objects for server-side apply from its
+// versions' schemas merged with static, as kube's apiextensions server
+// does (buildOpenAPIModelsForApply); with no static schemas, from the
+// objects themselves.
+func customTypeConverter(crd *apiextensionsv1.CustomResourceDefinition, static map[string]*spec.Schema) (managedfields.TypeConverter, error) {
+	if static == nil {
+		return managedfields.NewDeducedTypeConverter(), nil
+	}
+	specs := []*spec3.OpenAPI{{Version: "3.0.0", Info: &spec.Info{InfoProps: spec.InfoProps{Title: "Kubernetes CRD Swagger", Version: "v0.1.0"}},
+		Components: &spec3.Components{Schemas: static}}}
+	for _, v := range crd.Spec.Versions {
+		s, err := builder.BuildOpenAPIV3(crd, v.Name, builder.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s %s: %v", ErrNotServable, crd.Name, v.Name, err)
+		}
+		specs = append(specs, s)
+	}
+	merged, err := builder.MergeSpecsV3(specs...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrNotServable, crd.Name, err)
+	}
+	return managedfields.NewTypeConverter(merged.Components.Schemas, crd.Spec.PreserveUnknownFields)
+}
+
+// structuralFor is version's structural schema with the defaults kube
+// prunes, or nil when the version has none (preserveUnknownFields).
+func structuralFor(crd *apiextensionsv1.CustomResourceDefinition, version string) (*structuralschema.Structural, error) {
+	val, err := apihelpers.GetSchemaForVersion(crd, version)
+	if err != nil || val == nil {
+		return nil, err
+	}
+	internal := &apiextensionsinternal.CustomResourceValidation{}
+	if err := apiextensionsv1.Convert_v1_CustomResourceValidation_To_apiextensions_CustomResourceValidation(val, internal, nil); err != nil {
+		return nil, err
+	}
+	s, err := structuralschema.NewStructural(internal.OpenAPIV3Schema)
+	if err != nil {
+		if crd.Spec.PreserveUnknownFields {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%w: %s %s: %v", ErrNotServable, crd.Name, version, err)
+	}
+	if crd.Spec.PreserveUnknownFields {
+		return s, nil
+	}
+	s = s.DeepCopy()
+	if err := structuraldefaulting.PruneDefaults(s); err != nil {
+		return nil, fmt.Errorf("%w: %s %s: %v", ErrNotServable, crd.Name, version, err)
+	}
+	return s, nil
+}
+
+// validatorsFor are version's OpenAPI validators of the whole object and
+// of its status alone (nil without a status subresource).
+func validatorsFor(crd *apiextensionsv1.CustomResourceDefinition, version string) (whole, status apiservervalidation.SchemaValidator, err error) {
+	val, err := apihelpers.GetSchemaForVersion(crd, version)
+	if err != nil {
+		return nil, nil, err
+	}
+	var props *apiextensionsinternal.JSONSchemaProps
+	if val != nil {
+		internal := &apiextensionsinternal.CustomResourceValidation{}
+		if err := apiextensionsv1.Convert_v1_CustomResourceValidation_To_apiextensions_CustomResourceValidation(val, internal, nil); err != nil {
+			return nil, nil, err
+		}
+		props = internal.OpenAPIV3Schema
+	}
+	whole, _, err = apiservervalidation.NewSchemaValidator(props)
+	if err != nil {
+		return nil, nil, err
+	}
+	subs, err := apihelpers.GetSubresourcesForVersion(crd, version)
+	if err != nil {
+		return nil, nil, err
+	}
+	if subs != nil && subs.Status != nil && props != nil && props.Properties != nil {
+		if s, ok := props.Properties["status"]; ok {
+			if status, _, err = apiservervalidation.NewSchemaValidator(&s); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return whole, status, nil
+}
+
+// subresourcesFor are version's status and scale subresources in the
+// internal types apiextensions' strategy takes.
+func subresourcesFor(crd *apiextensionsv1.CustomResourceDefinition, version string) (*apiextensionsinternal.CustomResourceSubresourceStatus, *apiextensionsinternal.CustomResourceSubresourceScale, error) {
+	subs, err := apihelpers.GetSubresourcesForVersion(crd, version)
+	if err != nil || subs == nil {
+		return nil, nil, err
+	}
+	var status *apiextensionsinternal.CustomResourceSubresourceStatus
+	var scale *apiextensionsinternal.CustomResourceSubresourceScale
+	if subs.Status != nil {
+		status = &apiextensionsinternal.CustomResourceSubresourceStatus{}
+		if err := apiextensionsv1.Convert_v1_CustomResourceSubresourceStatus_To_apiextensions_CustomResourceSubresourceStatus(subs.Status, status, nil); err != nil {
+			return nil, nil, err
+		}
+	}
+	if subs.Scale != nil {
+		scale = &apiextensionsinternal.CustomResourceSubresourceScale{}
+		if err := apiextensionsv1.Convert_v1_CustomResourceSubresourceScale_To_apiextensions_CustomResourceSubresourceScale(subs.Scale, scale, nil); err != nil {
+			return nil, nil, err
+		}
+	}
+	return status, scale, nil
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"reflect"
+	"sync"
+
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/trustplane/trustplane/api"
+	"github.com/trustplane/trustplane/api/registry"
+)
+
+// customResources serves, on this node, the custom resources of every
+// CustomResourceDefinition it has applied, as kube's apiextensions server
+// does on each kube-apiserver: an informer over the node's own API (its
+// list and watch are local, so the node follows its own applied stream)
+// adds, replaces and removes the definitions' stores in the served
+// registry, and the aggregated discovery follows. A definition is served
+// once its names are accepted (or it is Established), and is served anew
+// when its spec, accepted names or terminating state change.
+type customResources struct {
+	log *slog.Logger
+	reg *registry.Registry
+	srv *api.Server
+
+	mu sync.Mutex
+	// served is what each served definition was built from.
+	served map[types.UID]servedDefinition
+}
+
+// servedDefinition is what the stores of a definition depend on.
+type servedDefinition struct {
+	spec        apiextensionsv1.CustomResourceDefinitionSpec
+	names       apiextensionsv1.CustomResourceDefinitionNames
+	terminating bool
+}
+
+func newCustomResources(log *slog.Logger, reg *registry.Registry, srv *api.Server) *customResources {
+	return &customResources{log: log, reg: reg, srv: srv, served: map[types.UID]servedDefinition{}}
+}
+
+// start runs the informer over cfg (the node's loopback client) until
+// ctx ends.
+func (c *customResources) start(ctx context.Context, cfg *rest.Config) error {
+	client, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	factory := apiextensionsinformers.NewSharedInformerFactory(client, 0)
+	informer := factory.Apiextensions().V1().CustomResourceDefinitions().Informer()
+	_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.sync(obj) },
+		UpdateFunc: func(_, obj any) { c.sync(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
+				c.remove(crd.UID)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	go factory.Start(ctx.Done())
+	return nil
+}
+
+// servable says whether kube's apiextensions server serves crd's objects.
+func servable(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	return apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.NamesAccepted) ||
+		apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established)
+}
+
+func (c *customResources) sync(obj any) {
+	crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
+	if !ok {
+		return
+	}
+	if !servable(crd) {
+		c.remove(crd.UID)
+		return
+	}
+	want := servedDefinition{spec: crd.Spec, names: crd.Status.AcceptedNames, terminating: apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if have, ok := c.served[crd.UID]; ok && reflect.DeepEqual(have, want) {
+		return // a condition changed, not what the stores are built from
+	}
+	static, err := api.CustomResourceSchemas()
+	if err != nil {
+		c.log.Warn("custom resources: no OpenAPI schemas for apply; apply deduces types", "error", err)
+		static = nil
+	}
+	resources, err := registry.CustomResources(crd, static)
+	if err != nil {
+		// The definition's conditions say why (a schema that is not
+		// structural, names not accepted); it is served once they clear.
+		level := slog.LevelWarn
+		if errors.Is(err, registry.ErrNotServable) {
+			level = slog.LevelInfo
+		}
+		c.log.Log(context.Background(), level, "custom resources: not serving a definition", "crd", crd.Name, "error", err)
+		c.reg.ServeCustom(crd.UID, nil)
+		delete(c.served, crd.UID)
+		c.srv.RefreshCustomDiscovery()
+		return
+	}
+	c.reg.ServeCustom(crd.UID, resources)
+	c.served[crd.UID] = want
+	c.srv.RefreshCustomDiscovery()
+	c.log.Info("custom resources: serving", "crd", crd.Name, "versions", len(resources))
+}
+
+func (c *customResources) remove(uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.served[uid]; !ok {
+		return
+	}
+	c.reg.ServeCustom(uid, nil)
+	delete(c.served, uid)
+	c.srv.RefreshCustomDiscovery()
+}

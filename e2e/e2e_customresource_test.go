@@ -1,0 +1,175 @@
+package e2e_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// gizmosCRD has what custom objects are checked against: a default, an
+// OpenAPI minimum, a validation rule on self, a status subresource, a
+// printer column and a selectable field.
+const gizmosCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gizmos.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gizmos, singular: gizmo, kind: Gizmo, shortNames: [gz]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    selectableFields:
+    - jsonPath: .spec.color
+    additionalPrinterColumns:
+    - {name: Size, type: integer, jsonPath: .spec.size}
+    - {name: Color, type: string, jsonPath: .spec.color}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer, minimum: 1, default: 3}
+              color: {type: string}
+            x-kubernetes-validations:
+            - rule: "self.size <= 10"
+              message: "size must be at most 10"
+          status:
+            type: object
+            properties:
+              ready: {type: boolean}
+`
+
+// customNodes is a three-node cluster, or the external server alone.
+func customNodes(t *testing.T) []*node {
+	if os.Getenv(externalEnv) != "" {
+		return []*node{startNode(t)}
+	}
+	return startCluster(t, 3)
+}
+
+// TestE2ECustomResources: a definition's objects are served on every
+// node as kube-apiserver serves them: its schema prunes, defaults and
+// validates (rules included), kubectl's table shows its columns, patches,
+// server-side apply, the status subresource, field selectors, paging and
+// watches work, and deleting the definition deletes its objects.
+func TestE2ECustomResources(t *testing.T) {
+	nodes := customNodes(t)
+	n := nodes[0]
+	other := nodes[len(nodes)-1]
+	n.scrub(t, "crd/gizmos.example.com")
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	n.mustKubectl("apply", "-f", write("crd", gizmosCRD))
+	n.mustKubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/gizmos.example.com")
+	for _, m := range nodes {
+		waitFor(t, 30*time.Second, m.name+" to serve gizmos", func() bool {
+			out, err := m.kubectl("api-resources", "--api-group", "example.com")
+			return err == nil && strings.Contains(out, "gizmos") && strings.Contains(out, "gz")
+		})
+	}
+
+	gizmo := func(name, spec string) string {
+		return "apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: " + name + "}\nspec: " + spec + "\n"
+	}
+	// Unknown fields: kubectl asks for Strict, and kube names the field.
+	out, err := n.kubectl("create", "-f", write("bogus", gizmo("g0", "{color: red, bogus: 1}")))
+	if err == nil || !strings.Contains(out, `Gizmo in version "v1" cannot be handled as a Gizmo: strict decoding error: unknown field "spec.bogus"`) {
+		t.Fatalf("an unknown field under Strict: %v\n%s", err, out)
+	}
+	// Ignore prunes it.
+	n.mustKubectl("create", "--validate=false", "-f", write("g1", gizmo("g1", "{color: red, bogus: 1}")))
+	if out := other.mustKubectl("get", "gz", "g1", "-o", "jsonpath={.spec}"); out != `{"color":"red","size":3}` {
+		t.Fatalf("pruned and defaulted, read through another node: %s", out)
+	}
+	// The OpenAPI schema and the validation rule, with kube's messages.
+	out, err = n.kubectl("create", "-f", write("small", gizmo("g2", "{size: 0}")))
+	if err == nil || !strings.Contains(out, `The Gizmo "g2" is invalid: spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1`) {
+		t.Fatalf("minimum: %v\n%s", err, out)
+	}
+	out, err = n.kubectl("create", "-f", write("big", gizmo("g2", "{size: 11}")))
+	if err == nil || !strings.Contains(out, `The Gizmo "g2" is invalid: spec: Invalid value: "object": size must be at most 10`) {
+		t.Fatalf("validation rule: %v\n%s", err, out)
+	}
+	// Server-side apply types the object from the schema: integers stay
+	// integers (the rule compares them), and a second manager conflicts.
+	if out := n.mustKubectl("apply", "--server-side", "--field-manager=a", "-f", write("g2", gizmo("g2", "{size: 5, color: blue}"))); !strings.Contains(out, "serverside-applied") {
+		t.Fatalf("server-side apply: %s", out)
+	}
+	out, err = other.kubectl("apply", "--server-side", "--field-manager=b", "-f", write("g2b", gizmo("g2", "{size: 6}")))
+	if err == nil || !strings.Contains(out, `conflict with "a": .spec.size`) {
+		t.Fatalf("a second manager: %v\n%s", err, out)
+	}
+	// Patches: merge and JSON; strategic merge is not for custom objects.
+	n.mustKubectl("patch", "gz", "g2", "--type=merge", "-p", `{"spec":{"size":7}}`)
+	before := n.mustKubectl("get", "gz", "g2", "-o", "jsonpath={.metadata.resourceVersion}")
+	other.mustKubectl("patch", "gz", "g2", "--type=json", "-p", `[{"op":"replace","path":"/spec/color","value":"green"}]`)
+	out, err = n.kubectl("patch", "gz", "g2", "--type=strategic", "-p", `{"spec":{"size":2}}`)
+	if err == nil || !strings.Contains(out, "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml") {
+		t.Fatalf("strategic merge patch: %v\n%s", err, out)
+	}
+	// The status subresource owns status; the resource does not.
+	n.mustKubectl("patch", "gz", "g2", "--subresource=status", "--type=merge", "-p", `{"status":{"ready":true}}`)
+	n.mustKubectl("patch", "gz", "g2", "--type=merge", "-p", `{"status":{"ready":false}}`)
+	if out := other.mustKubectl("get", "gz", "g2", "-o", "jsonpath={.spec.size} {.spec.color} {.status.ready}"); out != "7 green true" {
+		t.Fatalf("after the patches: %q", out)
+	}
+	// The table has the definition's columns.
+	out = n.mustKubectl("get", "gizmos")
+	if lines := strings.Split(out, "\n"); len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAME SIZE COLOR" ||
+		strings.Join(strings.Fields(lines[2]), " ") != "g2 7 green" {
+		t.Fatalf("kubectl get gizmos:\n%s", out)
+	}
+	// Field selectors: metadata and the selectable field; others refused.
+	if out := other.mustKubectl("get", "gz", "--field-selector", "spec.color=red", "-o", "name"); out != "gizmo.example.com/g1" {
+		t.Fatalf("selectable field: %q", out)
+	}
+	out, err = n.kubectl("get", "gz", "--field-selector", "spec.size=7")
+	if err == nil || !strings.Contains(out, "field label not supported: spec.size") {
+		t.Fatalf("a field that is not selectable: %v\n%s", err, out)
+	}
+	// Dry run stores nothing.
+	n.mustKubectl("create", "--dry-run=server", "-f", write("g3", gizmo("g3", "{size: 4}")))
+	if out, err := n.kubectl("get", "gz", "g3"); err == nil || !strings.Contains(out, `gizmos.example.com "g3" not found`) {
+		t.Fatalf("after a dry run: %v\n%s", err, out)
+	}
+	// Paging, and a watch from a resourceVersion replays what followed.
+	var page struct {
+		Kind     string
+		Metadata struct{ Continue string }
+		Items    []struct{ Kind, APIVersion string }
+	}
+	if err := json.Unmarshal([]byte(other.mustKubectl("get", "--raw", "/apis/example.com/v1/namespaces/default/gizmos?limit=1")), &page); err != nil {
+		t.Fatal(err)
+	}
+	if page.Kind != "GizmoList" || len(page.Items) != 1 || page.Metadata.Continue == "" || page.Items[0].Kind != "Gizmo" || page.Items[0].APIVersion != "example.com/v1" {
+		t.Fatalf("a page of one: %+v", page)
+	}
+	out = other.mustKubectl("get", "--raw", "/apis/example.com/v1/namespaces/default/gizmos?watch=1&timeoutSeconds=2&resourceVersion="+before)
+	if !strings.Contains(out, `{"type":"MODIFIED","object":{"apiVersion":"example.com/v1","kind":"Gizmo"`) || !strings.Contains(out, `"color":"green"`) {
+		t.Fatalf("watch from %s:\n%s", before, out)
+	}
+
+	// Deleting the definition deletes its objects: defined again, it has none.
+	n.mustKubectl("delete", "crd", "gizmos.example.com", "--timeout=60s")
+	n.mustKubectl("apply", "-f", write("crd", gizmosCRD))
+	n.mustKubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/gizmos.example.com")
+	waitFor(t, 30*time.Second, "gizmos to be served again", func() bool {
+		out, err := other.kubectl("get", "gizmos", "-A")
+		return err == nil && strings.Contains(out, "No resources found")
+	})
+}
