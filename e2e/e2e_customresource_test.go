@@ -48,6 +48,26 @@ spec:
               ready: {type: boolean}
 `
 
+// gizmoPolicy refuses pink gizmos, with the size in its message.
+const gizmoPolicy = `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: e2e-gizmo-colors}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [example.com], apiVersions: ["*"], operations: [CREATE, UPDATE], resources: [gizmos]}
+  validations:
+  - expression: "!has(object.spec.color) || object.spec.color != 'pink'"
+    messageExpression: "'a gizmo of size ' + string(object.spec.size) + ' may not be pink'"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: e2e-gizmo-colors}
+spec:
+  policyName: e2e-gizmo-colors
+  validationActions: [Deny]
+`
+
 // customNodes is a three-node cluster, or the external server alone.
 func customNodes(t *testing.T) []*node {
 	if os.Getenv(externalEnv) != "" {
@@ -163,6 +183,41 @@ func TestE2ECustomResources(t *testing.T) {
 	if !strings.Contains(out, `{"type":"MODIFIED","object":{"apiVersion":"example.com/v1","kind":"Gizmo"`) || !strings.Contains(out, `"color":"green"`) {
 		t.Fatalf("watch from %s:\n%s", before, out)
 	}
+
+	// A ValidatingAdmissionPolicy matches custom resources by group and
+	// resource, and its CEL sees the object as the schema types it.
+	n.scrub(t, "validatingadmissionpolicy/e2e-gizmo-colors", "validatingadmissionpolicybinding/e2e-gizmo-colors")
+	n.mustKubectl("apply", "-f", write("policy", gizmoPolicy))
+	waitFor(t, 30*time.Second, "the gizmo policy to be enforced", func() bool {
+		_, err := other.kubectl("create", "--dry-run=server", "-f", write("pink", gizmo("g4", "{size: 4, color: pink}")))
+		return err != nil
+	})
+	out, err = other.kubectl("create", "-f", write("pink", gizmo("g4", "{size: 4, color: pink}")))
+	if err == nil || !strings.Contains(out, `The gizmos "g4" is invalid: : ValidatingAdmissionPolicy 'e2e-gizmo-colors' with binding 'e2e-gizmo-colors' denied request: a gizmo of size 4 may not be pink`) {
+		t.Fatalf("a policy on gizmos: %v\n%s", err, out)
+	}
+	n.mustKubectl("create", "-f", write("g4", gizmo("g4", "{size: 4, color: red}")))
+	n.mustKubectl("delete", "validatingadmissionpolicybinding/e2e-gizmo-colors", "validatingadmissionpolicy/e2e-gizmo-colors")
+
+	// Finalizers hold a custom object's deletion; the garbage collector
+	// deletes what a custom object owns once it is gone.
+	n.mustKubectl("create", "-f", write("g5", "apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: g5, finalizers: [example.com/hold]}\nspec: {size: 2}\n"))
+	n.mustKubectl("delete", "gz", "g5", "--wait=false")
+	if out := other.mustKubectl("get", "gz", "g5", "-o", "jsonpath={.metadata.deletionTimestamp}"); out == "" {
+		t.Fatal("a deleted gizmo with a finalizer has no deletionTimestamp")
+	}
+	n.mustKubectl("patch", "gz", "g5", "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
+	if out, err := other.kubectl("get", "gz", "g5"); err == nil || !strings.Contains(out, "NotFound") {
+		t.Fatalf("after its finalizer went: %v\n%s", err, out)
+	}
+	uid := n.mustKubectl("get", "gz", "g1", "-o", "jsonpath={.metadata.uid}")
+	n.scrub(t, "configmap/e2e-gizmo-owned")
+	n.mustKubectl("create", "-f", write("owned", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: e2e-gizmo-owned\n  ownerReferences:\n  - {apiVersion: example.com/v1, kind: Gizmo, name: g1, uid: "+uid+"}\n"))
+	n.mustKubectl("delete", "gz", "g1")
+	waitFor(t, 90*time.Second, "the garbage collector to delete what g1 owned", func() bool {
+		out, err := other.kubectl("get", "configmap", "e2e-gizmo-owned")
+		return err != nil && strings.Contains(out, "NotFound")
+	})
 
 	// Deleting the definition deletes its objects: defined again, it has none.
 	n.mustKubectl("delete", "crd", "gizmos.example.com", "--timeout=60s")

@@ -118,6 +118,10 @@ type convertedObject struct {
 }
 
 func (a *unstructuredAttributes) convert(obj runtime.Object) (*unstructured.Unstructured, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok && u.GroupVersionKind() == a.gvk {
+		// A custom object is handled in its served version already.
+		return u, nil
+	}
 	versioned, err := a.scheme.ConvertToVersion(obj, a.gvk.GroupVersion())
 	if err != nil {
 		return nil, err

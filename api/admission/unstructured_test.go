@@ -79,3 +79,22 @@ func TestHookValidateUnstructured(t *testing.T) {
 		t.Fatalf("audit annotations %v, want example.com/seen=yes", audit.AuditContextFrom(ctx).Event.Annotations)
 	}
 }
+
+// A custom object, handled in its served version already, reaches the
+// plugins as it is: no conversion, which the scheme could not make.
+func TestHookValidateCustomObject(t *testing.T) {
+	gvk := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Gizmo"}
+	gvr := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}
+	p := &recordingPlugin{Handler: admission.NewHandler(admission.Create, admission.Update)}
+	hook := HookValidate(legacyscheme.Scheme, gvr, gvk, p)
+	ctx := genericapirequest.WithNamespace(genericapirequest.WithUser(context.Background(), &user.DefaultInfo{Name: "alice"}), "default")
+	obj := &unstructured.Unstructured{Object: map[string]interface{}{"spec": map[string]interface{}{"size": int64(3)}}}
+	obj.SetGroupVersionKind(gvk)
+	obj.SetName("g1")
+	if err := hook(ctx, obj, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.seen) != 3 || p.seen[0] != obj || p.seen[1] != obj {
+		t.Fatalf("plugin saw %v, want the object itself twice", p.seen)
+	}
+}

@@ -72,7 +72,7 @@ func (r *Registry) ServeCustom(uid types.UID, resources []*Resource) {
 		if next.byGVR[res.GVR] != nil || r.stores[res.GVR] != nil {
 			continue
 		}
-		s := r.newStore(res, nil)
+		s := r.newStore(res, r.adm)
 		next.byGVR[res.GVR] = s
 		next.byUID[uid] = append(next.byUID[uid], s)
 	}

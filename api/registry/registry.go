@@ -183,7 +183,7 @@ func ptr[T any](v T) *T { return &v }
 // (the RBAC bootstrap, namespace admission), as kube-apiserver keeps its
 // storage for a version it does not serve. Call it after every AddVirtual.
 func (r *Registry) Serving(serves func(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) bool) *Registry {
-	v := &Registry{storage: r.storage, stores: map[schema.GroupVersionResource]*Store{}, custom: r.custom}
+	v := &Registry{storage: r.storage, stores: map[schema.GroupVersionResource]*Store{}, custom: r.custom, adm: r.adm}
 	for _, s := range r.ordered {
 		if serves(s.GVR, s.GVK()) {
 			v.stores[s.GVR] = s
