@@ -1,0 +1,177 @@
+package registry
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+)
+
+// gizmoDefinition is a served, accepted definition of gizmos.example.com:
+// v1 (stored) and v2, a defaulted and bounded size, a validation rule.
+func gizmoDefinition() *apiextensionsv1.CustomResourceDefinition {
+	one := float64(1)
+	schema := &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+		Type: "object",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"spec": {
+				Type: "object",
+				Properties: map[string]apiextensionsv1.JSONSchemaProps{
+					"size":  {Type: "integer", Minimum: &one, Default: &apiextensionsv1.JSON{Raw: []byte("3")}},
+					"color": {Type: "string"},
+				},
+				XValidations: apiextensionsv1.ValidationRules{{Rule: "self.size <= 10", Message: "size must be at most 10"}},
+			},
+		},
+	}}
+	names := apiextensionsv1.CustomResourceDefinitionNames{Plural: "gizmos", Singular: "gizmo", Kind: "Gizmo", ListKind: "GizmoList"}
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "gizmos.example.com", UID: "uid-1"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "example.com", Names: names, Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
+				{Name: "v1", Served: true, Storage: true, Schema: schema},
+				{Name: "v2", Served: true, Schema: schema},
+			},
+			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
+		},
+		Status: apiextensionsv1.CustomResourceDefinitionStatus{AcceptedNames: names},
+	}
+}
+
+var gizmosV1 = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}
+var gizmosV2 = schema.GroupVersionResource{Group: "example.com", Version: "v2", Resource: "gizmos"}
+
+// decodeCustom decodes body as a client's create through st's codecs,
+// with the strict JSON serializer (fieldValidation Strict or Warn).
+func decodeCustom(t *testing.T, st *Store, body string) (runtime.Object, error) {
+	t.Helper()
+	si, ok := runtime.SerializerInfoForMediaType(st.Codecs().SupportedMediaTypes(), runtime.ContentTypeJSON)
+	if !ok {
+		t.Fatal("no JSON")
+	}
+	gvk := st.GVK()
+	obj, _, err := st.Codecs().DecoderToVersion(si.StrictSerializer, st.Hub()).Decode([]byte(body), &gvk, st.NewFunc())
+	return obj, err
+}
+
+func TestCustomResources(t *testing.T) {
+	e := newEnvWith(t, CoreResources(), nil)
+	resources, err := CustomResources(gizmoDefinition(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.reg.ServeCustom("uid-1", resources)
+	v1, v2 := e.reg.Store(gizmosV1), e.reg.Store(gizmosV2)
+	if v1 == nil || v2 == nil {
+		t.Fatal("gizmos are not served in v1 and v2")
+	}
+	if gvr, err := e.reg.Resolve(gizmosV2.GroupVersion().WithKind("Gizmo")); err != nil || gvr != gizmosV2 {
+		t.Fatalf("Resolve: %v %v", gvr, err)
+	}
+	if v1.ListKind() != "GizmoList" || !v1.Namespaced || v1.Custom == nil {
+		t.Fatalf("v1 store: list kind %q, namespaced %v", v1.ListKind(), v1.Namespaced)
+	}
+	ctx := genericapirequest.WithNamespace(e.ctx, "default")
+
+	// Decoding prunes (and reports) what the schema lacks, keeps the
+	// metadata, and defaults.
+	obj, err := decodeCustom(t, v1, `{"apiVersion":"example.com/v1","kind":"Gizmo","metadata":{"name":"g1","labels":{"a":"b"}},"spec":{"color":"red","bogus":1}}`)
+	if err == nil || !strings.Contains(err.Error(), `unknown field "spec.bogus"`) || obj == nil {
+		t.Fatalf("decoding an unknown field: %v", err)
+	}
+	u := obj.(*unstructured.Unstructured)
+	if spec, _, _ := unstructured.NestedMap(u.Object, "spec"); len(spec) != 2 || spec["size"] != int64(3) || spec["color"] != "red" {
+		t.Fatalf("decoded spec %v, want color red and the default size 3", spec)
+	}
+	if u.GetLabels()["a"] != "b" {
+		t.Fatalf("labels lost: %v", u.Object)
+	}
+	if _, err := v1.Create(ctx, u, false); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name, body string
+		want       string
+	}{
+		{"the schema's minimum", `{"apiVersion":"example.com/v1","kind":"Gizmo","metadata":{"name":"g2"},"spec":{"size":0}}`,
+			`Gizmo.example.com "g2" is invalid: spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1`},
+		{"the validation rule", `{"apiVersion":"example.com/v1","kind":"Gizmo","metadata":{"name":"g2"},"spec":{"size":11}}`,
+			`Gizmo.example.com "g2" is invalid: spec: Invalid value: "object": size must be at most 10`},
+	} {
+		obj, err := decodeCustom(t, v1, tc.body)
+		if err != nil {
+			t.Fatalf("%s: decoding: %v", tc.name, err)
+		}
+		_, err = v1.Create(ctx, obj, false)
+		if !apierrors.IsInvalid(err) || err.Error() != tc.want {
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.want)
+		}
+	}
+
+	// Every served version reads the stored object, in its own version.
+	got, err := v2.Get(ctx, "g1", &metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetObjectKind().GroupVersionKind() != gizmosV2.GroupVersion().WithKind("Gizmo") {
+		t.Fatalf("read through v2 as %v", got.GetObjectKind().GroupVersionKind())
+	}
+
+	// Served anew (a changed definition), the objects remain; not served,
+	// the resource is gone from the registry.
+	changed := gizmoDefinition()
+	changed.Spec.Versions = changed.Spec.Versions[:1]
+	resources, err = CustomResources(changed, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.reg.ServeCustom("uid-1", resources)
+	if e.reg.Store(gizmosV2) != nil {
+		t.Fatal("v2 is still served")
+	}
+	v1 = e.reg.Store(gizmosV1)
+	if _, err := v1.Get(ctx, "g1", &metav1.GetOptions{}); err != nil {
+		t.Fatalf("after the change: %v", err)
+	}
+	e.reg.ServeCustom("uid-1", nil)
+	if e.reg.Store(gizmosV1) != nil || len(e.reg.Stores()) != len(CoreResources()) {
+		t.Fatal("gizmos are still served")
+	}
+}
+
+// A definition without accepted names, or whose name another
+// definition's resource already has, serves nothing of its own.
+func TestCustomResourcesNotServable(t *testing.T) {
+	unnamed := gizmoDefinition()
+	unnamed.Status.AcceptedNames = apiextensionsv1.CustomResourceDefinitionNames{}
+	if _, err := CustomResources(unnamed, nil); !errors.Is(err, ErrNotServable) {
+		t.Fatalf("without accepted names: %v", err)
+	}
+	e := newEnvWith(t, CoreResources(), nil)
+	first, err := CustomResources(gizmoDefinition(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.reg.ServeCustom("uid-1", first)
+	second, err := CustomResources(gizmoDefinition(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.reg.ServeCustom("uid-2", second)
+	if st := e.reg.Store(gizmosV1); st == nil || st.Custom.UID != "uid-1" {
+		t.Fatal("the second definition took the first one's resource")
+	}
+	e.reg.ServeCustom("uid-1", nil)
+	if e.reg.Store(gizmosV1) != nil {
+		t.Fatal("gizmos are served by a definition that was never given them")
+	}
+}
