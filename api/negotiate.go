@@ -108,7 +108,7 @@ func encoderFor(st *registry.Store, out *output, obj runtime.Object, gv schema.G
 	codecs := st.Codecs()
 	si, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), out.info.MediaType)
 	if !ok {
-		return nil, negotiation.NewNotAcceptableError(mediaTypes(codecs))
+		return nil, errCustomNotAcceptable()
 	}
 	ser := si.Serializer
 	if out.info.Serializer == out.info.PrettySerializer && si.PrettySerializer != nil {
@@ -124,9 +124,16 @@ func refuseCustomFormat(st *registry.Store, out *output) error {
 		return nil
 	}
 	if _, ok := runtime.SerializerInfoForMediaType(st.Codecs().SupportedMediaTypes(), out.info.MediaType); !ok {
-		return negotiation.NewNotAcceptableError(mediaTypes(st.Codecs()))
+		return errCustomNotAcceptable()
 	}
 	return nil
+}
+
+// errCustomNotAcceptable is kube's 406 for a custom object asked for in a
+// format it has no encoding in; its list names protobuf, which kube's
+// custom resource serializer offers and then cannot encode.
+func errCustomNotAcceptable() error {
+	return negotiation.NewNotAcceptableError([]string{runtime.ContentTypeJSON, runtime.ContentTypeYAML, runtime.ContentTypeProtobuf})
 }
 
 // plainJSON and plainProtobuf are the serializers a request gets for JSON

@@ -1,7 +1,10 @@
 package e2e_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,6 +170,25 @@ func TestE2ECustomResources(t *testing.T) {
 	if out, err := n.kubectl("get", "gz", "g3"); err == nil || !strings.Contains(out, `gizmos.example.com "g3" not found`) {
 		t.Fatalf("after a dry run: %v\n%s", err, out)
 	}
+	// Custom objects have no protobuf encoding: kube's 406.
+	for _, path := range []string{"/apis/example.com/v1/namespaces/default/gizmos/g2", "/apis/example.com/v1/namespaces/default/gizmos",
+		"/apis/example.com/v1/namespaces/default/gizmos?watch=1&timeoutSeconds=1"} {
+		req, err := http.NewRequest(http.MethodGet, n.restConfig().Host+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept", "application/vnd.kubernetes.protobuf")
+		resp, err := n.httpClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotAcceptable || !bytes.Contains(body, []byte("only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf")) {
+			t.Fatalf("GET %s as protobuf: %d %q", path, resp.StatusCode, body)
+		}
+	}
+
 	// Paging, and a watch from a resourceVersion replays what followed.
 	var page struct {
 		Kind     string
