@@ -42,6 +42,10 @@ func TestMain(m *testing.M) {
 		// A leader-election candidate (e2e_lease_test.go), not a test run.
 		os.Exit(runLeaseCandidate(id))
 	}
+	if id := os.Getenv(acceptanceControllerEnv); id != "" {
+		// The acceptance controller (e2e_acceptance_test.go).
+		os.Exit(runAcceptanceController(id))
+	}
 	if os.Getenv(externalEnv) != "" {
 		// Against an external server the binary is still built: the
 		// bench and kubeconfig scenarios run its subcommands as clients.
