@@ -63,9 +63,10 @@ func (s *Server) newDiscoveryHandlers() (discoveryHandlers, error) {
 // of custom resources in aggregated discovery, after the built-in ones.
 const customGroupPriority = 1000
 
-// RefreshCustomDiscovery brings the aggregated discovery document up to
-// date with the custom resources served: call it after every change of
-// them (the legacy documents are computed per request).
+// RefreshCustomDiscovery brings the aggregated discovery document and the
+// OpenAPI documents up to date with the custom resources served: call it
+// after every change of them (the legacy discovery documents are computed
+// per request).
 func (s *Server) RefreshCustomDiscovery() {
 	d := s.discovery
 	d.custom.mu.Lock()
@@ -89,6 +90,10 @@ func (s *Server) RefreshCustomDiscovery() {
 		}
 	}
 	d.custom.gvs = now
+	// The OpenAPI documents follow (a definition kube cannot describe is
+	// left out of them, as kube's OpenAPI controller logs and skips it).
+	_ = s.openapi.withCustom(s.reg.Stores())
+	_ = s.openapiV2.withCustom(s.reg.Stores())
 }
 
 func (s *Server) addAggregated(rm aggregated.ResourceManager, gv schema.GroupVersion, groupPriority, versionPriority int) error {

@@ -8,13 +8,16 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync/atomic"
 
+	apiextensionsbuilder "k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	"k8s.io/kube-openapi/pkg/builder3"
 	"k8s.io/kube-openapi/pkg/common"
+	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	generatedopenapi "k8s.io/kubernetes/pkg/generated/openapi"
 
@@ -317,8 +320,16 @@ func openAPIV3Docs(stores []*registry.Store, virtuals []*registry.Virtual) (map[
 	return out, nil
 }
 
-// openAPIV3 holds the documents and the discovery index pointing at them.
+// openAPIV3 holds the documents and the discovery index pointing at them:
+// the built-in kinds' documents, fixed at the start, and with them those
+// of the custom resources served now (withCustom).
 type openAPIV3 struct {
+	static  map[string][]byte
+	current atomic.Pointer[openAPIV3Set]
+}
+
+// openAPIV3Set is one generation of the documents and their index.
+type openAPIV3Set struct {
 	index []byte
 	docs  map[string][]byte
 }
@@ -328,6 +339,13 @@ func newOpenAPIV3(stores []*registry.Store, virtuals []*registry.Virtual) (*open
 	if err != nil {
 		return nil, err
 	}
+	o := &openAPIV3{static: docs}
+	o.current.Store(indexed(docs))
+	return o, nil
+}
+
+// indexed is docs with the index that names each with its hash.
+func indexed(docs map[string][]byte) *openAPIV3Set {
 	type pathInfo struct {
 		ServerRelativeURL string `json:"serverRelativeURL"`
 	}
@@ -337,16 +355,51 @@ func newOpenAPIV3(stores []*registry.Store, virtuals []*registry.Virtual) (*open
 		paths[prefix] = pathInfo{ServerRelativeURL: "/openapi/v3/" + prefix + "?hash=" + strings.ToUpper(hex.EncodeToString(sum[:]))}
 	}
 	index, _ := json.Marshal(map[string]any{"paths": paths}) // map keys marshal sorted
-	return &openAPIV3{index: index, docs: docs}, nil
+	return &openAPIV3Set{index: index, docs: docs}
+}
+
+// withCustom serves the built-in documents and one per group version of
+// the custom stores, each merging the documents of the definitions served
+// in it, as kube's apiextensions server publishes them. A group version a
+// built-in kind has keeps the built-in document.
+func (o *openAPIV3) withCustom(stores []*registry.Store) error {
+	byGV := map[string][]*spec3.OpenAPI{}
+	for _, st := range stores {
+		if st.Custom == nil || st.Custom.OpenAPIV3 == nil {
+			continue
+		}
+		prefix := strings.TrimPrefix(openAPIPathPrefix(st.GVR.GroupVersion()), "/")
+		byGV[prefix] = append(byGV[prefix], st.Custom.OpenAPIV3)
+	}
+	docs := make(map[string][]byte, len(o.static)+len(byGV))
+	for k, v := range o.static {
+		docs[k] = v
+	}
+	var first error
+	for prefix, specs := range byGV {
+		if _, builtin := docs[prefix]; builtin {
+			continue
+		}
+		merged, err := apiextensionsbuilder.MergeSpecsV3(specs...)
+		if err == nil {
+			docs[prefix], err = json.Marshal(merged)
+		}
+		if err != nil && first == nil {
+			first = fmt.Errorf("openapi v3 of %s: %w", prefix, err)
+		}
+	}
+	o.current.Store(indexed(docs))
+	return first
 }
 
 // serveOpenAPIV3 answers /openapi/v3 (the index) and /openapi/v3/<prefix>.
 func (s *Server) serveOpenAPIV3(w http.ResponseWriter, req *http.Request) {
 	rest := strings.Trim(strings.TrimPrefix(req.URL.Path, "/openapi/v3"), "/")
 	var body []byte
+	set := s.openapi.current.Load()
 	if rest == "" {
-		body = s.openapi.index
-	} else if b, ok := s.openapi.docs[rest]; ok {
+		body = set.index
+	} else if b, ok := set.docs[rest]; ok {
 		body = b
 	} else {
 		// kube's OpenAPI v3 handler: 404 without a body.

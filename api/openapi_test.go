@@ -58,10 +58,10 @@ func TestOpenAPIVirtualOperations(t *testing.T) {
 // JSON. An empty list where kube-openapi omits the key (omitempty) fails.
 func TestOpenAPIV3RoundTrip(t *testing.T) {
 	e := newFuzzEnv(t)
-	if len(e.s.openapi.docs) == 0 {
+	if len(e.s.openapi.current.Load().docs) == 0 {
 		t.Fatal("no OpenAPI v3 documents")
 	}
-	for prefix, b := range e.s.openapi.docs {
+	for prefix, b := range e.s.openapi.current.Load().docs {
 		var doc spec3.OpenAPI
 		if err := json.Unmarshal(b, &doc); err != nil {
 			t.Errorf("%s: %v", prefix, err)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	apiextensionsbuilder "k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	"net/http"
 
 	"k8s.io/kube-openapi/pkg/builder"
@@ -23,8 +24,34 @@ import (
 // lists no paths: every other v2 reader (kubectl explain, apply) uses v3.
 // It is served in JSON and in kube's protobuf form by kube-openapi's handler.
 
+// openAPIV2 is the v2 document of the built-in kinds and, merged into it,
+// the custom resources served now (withCustom), behind kube-openapi's
+// handler.
+type openAPIV2 struct {
+	http.Handler
+	static  *spec.Swagger
+	service *handler.OpenAPIService
+}
+
+// withCustom serves the static document merged with the custom stores'
+// definitions and paths, as kube's apiextensions server merges them.
+func (o *openAPIV2) withCustom(stores []*registry.Store) error {
+	var specs []*spec.Swagger
+	for _, st := range stores {
+		if st.Custom != nil && st.Custom.OpenAPIV2 != nil {
+			specs = append(specs, st.Custom.OpenAPIV2)
+		}
+	}
+	merged, err := apiextensionsbuilder.MergeSpecs(o.static, specs...)
+	if err != nil {
+		return fmt.Errorf("openapi v2: %w", err)
+	}
+	o.service.UpdateSpec(merged)
+	return nil
+}
+
 // newOpenAPIV2 builds the v2 handler for the served kinds.
-func newOpenAPIV2(stores []*registry.Store, virtuals []*registry.Virtual) (http.Handler, error) {
+func newOpenAPIV2(stores []*registry.Store, virtuals []*registry.Virtual) (*openAPIV2, error) {
 	names := map[string]bool{}
 	add := func(kinds ...string) {
 		for _, k := range kinds {
@@ -62,8 +89,9 @@ func newOpenAPIV2(stores []*registry.Store, virtuals []*registry.Virtual) (http.
 	}
 	swagger.Paths = &spec.Paths{Paths: map[string]spec.PathItem{}}
 	var h onePath
-	handler.NewOpenAPIService(swagger).RegisterOpenAPIVersionedService("/openapi/v2", &h)
-	return h.handler, nil
+	service := handler.NewOpenAPIService(swagger)
+	service.RegisterOpenAPIVersionedService("/openapi/v2", &h)
+	return &openAPIV2{Handler: h.handler, static: swagger, service: service}, nil
 }
 
 // onePath receives the one handler kube-openapi registers.

@@ -159,7 +159,7 @@ type Server struct {
 	log       *slog.Logger
 	infos     *genericapirequest.RequestInfoFactory
 	openapi   *openAPIV3
-	openapiV2 http.Handler
+	openapiV2 *openAPIV2
 	fields    fieldManagers // managedFields and server-side apply (fieldmanager.go)
 	discovery discoveryHandlers
 	// events holds recently encoded watch events, shared between the

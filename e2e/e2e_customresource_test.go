@@ -106,6 +106,12 @@ func TestE2ECustomResources(t *testing.T) {
 		})
 	}
 
+	// OpenAPI describes the kind: kubectl explain reads it.
+	waitFor(t, 30*time.Second, "kubectl explain to know gizmos", func() bool {
+		out, err := other.kubectl("explain", "gizmo.spec")
+		return err == nil && strings.Contains(out, "KIND:       Gizmo") && strings.Contains(out, "size\t<integer>") && strings.Contains(out, "color\t<string>")
+	})
+
 	gizmo := func(name, spec string) string {
 		return "apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: " + name + "}\nspec: " + spec + "\n"
 	}

@@ -138,6 +138,12 @@ func CustomResources(crd *apiextensionsv1.CustomResourceDefinition, static map[s
 		if status != nil {
 			res.Subresources = map[string]rest.RESTUpdateStrategy{"status": customresource.NewStatusStrategy(strategy)}
 		}
+		if res.Custom.OpenAPIV3, err = builder.BuildOpenAPIV3(crd, v.Name, builder.Options{}); err != nil {
+			return nil, fmt.Errorf("%w: openapi v3: %v", ErrNotServable, err)
+		}
+		if res.Custom.OpenAPIV2, err = builder.BuildOpenAPIV2(crd, v.Name, builder.Options{V2: true, IncludeSelectableFields: true}); err != nil {
+			return nil, fmt.Errorf("%w: openapi v2: %v", ErrNotServable, err)
+		}
 		res.Custom.FieldManagers = map[string]*managedfields.FieldManager{}
 		for sub, st := range map[string]any{"": strategy, "status": res.Subresources["status"]} {
 			if st == nil {
@@ -172,6 +178,10 @@ type Custom struct {
 	Storage     runtime.Codec
 	// FieldManagers are the resource's and its status's ("status").
 	FieldManagers map[string]*managedfields.FieldManager
+	// OpenAPIV3 and OpenAPIV2 describe the version's paths and kinds, as
+	// kube's apiextensions server publishes them.
+	OpenAPIV3 *spec3.OpenAPI
+	OpenAPIV2 *spec.Swagger
 }
 
 // customTypeConverter types crd's objects for server-side apply from its
