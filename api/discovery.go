@@ -165,6 +165,12 @@ func (s *Server) apiResources(gv schema.GroupVersion) []metav1.APIResource {
 				Name: st.GVR.Resource + "/" + sub, Namespaced: st.Namespaced, Kind: st.KindName, Verbs: st.VerbsOf(sub),
 			})
 		}
+		if st.Custom != nil && st.Custom.Scale != nil {
+			list.APIResources = append(list.APIResources, metav1.APIResource{
+				Name: st.GVR.Resource + "/scale", Namespaced: st.Namespaced, Group: "autoscaling", Version: "v1", Kind: "Scale",
+				Verbs: []string{"get", "patch", "update"},
+			})
+		}
 	}
 	for _, v := range s.reg.Virtuals() {
 		if v.GVR.GroupVersion() != gv {

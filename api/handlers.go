@@ -43,7 +43,7 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 	}
 	st := s.reg.Store(gvr)
 	sub := info.Subresource
-	if st == nil || sub != "" && st.Subresources[sub] == nil {
+	if st == nil || sub != "" && st.Subresources[sub] == nil && !customScale(st, sub) {
 		if !s.servesGroup(gvr.Group) {
 			pageNotFound(w, req)
 			return
@@ -77,7 +77,7 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 	if sub == "" && s.refuseRoute(w, req, info.Verb) {
 		return
 	}
-	if st.Custom != nil && s.refuseCustom(w, req, st, info.Verb) {
+	if st.Custom != nil && sub != "scale" && s.refuseCustom(w, req, st, info.Verb) {
 		return
 	}
 	ctx = genericapirequest.WithNamespace(ctx, ns)
@@ -98,6 +98,8 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 		case !st.Serves(sub, info.Verb):
 			s.methodNotAllowed(w, req)
 		case s.refuseRoute(w, req, info.Verb):
+		case customScale(st, sub):
+			s.serveScale(w, req, st, info.Verb, info.Name)
 		case info.Verb == "get":
 			s.get(w, req, st, info.Name)
 		case info.Verb == "update":
@@ -156,4 +158,10 @@ func (s *Server) refuseCustom(w http.ResponseWriter, req *http.Request, st *regi
 		}
 	}
 	return false
+}
+
+// customScale reports whether sub is st's scale subresource, which only
+// custom resources serve here.
+func customScale(st *registry.Store, sub string) bool {
+	return sub == "scale" && st.Custom != nil && st.Custom.Scale != nil
 }

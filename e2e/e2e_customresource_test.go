@@ -27,7 +27,9 @@ spec:
   - name: v1
     served: true
     storage: true
-    subresources: {status: {}}
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.size, statusReplicasPath: .status.replicas, labelSelectorPath: .status.selector}
     selectableFields:
     - jsonPath: .spec.color
     additionalPrinterColumns:
@@ -49,6 +51,8 @@ spec:
             type: object
             properties:
               ready: {type: boolean}
+              replicas: {type: integer}
+              selector: {type: string}
 `
 
 // gizmoPolicy refuses pink gizmos, with the size in its message.
@@ -157,6 +161,40 @@ func TestE2ECustomResources(t *testing.T) {
 	if out := other.mustKubectl("get", "gz", "g2", "-o", "jsonpath={.spec.size} {.spec.color} {.status.ready}"); out != "7 green true" {
 		t.Fatalf("after the patches: %q", out)
 	}
+	// The scale subresource reads and writes the replicas paths.
+	n.mustKubectl("patch", "gz", "g2", "--subresource=status", "--type=merge", "-p", `{"status":{"replicas":2,"selector":"app=g2"}}`)
+	var scale struct {
+		Kind, APIVersion string
+		Spec             struct{ Replicas int }
+		Status           struct {
+			Replicas int
+			Selector string
+		}
+	}
+	if err := json.Unmarshal([]byte(other.mustKubectl("get", "--raw", "/apis/example.com/v1/namespaces/default/gizmos/g2/scale")), &scale); err != nil {
+		t.Fatal(err)
+	}
+	if scale.Kind != "Scale" || scale.APIVersion != "autoscaling/v1" || scale.Spec.Replicas != 7 || scale.Status.Replicas != 2 || scale.Status.Selector != "app=g2" {
+		t.Fatalf("scale: %+v", scale)
+	}
+	if out := n.mustKubectl("scale", "gz", "g2", "--replicas=9"); !strings.Contains(out, "gizmo.example.com/g2 scaled") {
+		t.Fatalf("kubectl scale: %s", out)
+	}
+	out, err = other.kubectl("scale", "gz", "g2", "--replicas=11")
+	if err == nil || !strings.Contains(out, `size must be at most 10`) {
+		t.Fatalf("scaling past the rule: %v\n%s", err, out)
+	}
+	n.mustKubectl("patch", "gz", "g2", "--subresource=scale", "--type=merge", "-p", `{"spec":{"replicas":7}}`)
+	if out := other.mustKubectl("get", "gz", "g2", "-o", "jsonpath={.spec.size}"); out != "7" {
+		t.Fatalf("size after scaling: %q", out)
+	}
+	if out := n.mustKubectl("api-resources", "--api-group", "example.com", "-o", "wide"); !strings.Contains(out, "gizmos") {
+		t.Fatalf("api-resources: %s", out)
+	}
+	if out := n.mustKubectl("get", "--raw", "/apis/example.com/v1"); !strings.Contains(out, `{"name":"gizmos/scale","singularName":"","namespaced":true,"group":"autoscaling","version":"v1","kind":"Scale","verbs":["get","patch","update"]}`) {
+		t.Fatalf("discovery of gizmos/scale: %s", out)
+	}
+
 	// The table has the definition's columns.
 	out = n.mustKubectl("get", "gizmos")
 	if lines := strings.Split(out, "\n"); len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAME SIZE COLOR" ||

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -138,6 +140,12 @@ func CustomResources(crd *apiextensionsv1.CustomResourceDefinition, static map[s
 		if status != nil {
 			res.Subresources = map[string]rest.RESTUpdateStrategy{"status": customresource.NewStatusStrategy(strategy)}
 		}
+		if scale != nil {
+			res.Custom.Scale = &ScalePaths{SpecReplicasPath: scale.SpecReplicasPath, StatusReplicasPath: scale.StatusReplicasPath}
+			if scale.LabelSelectorPath != nil {
+				res.Custom.Scale.LabelSelectorPath = *scale.LabelSelectorPath
+			}
+		}
 		if res.Custom.OpenAPIV3, err = builder.BuildOpenAPIV3(crd, v.Name, builder.Options{}); err != nil {
 			return nil, fmt.Errorf("%w: openapi v3: %v", ErrNotServable, err)
 		}
@@ -178,6 +186,8 @@ type Custom struct {
 	Storage     runtime.Codec
 	// FieldManagers are the resource's and its status's ("status").
 	FieldManagers map[string]*managedfields.FieldManager
+	// Scale is the scale subresource's paths; nil when it has none.
+	Scale *ScalePaths
 	// OpenAPIV3 and OpenAPIV2 describe the version's paths and kinds, as
 	// kube's apiextensions server publishes them.
 	OpenAPIV3 *spec3.OpenAPI
@@ -291,4 +301,46 @@ func subresourcesFor(crd *apiextensionsv1.CustomResourceDefinition, version stri
 		}
 	}
 	return status, scale, nil
+}
+
+// ScalePaths are where a custom object keeps what its scale subresource
+// shows: JSON paths (".spec.replicas") of the desired and current
+// replicas and of the label selector.
+type ScalePaths struct {
+	SpecReplicasPath, StatusReplicasPath, LabelSelectorPath string
+}
+
+func splitPath(p string) []string { return strings.Split(strings.TrimPrefix(p, "."), ".") }
+
+// ScaleOf is cr's autoscaling/v1 Scale, as kube builds it: missing
+// replicas are 0, and found reports whether the spec replicas were there.
+func (p *ScalePaths) ScaleOf(cr *unstructured.Unstructured) (scale *autoscalingv1.Scale, found bool, err error) {
+	spec, found, err := unstructured.NestedInt64(cr.Object, splitPath(p.SpecReplicasPath)...)
+	if err != nil {
+		return nil, false, err
+	}
+	status, _, err := unstructured.NestedInt64(cr.Object, splitPath(p.StatusReplicasPath)...)
+	if err != nil {
+		return nil, false, err
+	}
+	var selector string
+	if p.LabelSelectorPath != "" {
+		if selector, _, err = unstructured.NestedString(cr.Object, splitPath(p.LabelSelectorPath)...); err != nil {
+			return nil, false, err
+		}
+	}
+	return &autoscalingv1.Scale{
+		TypeMeta: metav1.TypeMeta{APIVersion: "autoscaling/v1", Kind: "Scale"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: cr.GetName(), Namespace: cr.GetNamespace(), UID: cr.GetUID(),
+			ResourceVersion: cr.GetResourceVersion(), CreationTimestamp: cr.GetCreationTimestamp(),
+		},
+		Spec:   autoscalingv1.ScaleSpec{Replicas: int32(spec)},
+		Status: autoscalingv1.ScaleStatus{Replicas: int32(status), Selector: selector},
+	}, found, nil
+}
+
+// SetReplicas sets cr's spec replicas.
+func (p *ScalePaths) SetReplicas(cr *unstructured.Unstructured, replicas int32) error {
+	return unstructured.SetNestedField(cr.Object, int64(replicas), splitPath(p.SpecReplicasPath)...)
 }

@@ -175,3 +175,29 @@ func TestCustomResourcesNotServable(t *testing.T) {
 		t.Fatal("gizmos are served by a definition that was never given them")
 	}
 }
+
+// ScaleOf reads kube's Scale from a custom object, missing replicas as 0
+// (found false when the spec replicas are missing), and SetReplicas
+// writes the spec replicas back.
+func TestScalePaths(t *testing.T) {
+	p := &ScalePaths{SpecReplicasPath: ".spec.size", StatusReplicasPath: ".status.replicas", LabelSelectorPath: ".status.selector"}
+	cr := &unstructured.Unstructured{Object: map[string]interface{}{
+		"metadata": map[string]interface{}{"name": "g", "namespace": "ns", "resourceVersion": "7"},
+		"status":   map[string]interface{}{"replicas": int64(2), "selector": "app=g"},
+	}}
+	scale, found, err := p.ScaleOf(cr)
+	if err != nil || found || scale.Spec.Replicas != 0 || scale.Status.Replicas != 2 || scale.Status.Selector != "app=g" ||
+		scale.Name != "g" || scale.Namespace != "ns" || scale.ResourceVersion != "7" || scale.Kind != "Scale" || scale.APIVersion != "autoscaling/v1" {
+		t.Fatalf("ScaleOf without spec replicas: %+v found %v err %v", scale, found, err)
+	}
+	if err := p.SetReplicas(cr, 5); err != nil {
+		t.Fatal(err)
+	}
+	if scale, found, err = p.ScaleOf(cr); err != nil || !found || scale.Spec.Replicas != 5 {
+		t.Fatalf("after SetReplicas: %+v found %v err %v", scale, found, err)
+	}
+	cr.Object["spec"] = map[string]interface{}{"size": "five"}
+	if _, _, err := p.ScaleOf(cr); err == nil {
+		t.Fatal("replicas that are not a number read as a Scale")
+	}
+}

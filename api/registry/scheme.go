@@ -10,6 +10,7 @@ import (
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	_ "k8s.io/kubernetes/pkg/apis/authentication/install" // TokenReview, TokenRequest, SelfSubjectReview
 	_ "k8s.io/kubernetes/pkg/apis/authorization/install"  // SubjectAccessReview and friends
+	_ "k8s.io/kubernetes/pkg/apis/autoscaling/install"    // Scale, of custom resources' scale subresource
 	_ "k8s.io/kubernetes/pkg/apis/certificates/install"   // CertificateSigningRequest, ClusterTrustBundle
 	_ "k8s.io/kubernetes/pkg/apis/coordination/install"   // Lease
 	_ "k8s.io/kubernetes/pkg/apis/core/install"           // internal core types, v1 conversions and defaults
