@@ -22,7 +22,7 @@ metadata:
 spec:
   group: example.com
   scope: Namespaced
-  names: {plural: gizmos, singular: gizmo, kind: Gizmo, shortNames: [gz]}
+  names: {plural: gizmos, singular: gizmo, kind: Gizmo, shortNames: [gz], categories: [toys]}
   versions:
   - name: v1
     served: true
@@ -193,6 +193,23 @@ func TestE2ECustomResources(t *testing.T) {
 	}
 	if out := n.mustKubectl("get", "--raw", "/apis/example.com/v1"); !strings.Contains(out, `{"name":"gizmos/scale","singularName":"","namespaced":true,"group":"autoscaling","version":"v1","kind":"Scale","verbs":["get","patch","update"]}`) {
 		t.Fatalf("discovery of gizmos/scale: %s", out)
+	}
+
+	// Categories reach kubectl through discovery.
+	if out := other.mustKubectl("get", "toys", "-o", "name"); !strings.Contains(out, "gizmo.example.com/g2") {
+		t.Fatalf("kubectl get toys: %q", out)
+	}
+	// RBAC grants by the definition's group and resource.
+	n.scrub(t, "role/e2e-gizmo-reader", "rolebinding/e2e-gizmo-reader")
+	n.mustKubectl("create", "role", "e2e-gizmo-reader", "--verb=get,list", "--resource=gizmos.example.com")
+	n.mustKubectl("create", "rolebinding", "e2e-gizmo-reader", "--role=e2e-gizmo-reader", "--user=jane")
+	waitFor(t, 30*time.Second, "jane to read gizmos", func() bool {
+		_, err := other.kubectl("--as=jane", "get", "gz", "g2")
+		return err == nil
+	})
+	out, err = other.kubectl("--as=jane", "delete", "gz", "g2")
+	if err == nil || !strings.Contains(out, `gizmos.example.com "g2" is forbidden: User "jane" cannot delete resource "gizmos" in API group "example.com" in the namespace "default"`) {
+		t.Fatalf("jane deletes a gizmo: %v\n%s", err, out)
 	}
 
 	// The table has the definition's columns.
