@@ -124,6 +124,15 @@ func TestE2ECustomResources(t *testing.T) {
 	if err == nil || !strings.Contains(out, `Gizmo in version "v1" cannot be handled as a Gizmo: strict decoding error: unknown field "spec.bogus"`) {
 		t.Fatalf("an unknown field under Strict: %v\n%s", err, out)
 	}
+	// Warn prunes it and says so.
+	out = n.mustKubectl("create", "--validate=warn", "-f", write("g0", gizmo("g0", "{color: blue, bogus: 1}")))
+	if !strings.Contains(out, `Warning: unknown field "spec.bogus"`) {
+		t.Fatalf("an unknown field under Warn: %s", out)
+	}
+	if out := other.mustKubectl("get", "gz", "g0", "-o", "jsonpath={.spec}"); out != `{"color":"blue","size":3}` {
+		t.Fatalf("pruned under Warn: %s", out)
+	}
+	n.mustKubectl("delete", "gz", "g0")
 	// Ignore prunes it.
 	n.mustKubectl("create", "--validate=false", "-f", write("g1", gizmo("g1", "{color: red, bogus: 1}")))
 	if out := other.mustKubectl("get", "gz", "g1", "-o", "jsonpath={.spec}"); out != `{"color":"red","size":3}` {
