@@ -271,6 +271,11 @@ func TestE2ECustomResources(t *testing.T) {
 	if page.Kind != "GizmoList" || len(page.Items) != 1 || page.Metadata.Continue == "" || page.Items[0].Kind != "Gizmo" || page.Items[0].APIVersion != "example.com/v1" {
 		t.Fatalf("a page of one: %+v", page)
 	}
+	// A list at an exact past resourceVersion shows the object as it was.
+	exact := other.mustKubectl("get", "--raw", "/apis/example.com/v1/namespaces/default/gizmos?resourceVersionMatch=Exact&resourceVersion="+before)
+	if !strings.Contains(exact, `"resourceVersion":"`+before+`"`) || !strings.Contains(exact, `"color":"blue"`) || strings.Contains(exact, `"color":"green"`) {
+		t.Fatalf("a list at resourceVersion %s (Exact):\n%s", before, exact)
+	}
 	out = other.mustKubectl("get", "--raw", "/apis/example.com/v1/namespaces/default/gizmos?watch=1&timeoutSeconds=2&resourceVersion="+before)
 	if !strings.Contains(out, `{"type":"MODIFIED","object":{"apiVersion":"example.com/v1","kind":"Gizmo"`) || !strings.Contains(out, `"color":"green"`) {
 		t.Fatalf("watch from %s:\n%s", before, out)
