@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -60,34 +59,16 @@ type controllerProcess struct {
 
 func startAcceptanceController(t *testing.T, id string, n *node) *controllerProcess {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), acceptanceControllerEnv+"="+id, leaseKubeconfigEnv+"="+n.kubeconfigPath())
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &controllerProcess{cmd: cmd, leading: make(chan struct{}), issued: map[string]bool{}}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "LEADING "+id:
-				close(c.leading)
-			case strings.HasPrefix(line, "ISSUED "):
-				c.mu.Lock()
-				c.issued[strings.TrimPrefix(line, "ISSUED ")] = true
-				c.mu.Unlock()
-			}
+	c := &controllerProcess{leading: make(chan struct{}), issued: map[string]bool{}}
+	c.cmd = startHelperProcess(t, []string{acceptanceControllerEnv + "=" + id, leaseKubeconfigEnv + "=" + n.kubeconfigPath()}, func(line string) {
+		switch {
+		case line == "LEADING "+id:
+			close(c.leading)
+		case strings.HasPrefix(line, "ISSUED "):
+			c.mu.Lock()
+			c.issued[strings.TrimPrefix(line, "ISSUED ")] = true
+			c.mu.Unlock()
 		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
 	})
 	return c
 }

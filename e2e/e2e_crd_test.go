@@ -1,8 +1,6 @@
 package e2e_test
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -44,14 +42,7 @@ spec:
 func TestE2ECustomResourceDefinitions(t *testing.T) {
 	n := startNode(t)
 	n.scrub(t, "crd/widgets.example.com", "crd/gadgets.example.com", "crd/things.policy.k8s.io")
-	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name+".yaml")
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := manifests(t)
 	if out := n.mustKubectl("apply", "-f", write("widgets", widgetsCRD)); !strings.Contains(out, "customresourcedefinition.apiextensions.k8s.io/widgets.example.com created") {
 		t.Fatalf("apply: %s", out)
 	}

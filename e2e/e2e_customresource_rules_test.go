@@ -77,14 +77,7 @@ spec:
 func TestE2ECustomResourceValidationRules(t *testing.T) {
 	n := startNode(t)
 	n.scrub(t, "crd/rulers.example.com")
-	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name+".yaml")
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := manifests(t)
 	n.mustKubectl("apply", "-f", write("crd", rulesCRD))
 	n.mustKubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/rulers.example.com")
 	ruler := func(name, spec string) string {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -93,14 +92,7 @@ func TestE2ECustomResources(t *testing.T) {
 	n := nodes[0]
 	other := nodes[len(nodes)-1]
 	n.scrub(t, "crd/gizmos.example.com")
-	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name+".yaml")
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := manifests(t)
 	n.mustKubectl("apply", "-f", write("crd", gizmosCRD))
 	n.mustKubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/gizmos.example.com")
 	for _, m := range nodes {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -277,4 +278,18 @@ func (n *node) whoami(t testing.TB) authenticationv1.UserInfo {
 		t.Fatalf("SelfSubjectReview: %v", err)
 	}
 	return ssr.Status.UserInfo
+}
+
+// manifests returns a function that writes a manifest named name with
+// text into a temporary directory of t and returns its path, for kubectl -f.
+func manifests(t testing.TB) func(name, text string) string {
+	dir := t.TempDir()
+	return func(name, text string) string {
+		t.Helper()
+		p := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 }

@@ -78,8 +78,22 @@ type candidate struct {
 
 func startCandidate(t *testing.T, id string, n *node) *candidate {
 	t.Helper()
+	c := &candidate{leading: make(chan struct{})}
+	c.cmd = startHelperProcess(t, []string{leaseCandidateEnv + "=" + id, leaseKubeconfigEnv + "=" + n.kubeconfigPath()}, func(line string) {
+		if line == "LEADING "+id {
+			close(c.leading)
+		}
+	})
+	return c
+}
+
+// startHelperProcess runs the test binary as a helper process (TestMain
+// reads env), hands each line it prints to onLine, and kills it when the
+// test ends.
+func startHelperProcess(t *testing.T, env []string, onLine func(line string)) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), leaseCandidateEnv+"="+id, leaseKubeconfigEnv+"="+n.kubeconfigPath())
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -88,20 +102,17 @@ func startCandidate(t *testing.T, id string, n *node) *candidate {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &candidate{cmd: cmd, leading: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if sc.Text() == "LEADING "+id {
-				close(c.leading)
-			}
+			onLine(sc.Text())
 		}
 	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	return c
+	return cmd
 }
 
 // TestLeaseLeaderElection: client-go's leader election between two
