@@ -201,3 +201,74 @@ func TestScalePaths(t *testing.T) {
 		t.Fatal("replicas that are not a number read as a Scale")
 	}
 }
+
+// The specification's type mapping and property-name escaping, through
+// the custom resource strategy: each rule holds for good and not for bad.
+func TestCustomResourceRuleTypes(t *testing.T) {
+	str := func(extra func(*apiextensionsv1.JSONSchemaProps)) apiextensionsv1.JSONSchemaProps {
+		s := apiextensionsv1.JSONSchemaProps{Type: "string", MaxLength: ptr(int64(64))}
+		if extra != nil {
+			extra(&s)
+		}
+		return s
+	}
+	setOf := apiextensionsv1.JSONSchemaProps{Type: "array", MaxItems: ptr(int64(8)), XListType: ptr("set"),
+		Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{Type: "string", MaxLength: ptr(int64(8))}}}
+	yes := true
+	for _, tc := range []struct {
+		name      string
+		prop      string
+		schema    apiextensionsv1.JSONSchemaProps
+		rule      string
+		good, bad interface{}
+	}{
+		{"a dash", "x-y", apiextensionsv1.JSONSchemaProps{Type: "integer"}, "self.x__dash__y > 0", int64(1), int64(0)},
+		{"a dot", "a.b", apiextensionsv1.JSONSchemaProps{Type: "integer"}, "self.a__dot__b > 0", int64(1), int64(0)},
+		{"a slash", "a/b", apiextensionsv1.JSONSchemaProps{Type: "integer"}, "self.a__slash__b > 0", int64(1), int64(0)},
+		{"a double underscore", "a__b", apiextensionsv1.JSONSchemaProps{Type: "integer"}, "self.a__underscores__b > 0", int64(1), int64(0)},
+		{"a reserved word", "namespace", str(nil), "self.__namespace__ != 'kube-system'", "apps", "kube-system"},
+		{"a word containing a reserved word", "namespaces", str(nil), "self.namespaces != 'kube-system'", "apps", "kube-system"},
+		{"int-or-string", "port", apiextensionsv1.JSONSchemaProps{XIntOrString: true}, "type(self.port) == int ? self.port > 0 : self.port == 'http'", "http", "ftp"},
+		{"number is double", "ratio", apiextensionsv1.JSONSchemaProps{Type: "number"}, "type(self.ratio) == double && self.ratio < 1.0", 0.5, 1.5},
+		{"format byte is bytes", "blob", str(func(s *apiextensionsv1.JSONSchemaProps) { s.Format = "byte" }), "type(self.blob) == bytes && size(self.blob) == 2", "aGk=", "aGVsbG8="},
+		{"format date-time is a timestamp", "at", str(func(s *apiextensionsv1.JSONSchemaProps) { s.Format = "date-time" }), "self.at > timestamp('2020-01-01T00:00:00Z')", "2024-05-01T00:00:00Z", "2019-05-01T00:00:00Z"},
+		{"format duration is a duration", "every", str(func(s *apiextensionsv1.JSONSchemaProps) { s.Format = "duration" }), "self.every <= duration('1h')", "30m", "2h"},
+		{"a set concatenates as a union", "tags", setOf, "self.tags + ['a'] == self.tags", []interface{}{"a", "b"}, []interface{}{"b"}},
+		{"an embedded resource has its kind and name", "template", apiextensionsv1.JSONSchemaProps{Type: "object", XEmbeddedResource: true, XPreserveUnknownFields: &yes},
+			"self.template.kind == 'ConfigMap' && self.template.metadata.name.startsWith('cm-')",
+			map[string]interface{}{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]interface{}{"name": "cm-1"}},
+			map[string]interface{}{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]interface{}{"name": "cm-1"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			crd := gizmoDefinition()
+			crd.Spec.Versions = crd.Spec.Versions[:1]
+			crd.Spec.Versions[0].Schema = &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+				Type: "object",
+				Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": {
+					Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{tc.prop: tc.schema},
+					XValidations: apiextensionsv1.ValidationRules{{Rule: tc.rule, Message: "broken"}},
+				}},
+			}}
+			e := newEnvWith(t, CoreResources(), nil)
+			resources, err := CustomResources(crd, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.reg.ServeCustom("uid-1", resources)
+			st := e.reg.Store(gizmosV1)
+			ctx := genericapirequest.WithNamespace(e.ctx, "default")
+			for i, value := range []interface{}{tc.good, tc.bad} {
+				obj := st.NewFunc().(*unstructured.Unstructured)
+				obj.SetName([]string{"good", "bad"}[i])
+				obj.Object["spec"] = map[string]interface{}{tc.prop: value}
+				_, err := st.Create(ctx, obj, true)
+				switch {
+				case i == 0 && err != nil:
+					t.Fatalf("%v: %v", value, err)
+				case i == 1 && (err == nil || !strings.Contains(err.Error(), "broken")):
+					t.Fatalf("%v: %v, want the rule's message", value, err)
+				}
+			}
+		})
+	}
+}
