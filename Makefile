@@ -122,7 +122,7 @@ test-unit:
 # built; its log is bin/deploy-prebuild.log.
 test-e2e:
 	@mkdir -p bin && ( $(MAKE) --no-print-directory deploy-prebuild > bin/deploy-prebuild.log 2>&1 & )
-	$(GO) test -count=1 -timeout 15m ./cmd/... ./e2e/...
+	$(GO) test -count=1 -timeout 20m ./cmd/... ./e2e/...
 
 deploy-prebuild:
 	cd deploy && $(GO) vet ./... && $(GO) tool -n helm > /dev/null && \
