@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -199,4 +200,71 @@ func TestE2ECustomResourceRollback(t *testing.T) {
 	if err == nil || !strings.Contains(out, `The CustomResourceDefinition "others.example.com" is invalid`) || !strings.Contains(out, "compilation failed") {
 		t.Fatalf("a new two-variable comprehension at 1.32: %v\n%s", err, out)
 	}
+}
+
+// TestE2ECustomResourceRuntimeBudgets: rules whose estimated cost passes
+// the definition's checks are still cut off at run time by kube's limits:
+// one evaluation costing over the per-call limit, and all of an object's
+// evaluations together over the per-object budget (issue 17 point 2).
+func TestE2ECustomResourceRuntimeBudgets(t *testing.T) {
+	n := startNode(t)
+	n.scrub(t, "crd/budgets.example.com")
+	write := manifests(t)
+	var rules strings.Builder
+	for i := 0; i < 15; i++ {
+		fmt.Fprintf(&rules, "            - rule: \"self.items.all(a, self.items.exists(b, a == b))\"\n              message: m%d\n", i)
+	}
+	crd := `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: budgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: budgets, singular: budget, kind: Budget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              items:
+                type: array
+                maxItems: 600
+                items: {type: string, maxLength: 8}
+            x-kubernetes-validations:
+` + rules.String()
+	n.mustKubectl("apply", "-f", write("crd", crd))
+	n.mustKubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/budgets.example.com")
+	object := func(name string, items int) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "apiVersion: example.com/v1\nkind: Budget\nmetadata: {name: %s}\nspec:\n  items:\n", name)
+		for i := 0; i < items; i++ {
+			fmt.Fprintf(&b, "  - i%d\n", i)
+		}
+		return write(name, b.String())
+	}
+	waitFor(t, 30*time.Second, "budgets to be served", func() bool {
+		_, err := n.kubectl("create", "--dry-run=server", "-f", object("small", 10))
+		return err == nil
+	})
+	for _, tc := range []struct {
+		name  string
+		items int
+		want  string
+	}{
+		{"one evaluation over the per-call limit", 600, "no further validation rules will be run due to call cost exceeds limit for rule: m0"},
+		{"the object's evaluations over the budget", 500, "validation failed due to running out of cost budget, no further validation rules will be run"},
+	} {
+		out, err := n.kubectl("create", "-f", object("big", tc.items))
+		if err == nil || !strings.Contains(out, `The Budget "big" is invalid`) || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: %v\n%s", tc.name, err, out)
+		}
+	}
+	n.mustKubectl("create", "-f", object("small", 10))
 }
