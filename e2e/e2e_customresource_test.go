@@ -268,6 +268,17 @@ func TestE2ECustomResources(t *testing.T) {
 	if !strings.Contains(exact, `"resourceVersion":"`+before+`"`) || !strings.Contains(exact, `"color":"blue"`) || strings.Contains(exact, `"color":"green"`) {
 		t.Fatalf("a list at resourceVersion %s (Exact):\n%s", before, exact)
 	}
+	// The rest of the resourceVersion table, as for built-in kinds.
+	base := "/apis/example.com/v1/namespaces/default/gizmos"
+	for _, q := range []string{"", "?resourceVersion=0", "?resourceVersion=" + before + "&resourceVersionMatch=NotOlderThan", "/g2?resourceVersion=0", "/g2?resourceVersion=" + before} {
+		if out, err := other.kubectl("get", "--raw", base+q); err != nil || !strings.Contains(out, `"kind":"Gizmo`) {
+			t.Fatalf("GET %s: %v\n%s", base+q, err, out)
+		}
+	}
+	out, err = other.kubectl("get", "--raw", base+"?resourceVersionMatch=Exact")
+	if err == nil || !strings.Contains(out, "resourceVersionMatch is forbidden unless resourceVersion is provided") {
+		t.Fatalf("Exact without a resourceVersion: %v\n%s", err, out)
+	}
 	out = other.mustKubectl("get", "--raw", "/apis/example.com/v1/namespaces/default/gizmos?watch=1&timeoutSeconds=2&resourceVersion="+before)
 	if !strings.Contains(out, `{"type":"MODIFIED","object":{"apiVersion":"example.com/v1","kind":"Gizmo"`) || !strings.Contains(out, `"color":"green"`) {
 		t.Fatalf("watch from %s:\n%s", before, out)
