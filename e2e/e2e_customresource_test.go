@@ -108,6 +108,11 @@ func TestE2ECustomResources(t *testing.T) {
 		return err == nil && strings.Contains(out, "KIND:       Gizmo") && strings.Contains(out, "size\t<integer>") && strings.Contains(out, "color\t<string>")
 	})
 
+	waitFor(t, 30*time.Second, "OpenAPI v2 to define Gizmo", func() bool {
+		out, err := other.kubectl("get", "--raw", "/openapi/v2")
+		return err == nil && strings.Contains(out, `"com.example.v1.Gizmo":{`) && strings.Contains(out, `"/apis/example.com/v1/namespaces/{namespace}/gizmos/{name}"`)
+	})
+
 	gizmo := func(name, spec string) string {
 		return "apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: " + name + "}\nspec: " + spec + "\n"
 	}
