@@ -23,7 +23,7 @@ import (
 type discoveryHandlers struct {
 	core, groups http.Handler
 	// named is the /apis document's manager, to which custom resources'
-	// group versions come and go (RefreshCustomDiscovery).
+	// group versions come and go (CustomResourcesChanged).
 	named  aggregated.ResourceManager
 	custom *customDiscovery
 }
@@ -63,11 +63,11 @@ func (s *Server) newDiscoveryHandlers() (discoveryHandlers, error) {
 // of custom resources in aggregated discovery, after the built-in ones.
 const customGroupPriority = 1000
 
-// RefreshCustomDiscovery brings the aggregated discovery document and the
+// CustomResourcesChanged brings the aggregated discovery document and the
 // OpenAPI documents up to date with the custom resources served: call it
 // after every change of them (the legacy discovery documents are computed
 // per request).
-func (s *Server) RefreshCustomDiscovery() {
+func (s *Server) CustomResourcesChanged() {
 	d := s.discovery
 	d.custom.mu.Lock()
 	defer d.custom.mu.Unlock()
@@ -85,9 +85,9 @@ func (s *Server) RefreshCustomDiscovery() {
 		}
 	}
 	for i, gv := range order {
-		if err := s.addAggregated(d.named, gv, customGroupPriority, len(order)-i); err != nil {
-			continue // a resource list endpoints cannot convert: left out, as kube logs and skips it
-		}
+		// A resource list endpoints cannot convert is left out, as kube
+		// logs and skips it.
+		_ = s.addAggregated(d.named, gv, customGroupPriority, len(order)-i)
 	}
 	d.custom.gvs = now
 	// The OpenAPI documents follow (a definition kube cannot describe is

@@ -55,6 +55,20 @@ func (s *Server) createRequest(req *http.Request, r restrictions) (*output, runt
 	return format, si, body, opts, nil
 }
 
+// updateRequest is objectRequest plus the validated UpdateOptions, what
+// every PUT starts with.
+func (s *Server) updateRequest(req *http.Request) (*output, runtime.SerializerInfo, []byte, *metav1.UpdateOptions, error) {
+	format, si, body, err := s.objectRequest(req, restrictions{})
+	if err != nil {
+		return nil, si, nil, nil, err
+	}
+	opts := &metav1.UpdateOptions{}
+	if err := decodeOptions(req, opts, "UpdateOptions", func() field.ErrorList { return metav1validation.ValidateUpdateOptions(opts) }); err != nil {
+		return nil, si, nil, nil, err
+	}
+	return format, si, body, opts, nil
+}
+
 // decodeOptions decodes the query into a meta options struct and validates
 // it, with kube-apiserver's status codes (400 undecodable, 422 invalid).
 func decodeOptions(req *http.Request, opts runtime.Object, kind string, validate func() field.ErrorList) error {

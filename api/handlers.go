@@ -7,7 +7,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/trustplane/trustplane/api/registry"
@@ -144,12 +143,7 @@ func (s *Server) refuseCustom(w http.ResponseWriter, req *http.Request, st *regi
 		return true
 	}
 	if verb == "watch" {
-		stream, err := negotiation.NegotiateOutputMediaTypeStream(req, registry.Codecs, restrictions{})
-		if err == nil && stream.MediaType == runtime.ContentTypeProtobuf {
-			s.writeError(w, req, errCustomNotAcceptable())
-			return true
-		}
-		return false
+		return false // the stream negotiates with the resource's codecs (watch)
 	}
 	if out, err := negotiateOutput(req); err == nil {
 		if err := refuseCustomFormat(st, out); err != nil {

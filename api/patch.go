@@ -41,11 +41,7 @@ func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.St
 		s.writeError(w, req, err)
 		return
 	}
-	contentType := req.Header.Get("Content-Type")
-	if i := strings.Index(contentType, ";"); i > 0 {
-		contentType = contentType[:i]
-	}
-	pt := types.PatchType(strings.TrimSpace(contentType))
+	pt := requestPatchType(req)
 	if pt != types.JSONPatchType && pt != types.MergePatchType && pt != types.StrategicMergePatchType && pt != types.ApplyYAMLPatchType {
 		s.writeError(w, req, negotiation.NewUnsupportedMediaTypeError(patchTypes))
 		return
@@ -183,16 +179,8 @@ func (p *patchInfo) UpdatedObject(ctx context.Context, old runtime.Object) (runt
 			patched, err = apply.StrategicMergePatch(oldJSON, p.patch, schemaObj)
 		}
 	}
-	switch {
-	case errors.Is(err, apply.ErrBadPatch):
-		return nil, apierrors.NewBadRequest(strings.TrimPrefix(err.Error(), apply.ErrBadPatch.Error()+": "))
-	case errors.Is(err, apply.ErrTooManyOperations):
-		return nil, apierrors.NewRequestEntityTooLargeError(strings.TrimPrefix(err.Error(), apply.ErrTooManyOperations.Error()+": "))
-	case errors.Is(err, apply.ErrPatchFailed):
-		return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "",
-			strings.TrimPrefix(err.Error(), apply.ErrPatchFailed.Error()+": "), 0, false)
-	case err != nil:
-		return nil, apierrors.NewInternalError(err)
+	if err != nil {
+		return nil, patchError(err)
 	}
 	codecs := p.store.Codecs()
 	info, _ := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
@@ -253,4 +241,26 @@ func encodeJSON(st *registry.Store, obj runtime.Object, gv schema.GroupVersion) 
 	codecs := st.Codecs()
 	info, _ := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
 	return runtime.Encode(codecs.EncoderForVersion(info.Serializer, gv), obj)
+}
+
+// requestPatchType is the patch type the request's Content-Type names.
+func requestPatchType(req *http.Request) types.PatchType {
+	contentType, _, _ := strings.Cut(req.Header.Get("Content-Type"), ";")
+	return types.PatchType(strings.TrimSpace(contentType))
+}
+
+// patchError is the Status of a patch that could not be applied, as kube
+// answers it: 400 for a malformed patch, 413 for too many operations, 422
+// for a JSON patch test that failed.
+func patchError(err error) error {
+	switch {
+	case errors.Is(err, apply.ErrBadPatch):
+		return apierrors.NewBadRequest(strings.TrimPrefix(err.Error(), apply.ErrBadPatch.Error()+": "))
+	case errors.Is(err, apply.ErrTooManyOperations):
+		return apierrors.NewRequestEntityTooLargeError(strings.TrimPrefix(err.Error(), apply.ErrTooManyOperations.Error()+": "))
+	case errors.Is(err, apply.ErrPatchFailed):
+		return apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "",
+			strings.TrimPrefix(err.Error(), apply.ErrPatchFailed.Error()+": "), 0, false)
+	}
+	return apierrors.NewInternalError(err)
 }

@@ -2,10 +2,8 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -64,13 +62,8 @@ func (s *Server) serveScale(w http.ResponseWriter, req *http.Request, st *regist
 		}
 		s.writeScale(w, req, format, scale)
 	case "update":
-		format, si, body, err := s.objectRequest(req, restrictions{})
+		format, si, body, opts, err := s.updateRequest(req)
 		if err != nil {
-			s.writeError(w, req, err)
-			return
-		}
-		opts := &metav1.UpdateOptions{}
-		if err := decodeOptions(req, opts, "UpdateOptions", func() field.ErrorList { return metav1validation.ValidateUpdateOptions(opts) }); err != nil {
 			s.writeError(w, req, err)
 			return
 		}
@@ -91,8 +84,7 @@ func (s *Server) serveScale(w http.ResponseWriter, req *http.Request, st *regist
 			s.writeError(w, req, err)
 			return
 		}
-		contentType, _, _ := strings.Cut(req.Header.Get("Content-Type"), ";")
-		pt := types.PatchType(strings.TrimSpace(contentType))
+		pt := requestPatchType(req)
 		if pt != types.JSONPatchType && pt != types.MergePatchType && pt != types.StrategicMergePatchType {
 			s.writeError(w, req, negotiation.NewUnsupportedMediaTypeError(scalePatchTypes))
 			return
@@ -174,13 +166,8 @@ func patchedScale(ctx context.Context, old *autoscalingv1.Scale, pt types.PatchT
 	default:
 		patched, err = apply.StrategicMergePatch(oldJSON, patch, &autoscalingv1.Scale{})
 	}
-	switch {
-	case errors.Is(err, apply.ErrBadPatch):
-		return nil, apierrors.NewBadRequest(strings.TrimPrefix(err.Error(), apply.ErrBadPatch.Error()+": "))
-	case errors.Is(err, apply.ErrTooManyOperations):
-		return nil, apierrors.NewRequestEntityTooLargeError(strings.TrimPrefix(err.Error(), apply.ErrTooManyOperations.Error()+": "))
-	case err != nil:
-		return nil, apierrors.NewInternalError(err)
+	if err != nil {
+		return nil, patchError(err)
 	}
 	si, _ := runtime.SerializerInfoForMediaType(registry.Codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
 	return decodeScale(ctx, si, patched, directive)

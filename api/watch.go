@@ -38,6 +38,9 @@ func (s *Server) watch(w http.ResponseWriter, req *http.Request, st *registry.St
 		codecs = registry.Codecs // Tables and metadata are built-in kinds
 	}
 	stream, err := negotiation.NegotiateOutputMediaTypeStream(req, codecs, restrictions{})
+	if err != nil && st.Custom != nil && format.mt.Convert == nil {
+		err = errCustomNotAcceptable() // kube's list, which names protobuf
+	}
 	if err != nil {
 		s.writeError(w, req, err)
 		return

@@ -6,10 +6,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 
@@ -70,13 +67,8 @@ func (s *Server) update(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "update"))
 		return
 	}
-	format, si, body, err := s.objectRequest(req, restrictions{})
+	format, si, body, opts, err := s.updateRequest(req)
 	if err != nil {
-		s.writeError(w, req, err)
-		return
-	}
-	opts := &metav1.UpdateOptions{}
-	if err := decodeOptions(req, opts, "UpdateOptions", func() field.ErrorList { return metav1validation.ValidateUpdateOptions(opts) }); err != nil {
 		s.writeError(w, req, err)
 		return
 	}

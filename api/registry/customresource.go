@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
@@ -69,7 +70,7 @@ func CustomResources(crd *apiextensionsv1.CustomResourceDefinition, static map[s
 			structurals[v.Name] = s
 		}
 	}
-	factory, err := conversion.NewCRConverterFactory(nil, nil)
+	factory, err := converterFactory()
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +172,13 @@ func CustomResources(crd *apiextensionsv1.CustomResourceDefinition, static map[s
 	})
 	return out, nil
 }
+
+// converterFactory makes the definitions' converters; one per process,
+// as kube's apiextensions server has (it builds a webhook client manager
+// that conversion None never uses).
+var converterFactory = sync.OnceValues(func() (*conversion.CRConverterFactory, error) {
+	return conversion.NewCRConverterFactory(nil, nil)
+})
 
 // Custom is what a custom resource's Resource has that a built-in one
 // takes from the scheme: its codecs, which decode requests into the served

@@ -113,12 +113,12 @@ func (c *customResources) sync(obj any) {
 		c.log.Log(context.Background(), level, "custom resources: not serving a definition", "crd", crd.Name, "error", err)
 		c.reg.ServeCustom(crd.UID, nil)
 		delete(c.served, crd.UID)
-		c.srv.RefreshCustomDiscovery()
+		c.srv.CustomResourcesChanged()
 		return
 	}
 	c.reg.ServeCustom(crd.UID, resources)
 	c.served[crd.UID] = want
-	c.srv.RefreshCustomDiscovery()
+	c.srv.CustomResourcesChanged()
 	c.log.Info("custom resources: serving", "crd", crd.Name, "versions", len(resources))
 }
 
@@ -130,5 +130,5 @@ func (c *customResources) remove(uid types.UID) {
 	}
 	c.reg.ServeCustom(uid, nil)
 	delete(c.served, uid)
-	c.srv.RefreshCustomDiscovery()
+	c.srv.CustomResourcesChanged()
 }
