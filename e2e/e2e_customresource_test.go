@@ -190,6 +190,19 @@ func TestE2ECustomResources(t *testing.T) {
 	if err == nil || !strings.Contains(out, `size must be at most 10`) {
 		t.Fatalf("scaling past the rule: %v\n%s", err, out)
 	}
+	// A failed JSON patch test and a stale resourceVersion change nothing.
+	out, err = n.kubectl("patch", "gz", "g2", "--subresource=scale", "--type=json", "-p", `[{"op":"test","path":"/spec/replicas","value":99},{"op":"replace","path":"/spec/replicas","value":1}]`)
+	if err == nil || !strings.Contains(out, "The request is invalid: the server rejected our request due to an error in our request") {
+		t.Fatalf("a failed test operation on scale: %v\n%s", err, out)
+	}
+	stale := `{"apiVersion":"autoscaling/v1","kind":"Scale","metadata":{"name":"g2","namespace":"default","resourceVersion":"` + before + `"},"spec":{"replicas":1}}`
+	out, err = other.kubectl("replace", "--raw", "/apis/example.com/v1/namespaces/default/gizmos/g2/scale", "-f", write("stale", stale))
+	if err == nil || !strings.Contains(out, `Operation cannot be fulfilled on gizmos.example.com "g2": the object has been modified`) {
+		t.Fatalf("a scale at a stale resourceVersion: %v\n%s", err, out)
+	}
+	if out := other.mustKubectl("get", "gz", "g2", "-o", "jsonpath={.spec.size}"); out != "9" {
+		t.Fatalf("size after refused scale writes: %q", out)
+	}
 	n.mustKubectl("patch", "gz", "g2", "--subresource=scale", "--type=merge", "-p", `{"spec":{"replicas":7}}`)
 	if out := other.mustKubectl("get", "gz", "g2", "-o", "jsonpath={.spec.size}"); out != "7" {
 		t.Fatalf("size after scaling: %q", out)
