@@ -9,7 +9,7 @@ import (
 //
 //	byte     CommandVersion
 //	byte     Op
-//	string   Key.Group
+//	string   Key.Group, as Key.Space writes it (keyspace.go)
 //	string   Key.Resource
 //	string   Key.Namespace
 //	string   Key.Name
@@ -34,15 +34,16 @@ const flagMustNotExist = 1 << 0
 // same Command produce the same bytes, and it is cheap enough to run on every
 // write without reflection.
 func (c *Command) Encode() []byte {
+	group := wireGroup(c.Key.Space, c.Key.Group)
 	n := 2 + 1 +
-		strLen(len(c.Key.Group)) + strLen(len(c.Key.Resource)) +
+		strLen(len(group)) + strLen(len(c.Key.Resource)) +
 		strLen(len(c.Key.Namespace)) + strLen(len(c.Key.Name)) +
 		strLen(len(c.Value)) + strLen(len(c.UID)) +
 		uvarintLen(c.ModRevision) + strLen(len(c.MatchUID)) +
 		uvarintLen(c.CompactRevision)
 	b := make([]byte, 0, n)
 	b = append(b, CommandVersion, byte(c.Op))
-	b = appendString(b, c.Key.Group)
+	b = appendString(b, group)
 	b = appendString(b, c.Key.Resource)
 	b = appendString(b, c.Key.Namespace)
 	b = appendString(b, c.Key.Name)
@@ -80,7 +81,7 @@ func DecodeCommand(b []byte) (*Command, error) {
 	}
 	d.off = 2
 	c := &Command{Op: op}
-	c.Key.Group = d.string()
+	c.Key.Space, c.Key.Group = splitWireGroup(d.string())
 	c.Key.Resource = d.string()
 	c.Key.Namespace = d.string()
 	c.Key.Name = d.string()

@@ -17,6 +17,18 @@
 //     no-op. A failed precondition changes nothing and emits nothing, but
 //     still consumes its log index. Kubernetes semantics live in api.
 //
+//   - Disjoint key spaces (keyspace.go). Every Key is in one Space:
+//     built-in objects, custom resources or internal records. Two keys of
+//     different spaces are different keys whatever their group, resource
+//     and name, and a Prefix never reaches past its space. The space is
+//     written in the group field (untagged for built-ins, "custom/<group>"
+//     for custom resources, "trustplane.internal" for internal records), so
+//     the command and snapshot formats are those of every earlier build;
+//     an untagged key whose resource Config.Builtin does not know is a
+//     custom object an earlier build wrote, and moves to SpaceCustom when it
+//     is applied or restored. Which space a key is in is the storage
+//     layer's choice (api/storage), never a request's.
+//
 //   - Panic on an undecodable command. A node that cannot apply the log
 //     exactly as its peers do must stop, never diverge.
 //

@@ -27,7 +27,7 @@ func (f *FSM) Export() *Export {
 // snapshots use (Persist writes it, WriteTo too). A parse or checksum
 // failure wraps ErrBadSnapshot.
 func ReadExport(r io.Reader) (*Export, error) {
-	st, err := readSnapshot(r)
+	st, err := readSnapshot(r, nil)
 	if err != nil {
 		return nil, err
 	}

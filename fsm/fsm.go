@@ -29,6 +29,22 @@ type FSM struct {
 	listeners listenerSet
 	// results remembers recent command results for ResultAt; mu guards it.
 	results *resultRing
+	// builtin classifies untagged keys read from the log and snapshots.
+	builtin Builtin
+}
+
+// Config configures an FSM.
+type Config struct {
+	// Builtin reports whether a group and resource are a built-in
+	// resource's keys. It settles the space of an untagged key read from
+	// the log or a snapshot (keyspace.go): builds before key spaces wrote
+	// custom objects untagged, under their definition's group and plural,
+	// so an untagged key whose resource is not built in is one of those,
+	// and lives in SpaceCustom from then on. It must be a pure function,
+	// the same on every node of a cluster (the binary's list of built-in
+	// resources, whatever --runtime-config enables), or nodes would
+	// diverge. Nil keeps every untagged key built-in (tests).
+	Builtin Builtin
 }
 
 var (
@@ -38,8 +54,11 @@ var (
 
 // New returns an empty FSM at applied index 0. Raft restores the latest
 // snapshot (if any) and replays the log into it on start.
-func New() *FSM {
-	return &FSM{st: newStore(), waiter: newIndexWaiter(), results: new(resultRing)}
+func New() *FSM { return NewWithConfig(Config{}) }
+
+// NewWithConfig is New with a Config.
+func NewWithConfig(cfg Config) *FSM {
+	return &FSM{st: newStore(), waiter: newIndexWaiter(), results: new(resultRing), builtin: cfg.Builtin}
 }
 
 // Apply is raft's single-entry path; it has exactly the semantics of a
@@ -85,6 +104,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		c, err := DecodeCommand(l.Data)
 		if err != nil {
 			panic(fmt.Sprintf("fsm: cannot decode command at log index %d (term %d): %v", l.Index, l.Term, err))
+		}
+		if c.Op == OpPut || c.Op == OpDelete {
+			f.builtin.classify(&c.Key)
 		}
 		cmds[i] = c
 	}
@@ -144,7 +166,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	f.applyMu.Lock()
 	defer f.applyMu.Unlock()
-	st, err := readSnapshot(rc)
+	st, err := readSnapshot(rc, f.builtin)
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ import (
 //	uvarint  compacted revision
 //	uvarint  number of keys
 //	per key, in Key.String() order:
-//	  string  Group, Resource, Namespace, Name
+//	  string  Group (as the key's space writes it, keyspace.go), Resource, Namespace, Name
 //	  uvarint number of versions (>= 1)
 //	  per version, oldest first:
 //	    byte    kind (0 tombstone, 1 live)
@@ -111,7 +111,7 @@ func (s *fsmSnapshot) writeTo(w io.Writer, drop func(Key) bool) error {
 		if drop != nil && drop(k) {
 			return true
 		}
-		buf = appendString(buf, k.Group)
+		buf = appendString(buf, wireGroup(k.Space, k.Group))
 		buf = appendString(buf, k.Resource)
 		buf = appendString(buf, k.Namespace)
 		buf = appendString(buf, k.Name)
@@ -221,7 +221,10 @@ func (r *snapReader) string() (string, error) {
 // readSnapshot parses and validates a snapshot into a fresh store. It
 // checks structure as it goes (ordering, revision bounds) and the checksum
 // at the end, so a store it returns is one some FSM actually persisted.
-func readSnapshot(rd io.Reader) (*store, error) {
+//
+// builtin classifies untagged keys (Config.Builtin); nil keeps them
+// built-in. Keys are checked for order as they are written, before that.
+func readSnapshot(rd io.Reader, builtin Builtin) (*store, error) {
 	r := &snapReader{r: bufio.NewReaderSize(rd, 64<<10), crc: crc32.New(crcTable)}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrBadSnapshot, fmt.Sprintf(format, args...))
@@ -262,16 +265,20 @@ func readSnapshot(rd io.Reader) (*store, error) {
 	var prev string
 	for i := uint64(0); i < nkeys; i++ {
 		var k Key
-		for _, f := range []*string{&k.Group, &k.Resource, &k.Namespace, &k.Name} {
+		var group string
+		for _, f := range []*string{&group, &k.Resource, &k.Namespace, &k.Name} {
 			if *f, err = r.string(); err != nil {
 				return nil, eof(err)
 			}
 		}
+		k.Space, k.Group = splitWireGroup(group)
 		ks := k.String()
 		if i > 0 && ks <= prev {
 			return nil, bad("key %q out of order", ks)
 		}
 		prev = ks
+		builtin.classify(&k)
+		ks = k.String()
 		nv, err := r.uvarint()
 		if err != nil {
 			return nil, eof(err)
@@ -322,6 +329,16 @@ func readSnapshot(rd io.Reader) (*store, error) {
 			}
 		}
 		e := entry{key: ks, versions: vs[:len(vs):len(vs)]}
+		if had, ok := s.tree.Get(e); ok {
+			// Two keys of the snapshot classify as one: a custom object an
+			// earlier build kept untagged, beside the same object a newer
+			// leader wrote in the custom space while both builds ran (a
+			// rolling upgrade). The newer history is the object's.
+			if had.versions[len(had.versions)-1].rev > vs[len(vs)-1].rev {
+				continue
+			}
+			s.history -= had.supersededBytes(len(had.versions))
+		}
 		s.history += e.supersededBytes(len(vs))
 		s.tree.ReplaceOrInsert(e)
 	}

@@ -24,9 +24,12 @@ var (
 	ErrUnknownCommand = errors.New("fsm: unknown command")
 )
 
-// Key names one object. Group is "" for the core group; Namespace is "" for
-// cluster-scoped resources.
+// Key names one object. Space is the key space it lives in (keyspace.go),
+// which the storage layer sets and no request can choose. Group is "" for
+// the core group and for internal keys; Namespace is "" for cluster-scoped
+// resources.
 type Key struct {
+	Space     Space
 	Group     string
 	Resource  string
 	Namespace string
@@ -37,6 +40,7 @@ type Key struct {
 // An empty Namespace selects every namespace (and is the only choice for
 // cluster-scoped resources).
 type Prefix struct {
+	Space     Space
 	Group     string
 	Resource  string
 	Namespace string
@@ -46,14 +50,22 @@ type Prefix struct {
 // can appear in a Kubernetes name, so "ns" sorts before "ns-a".
 const sep = "\x00"
 
-// String is the store's ordering key: group, resource, namespace, name.
+// String is the store's ordering key: the group as its space writes it
+// (keyspace.go), resource, namespace, name. Keys of different spaces never
+// share a prefix.
 func (k Key) String() string {
+	switch k.Space {
+	case SpaceCustom:
+		return customGroupPrefix + k.Group + sep + k.Resource + sep + k.Namespace + sep + k.Name
+	case SpaceInternal:
+		return InternalGroup + sep + k.Resource + sep + k.Namespace + sep + k.Name
+	}
 	return k.Group + sep + k.Resource + sep + k.Namespace + sep + k.Name
 }
 
 // String is the common prefix of every Key under p.
 func (p Prefix) String() string {
-	s := p.Group + sep + p.Resource + sep
+	s := wireGroup(p.Space, p.Group) + sep + p.Resource + sep
 	if p.Namespace != "" {
 		s += p.Namespace + sep
 	}
@@ -66,7 +78,8 @@ func ParseKey(s string) (Key, bool) {
 	if len(parts) != 4 {
 		return Key{}, false
 	}
-	return Key{Group: parts[0], Resource: parts[1], Namespace: parts[2], Name: parts[3]}, true
+	space, group := splitWireGroup(parts[0])
+	return Key{Space: space, Group: group, Resource: parts[1], Namespace: parts[2], Name: parts[3]}, true
 }
 
 // KV is one stored version of an object. Value is opaque to the fsm (the api

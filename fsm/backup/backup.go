@@ -263,6 +263,9 @@ func Summarize(exp *fsm.Export) Summary {
 		if kv.Key.Group != "" {
 			r = kv.Key.Group + "/" + r
 		}
+		if kv.Key.Space != fsm.SpaceBuiltin {
+			r = kv.Key.Space.String() + ":" + r
+		}
 		s.Objects[r]++
 		s.MaxRevision = max(s.MaxRevision, kv.ModRevision)
 		if p, ok := encryptionPrefix(kv.Value); ok {
