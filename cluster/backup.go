@@ -191,8 +191,7 @@ func seed(dir string, cfg SeedConfig, exp *fsm.Export) error {
 // data-directory record (datadir.go): both describe the source cluster's
 // members.
 func isMembershipRecord(k fsm.Key) bool {
-	return k.Group == removedPrefix.Group && k.Resource == removedPrefix.Resource ||
-		k.Group == dataDirPrefix.Group && k.Resource == dataDirPrefix.Resource
+	return k.Space == fsm.SpaceInternal && (k.Resource == removedPrefix.Resource || k.Resource == dataDirPrefix.Resource)
 }
 
 // privatise makes dir's tree 0700/0600: raft's snapshot store asks for

@@ -58,10 +58,10 @@ const dataDirIDLen = 32
 // dataDirPrefix is where the leader records each voter's data-directory
 // identity: one key per node name, under the internal group no API
 // request can reach (removed.go).
-var dataDirPrefix = fsm.Prefix{Group: "trustplane.internal", Resource: "datadirs"}
+var dataDirPrefix = fsm.Prefix{Space: fsm.SpaceInternal, Resource: "datadirs"}
 
 func dataDirRecordKey(name string) fsm.Key {
-	return fsm.Key{Group: dataDirPrefix.Group, Resource: dataDirPrefix.Resource, Name: name}
+	return fsm.Key{Space: dataDirPrefix.Space, Resource: dataDirPrefix.Resource, Name: name}
 }
 
 // loadDataDirID returns the data directory's identity from the stable

@@ -65,8 +65,8 @@
 //     Leave is never forced: refused, the node stays a voter and stops
 //     gossip without a leave message. Autopilot (DeadServerTimeout) also
 //     needs raft to have lost the voter: gossip silence alone removes no one.
-//   - RemoveMember is durable (removed.go): a marker under the internal
-//     group trustplane.internal, written through the log before the
+//   - RemoveMember is durable (removed.go): a marker in the internal key
+//     space (fsm.SpaceInternal), written through the log before the
 //     removal, keeps every later leader from re-adding the name, even
 //     restarted with the same data dir. The leader reconciles only after
 //     its term barrier, so it has applied every marker. The marker is

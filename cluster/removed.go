@@ -22,14 +22,14 @@ import (
 // Leave (SIGTERM with --leave-on-terminate) writes no marker: a node that
 // left and restarts rejoins, as in Consul.
 
-// removedPrefix is where the markers live: one key per removed name. No
-// served resource uses the trustplane.internal group, so no API request
-// can read, write or watch it (the signing keys of api/authn live there
-// too).
-var removedPrefix = fsm.Prefix{Group: "trustplane.internal", Resource: "removedmembers"}
+// removedPrefix is where the markers live: one key per removed name, in
+// the internal key space (fsm.Space), which no store of the API can reach,
+// so no API request can read, write or watch it (the signing keys of
+// api/authn live there too).
+var removedPrefix = fsm.Prefix{Space: fsm.SpaceInternal, Resource: "removedmembers"}
 
 func removedKey(name string) fsm.Key {
-	return fsm.Key{Group: removedPrefix.Group, Resource: removedPrefix.Resource, Name: name}
+	return fsm.Key{Space: removedPrefix.Space, Resource: removedPrefix.Resource, Name: name}
 }
 
 // isRemoved reports whether this node has applied a removal marker for

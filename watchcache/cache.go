@@ -204,8 +204,8 @@ func (c *Cache) OnIndex(index uint64) {
 	clear(c.hit)
 	for i := len(c.items) - 1; i >= c.head && c.items[i].ev.Revision > prev; i-- {
 		k := c.items[i].ev.KV.Key
-		c.hit[fsm.Prefix{Group: k.Group, Resource: k.Resource}] = true
-		c.hit[fsm.Prefix{Group: k.Group, Resource: k.Resource, Namespace: k.Namespace}] = true
+		c.hit[fsm.Prefix{Space: k.Space, Group: k.Group, Resource: k.Resource}] = true
+		c.hit[fsm.Prefix{Space: k.Space, Group: k.Group, Resource: k.Resource, Namespace: k.Namespace}] = true
 	}
 	for p, ws := range c.groups {
 		hit := c.hit[p]

@@ -321,7 +321,7 @@ func (w *Watcher) deliverInitial(kv *fsm.KV) bool {
 func (w *Watcher) deliver(it *item) bool {
 	ev := &it.ev
 	k, p := ev.KV.Key, w.opts.Prefix
-	if k.Resource != p.Resource || k.Group != p.Group || (p.Namespace != "" && k.Namespace != p.Namespace) {
+	if k.Resource != p.Resource || k.Group != p.Group || k.Space != p.Space || (p.Namespace != "" && k.Namespace != p.Namespace) {
 		return true
 	}
 	out := Event{Revision: ev.Revision, KV: ev.KV, Prev: ev.Prev, c: w.c}

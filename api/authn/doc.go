@@ -9,8 +9,9 @@
 //     REST objects and the discovery documents are kube's own code
 //     (k8s.io/kubernetes/pkg/serviceaccount and pkg/registry/...); this
 //     package only supplies them with keys and objects.
-//   - Signing keys live in the fsm under Group "trustplane.internal", which
-//     the API never serves. They are written only by the leader, through
+//   - Signing keys live in the fsm's internal key space (fsm.SpaceInternal),
+//     which no store of the API can reach, whatever a custom resource
+//     definition names. They are written only by the leader, through
 //     Raft, with MustNotExist, so two leaders cannot both create a key; every
 //     node reads them from its own applied state, so every node verifies.
 //   - Old keys stay valid for verification after a rotation; only the

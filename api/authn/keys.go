@@ -37,9 +37,11 @@ var (
 	ErrBadKey = errors.New("authn: stored signing key is unreadable")
 )
 
-// keyPrefix is where signing keys live in the fsm. No served resource uses
-// this group, so no API request can read or watch it.
-var keyPrefix = fsm.Prefix{Group: "trustplane.internal", Resource: "signingkeys"}
+// keyPrefix is where signing keys live in the fsm: the internal key space,
+// which no store of the API can reach (fsm.Space), so no API request, and
+// no custom resource definition whatever it names, can read, write or
+// watch them.
+var keyPrefix = fsm.Prefix{Space: fsm.SpaceInternal, Resource: "signingkeys"}
 
 // FirstKey is the fsm key of the first signing key; it is never deleted, so
 // a node that has applied it has finished the identity bootstrap.
@@ -47,7 +49,7 @@ var FirstKey = keyName(1)
 
 func keyName(generation uint64) fsm.Key {
 	// Fixed width, so that key order is generation order.
-	return fsm.Key{Group: keyPrefix.Group, Resource: keyPrefix.Resource, Name: fmt.Sprintf("%020d", generation)}
+	return fsm.Key{Space: keyPrefix.Space, Resource: keyPrefix.Resource, Name: fmt.Sprintf("%020d", generation)}
 }
 
 // KeyBackend is what the key store needs from the replicated state machine.
@@ -135,7 +137,7 @@ type keyListener struct{ k *KeyStore }
 
 func (l keyListener) OnApply(events []fsm.Event) {
 	for _, ev := range events {
-		if ev.KV != nil && ev.KV.Key.Group == keyPrefix.Group && ev.KV.Key.Resource == keyPrefix.Resource {
+		if ev.KV != nil && ev.KV.Key.Space == keyPrefix.Space && ev.KV.Key.Resource == keyPrefix.Resource {
 			l.k.changed()
 			return
 		}

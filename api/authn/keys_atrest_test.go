@@ -53,7 +53,7 @@ func aesKey(t *testing.T, name string) [2]string {
 
 func storedKeys(t *testing.T, l *localLog) []*fsm.KV {
 	t.Helper()
-	res, err := l.f.List(fsm.Prefix{Group: authn.FirstKey.Group, Resource: authn.FirstKey.Resource}, fsm.ListOptions{})
+	res, err := l.f.List(fsm.Prefix{Space: authn.FirstKey.Space, Resource: authn.FirstKey.Resource}, fsm.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

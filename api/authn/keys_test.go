@@ -47,7 +47,7 @@ func kidOf(t *testing.T, tok string) string {
 
 func keyCount(t *testing.T, l *localLog) int {
 	t.Helper()
-	res, err := l.f.List(fsm.Prefix{Group: authn.FirstKey.Group, Resource: authn.FirstKey.Resource}, fsm.ListOptions{})
+	res, err := l.f.List(fsm.Prefix{Space: authn.FirstKey.Space, Resource: authn.FirstKey.Resource}, fsm.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,12 +128,18 @@ func (c *Cache) loadLocked(rev uint64) error {
 	return nil
 }
 
+// isRBACKey reports a built-in RBAC object's key. A custom resource in the
+// RBAC group lives in the custom key space and never grants anything.
+func isRBACKey(k fsm.Key) bool {
+	return k.Space == fsm.SpaceBuiltin && k.Group == registry.RBACGroupVersion.Group
+}
+
 // OnApply folds the batch's RBAC changes into a new snapshot. It runs on the
 // apply path: it decodes only RBAC objects, which change rarely.
 func (c *Cache) OnApply(events []fsm.Event) {
 	first := -1
 	for i := range events {
-		if events[i].KV.Key.Group == registry.RBACGroupVersion.Group {
+		if isRBACKey(events[i].KV.Key) {
 			first = i
 			break
 		}
@@ -146,7 +152,7 @@ func (c *Cache) OnApply(events []fsm.Event) {
 	next := c.cur.Load().clone()
 	changed := false
 	for _, e := range events[first:] {
-		if e.KV.Key.Group != registry.RBACGroupVersion.Group || e.Revision <= c.loaded {
+		if !isRBACKey(e.KV.Key) || e.Revision <= c.loaded {
 			continue
 		}
 		changed = true

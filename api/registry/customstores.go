@@ -45,8 +45,10 @@ func (c *customStores) all() []*Store {
 // two definitions from accepting one name. The stores replaced are
 // forgotten by the storage layer first, so that the new ones decode the
 // resource's values for the watch cache; a request still holding one
-// finishes with it.
-func (r *Registry) ServeCustom(uid types.UID, resources []*Resource) {
+// finishes with it. A store the storage layer refuses (a group outside
+// the custom key space) serves none of the definition's versions; the
+// error says why.
+func (r *Registry) ServeCustom(uid types.UID, resources []*Resource) error {
 	c := r.custom
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -68,13 +70,24 @@ func (r *Registry) ServeCustom(uid types.UID, resources []*Resource) {
 	for _, st := range replaced {
 		r.storage.Forget(st.storage)
 	}
+	var err error
 	for _, res := range resources {
 		if next.byGVR[res.GVR] != nil || r.stores[res.GVR] != nil {
 			continue
 		}
-		s := r.newStore(res, r.adm)
+		var s *Store
+		if s, err = r.newStore(res, r.adm); err != nil {
+			break
+		}
 		next.byGVR[res.GVR] = s
 		next.byUID[uid] = append(next.byUID[uid], s)
+	}
+	if err != nil {
+		for _, s := range next.byUID[uid] {
+			delete(next.byGVR, s.GVR)
+			r.storage.Forget(s.storage)
+		}
+		delete(next.byUID, uid)
 	}
 	if old != nil {
 		for _, s := range old.ordered {
@@ -85,4 +98,14 @@ func (r *Registry) ServeCustom(uid types.UID, resources []*Resource) {
 	}
 	next.ordered = append(next.ordered, next.byUID[uid]...)
 	c.set.Store(next)
+	return err
+}
+
+// storesOf returns the stores of the definition uid, nil when the node
+// serves none of its versions.
+func (c *customStores) storesOf(uid types.UID) []*Store {
+	if set := c.set.Load(); set != nil {
+		return set.byUID[uid]
+	}
+	return nil
 }

@@ -37,6 +37,17 @@ type Registry struct {
 	// adm is the node's admission chain; AddVirtual asks it for each
 	// virtual resource's validating steps.
 	adm Admission
+	// origin is the registry a Serving view was made from (nil for that
+	// one): it holds every built-in resource, served or not.
+	origin *Registry
+}
+
+// root is the registry with every built-in resource, served or not.
+func (r *Registry) root() *Registry {
+	if r.origin != nil {
+		return r.origin
+	}
+	return r
 }
 
 // New builds a store for each of resources on stor, each guarded by the
@@ -44,28 +55,44 @@ type Registry struct {
 func New(stor *storage.Storage, resources []*Resource, adm Admission) *Registry {
 	r := &Registry{storage: stor, stores: map[schema.GroupVersionResource]*Store{}, adm: adm, custom: &customStores{}}
 	for _, res := range resources {
-		s := r.newStore(res, adm)
+		s, err := r.newStore(res, adm)
+		if err != nil {
+			// A built-in resource outside the built-in key space is a
+			// defect of this build, never of a request: refuse to run.
+			panic(fmt.Sprintf("registry: %v", err))
+		}
 		r.stores[res.GVR] = s
 		r.ordered = append(r.ordered, s)
+	}
+	if s := r.stores[CustomResourceDefinitionsGVR]; s != nil {
+		// Refused definitions (definitions.go) fail before kube's
+		// validating admission sees them, as a strategy error would.
+		s.validateChain = append([]ValidateFunc{r.validateDefinition}, s.validateChain...)
 	}
 	return r
 }
 
-// newStore builds res's store on the registry's storage, guarded by adm.
-func (r *Registry) newStore(res *Resource, adm Admission) *Store {
+// newStore builds res's store on the registry's storage, guarded by adm:
+// a custom resource's in the custom key space, a built-in one's in the
+// built-in space (storage.ResourceConfig.Custom).
+func (r *Registry) newStore(res *Resource, adm Admission) (*Store, error) {
 	stored := res.Stored()
 	cfg := storage.ResourceConfig{
 		GVR: res.GVR, Stored: stored.GroupResource(), Codec: StorageCodec(stored.GroupVersion()),
 		Convertor: Scheme, NewFunc: res.NewFunc, TTL: res.TTL,
 	}
 	if res.Custom != nil {
-		cfg.Codec, cfg.Convertor = res.Custom.Storage, res.Convertor()
+		cfg.Codec, cfg.Convertor, cfg.Custom = res.Custom.Storage, res.Convertor(), true
 	}
-	s := &Store{Resource: res, chain: chain(res, adm), deleteChain: deleteChain(res, adm), validateChain: validateChain(res, adm), storage: r.storage.ForResource(cfg)}
+	st, err := r.storage.ForResource(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{Resource: res, chain: chain(res, adm), deleteChain: deleteChain(res, adm), validateChain: validateChain(res, adm), storage: st}
 	if res.Namespaced {
 		s.admit = r.admitNamespace
 	}
-	return s
+	return s, nil
 }
 
 // Store returns the store serving gvr, or nil. A built-in resource wins
@@ -102,7 +129,7 @@ var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namesp
 func (r *Registry) admitNamespace(ctx context.Context, s *Store, obj runtime.Object) error {
 	ns, _ := genericapirequest.NamespaceFrom(ctx)
 	nsStore := r.stores[namespacesGVR]
-	key := fsm.Key{Resource: "namespaces", Name: ns}
+	key := nsStore.storage.Key("", ns)
 	nsObj, err := nsStore.storage.Current(key) // only read: no copy
 	if err == nil && nsObj == nil {
 		// The local state may be behind a namespace created a moment ago
@@ -183,7 +210,7 @@ func ptr[T any](v T) *T { return &v }
 // (the RBAC bootstrap, namespace admission), as kube-apiserver keeps its
 // storage for a version it does not serve. Call it after every AddVirtual.
 func (r *Registry) Serving(serves func(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) bool) *Registry {
-	v := &Registry{storage: r.storage, stores: map[schema.GroupVersionResource]*Store{}, custom: r.custom, adm: r.adm}
+	v := &Registry{storage: r.storage, stores: map[schema.GroupVersionResource]*Store{}, custom: r.custom, adm: r.adm, origin: r.root()}
 	for _, s := range r.ordered {
 		if serves(s.GVR, s.GVK()) {
 			v.stores[s.GVR] = s

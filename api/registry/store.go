@@ -45,22 +45,23 @@ type Store struct {
 	validateChain []ValidateFunc
 }
 
+// key is the named object's key, which the storage layer builds: the
+// store's key space and stored resource, the request's namespace.
 func (s *Store) key(ctx context.Context, name string) fsm.Key {
-	stored := s.Stored()
-	k := fsm.Key{Group: stored.Group, Resource: stored.Resource, Name: name}
-	if s.Namespaced {
-		k.Namespace, _ = genericapirequest.NamespaceFrom(ctx)
-	}
-	return k
+	return s.storage.Key(s.namespace(ctx), name)
 }
 
 func (s *Store) prefix(ctx context.Context) fsm.Prefix {
-	stored := s.Stored()
-	p := fsm.Prefix{Group: stored.Group, Resource: stored.Resource}
-	if s.Namespaced {
-		p.Namespace, _ = genericapirequest.NamespaceFrom(ctx)
+	return s.storage.Prefix(s.namespace(ctx))
+}
+
+// namespace is the request's namespace, or "" for a cluster-scoped resource.
+func (s *Store) namespace(ctx context.Context) string {
+	if !s.Namespaced {
+		return ""
 	}
-	return p
+	ns, _ := genericapirequest.NamespaceFrom(ctx)
+	return ns
 }
 
 // Get returns the named object, read per the resourceVersion rules.

@@ -52,7 +52,17 @@ func (a AtRest) Open(kv *fsm.KV) (plain []byte, stale bool, err error) {
 	return out, stale, nil
 }
 
-func authData(key fsm.Key) value.DefaultContext { return value.DefaultContext(key.String()) }
+// authData is the key as builds before key spaces wrote it (a custom
+// key untagged), so that values encrypted then still open. A custom and a
+// built-in key with the same group, resource and name therefore share it;
+// that is safe because a value is only ever sealed by the leader for the
+// key it writes, and no request can move stored bytes between keys.
+func authData(key fsm.Key) value.DefaultContext {
+	if key.Space == fsm.SpaceCustom {
+		key.Space = fsm.SpaceBuiltin
+	}
+	return value.DefaultContext(key.String())
+}
 
 // AtRest returns the transformation of the stored values of gr, which need
 // not be a served resource (the signing keys use the one of secrets).

@@ -67,6 +67,20 @@
 //
 // Rules it keeps:
 //
+//   - Key spaces (fsm.Space). The storage layer alone chooses the space of
+//     a key: a built-in store's keys are in fsm.SpaceBuiltin, a custom
+//     resource's in fsm.SpaceCustom (ResourceConfig.Custom), and no store
+//     reaches fsm.SpaceInternal. Stores build their keys (Store.Key,
+//     Store.Prefix) and refuse any other (a 500 naming ErrKeySpace), so no
+//     group, plural or name a request or a definition carries can make a
+//     store read or write another resource's keys or another space. A
+//     built-in store must be a resource of Config.Builtin, the list the
+//     fsm classifies the log with, or ForResource refuses it.
+//
+//   - Stored values are decoded with their own store's codec only, and an
+//     error about one names the object and never quotes its bytes
+//     (ErrUndecodable), in a Status, a log or the audit log.
+//
 //   - An object with a TTL is deleted TTL after its last write, never
 //     before, by the leader, through the log: Expiry runs one term per
 //     leadership, keeps each object's deadline in memory from the applied
@@ -78,20 +92,24 @@
 //     full TTL from its own start, as etcd refreshes its leases when its
 //     leader changes, so an object lives at most twice its TTL. The delete
 //     ignores finalizers, as a lease does.
+//
 //   - Every error it returns is a Kubernetes Status error (apierrors), ready
 //     for the HTTP layer to write, but one: a create that carries a
 //     resourceVersion gets kube's plain ErrResourceVersionSetOnCreate, which
 //     kube-apiserver answers as a 500 without a reason. fsm sentinels, and
 //     the watch cache's TooOldError (WatchTooOld), are translated here and
 //     nowhere above.
+//
 //   - No copies on the hot paths: a list decodes each stored version at
 //     most once and hands out the shared object; only Get, Decode and the
 //     update loop copy, because their callers modify what they get.
+//
 //   - Every write is one fsm command with preconditions; an update that
 //     changes nothing writes nothing, unless the stored value is stale (not
 //     written with the first configured key): then it is written again, as
 //     kube's GuaranteedUpdate does, which is how a rewrite of every Secret
 //     rotates encryption keys.
+//
 //   - Reads are local to the node once freshness holds: the Backend's Get
 //     and List never wait.
 //

@@ -16,8 +16,8 @@ import (
 func TestForget(t *testing.T) {
 	s, _ := newTestStorage(1)
 	gvr := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}
-	old := s.ForResource(ResourceConfig{GVR: gvr})
-	kv := &fsm.KV{Key: fsm.Key{Group: "example.com", Resource: "gizmos", Name: "g"}}
+	old := s.MustForResource(t, ResourceConfig{GVR: gvr, Custom: true})
+	kv := &fsm.KV{Key: old.Key("", "g")}
 	s.Forget(old)
 	if _, err := s.decodeShared(kv); !errors.Is(err, ErrNoResource) {
 		t.Fatalf("a forgotten resource decodes: %v", err)
@@ -27,9 +27,9 @@ func TestForget(t *testing.T) {
 			t.Fatal("the forgotten store's cache is still bounded by the node's budget")
 		}
 	}
-	fresh := s.ForResource(ResourceConfig{GVR: gvr})
+	fresh := s.MustForResource(t, ResourceConfig{GVR: gvr, Custom: true})
 	s.mu.RLock()
-	registered := s.stores[gvr.GroupResource()]
+	registered := s.stores[storedResource{space: fsm.SpaceCustom, gr: gvr.GroupResource()}]
 	s.mu.RUnlock()
 	if registered != fresh {
 		t.Fatal("the store built after Forget does not decode the resource")

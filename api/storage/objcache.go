@@ -373,7 +373,11 @@ func (s *Store) decodeValue(kv *fsm.KV) (runtime.Object, error) {
 	}
 	obj, _, err := s.codec.Decode(plain, nil, s.newFunc())
 	if err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("decoding stored %s %q: %w", s.gvr.Resource, kv.Key.Name, err))
+		// Not err itself: decoders quote what they could not read (kube's
+		// "Object 'Kind' is missing in '...'"), and stored bytes may be a
+		// Secret or a key. The key names the object; nothing says more.
+		return nil, apierrors.NewInternalError(fmt.Errorf("%w: %s %q at resourceVersion %d",
+			ErrUndecodable, s.gr(), kv.Key.Name, kv.ModRevision))
 	}
 	setRV(obj, kv.ModRevision)
 	return obj, nil

@@ -18,17 +18,17 @@ func (s *Storage) ObjectCounts() map[schema.GroupResource]int64 {
 		return nil
 	}
 	s.mu.RLock()
-	counters := make(map[schema.GroupResource]*int64, len(s.stores))
-	for gr := range s.stores {
-		counters[gr] = new(int64)
+	counters := make(map[storedResource]*int64, len(s.stores))
+	for sr := range s.stores {
+		counters[sr] = new(int64)
 	}
 	s.mu.RUnlock()
-	// Keys come in group, resource order: one lookup per resource.
-	var cur schema.GroupResource
+	// Keys come in space, group, resource order: one lookup per resource.
+	var cur storedResource
 	var n *int64 // cur's counter; nil for keys of no store (internal ones)
 	s.feed.Export().Live(func(kv *fsm.KV) bool {
-		if kv.Key.Group != cur.Group || kv.Key.Resource != cur.Resource {
-			cur = schema.GroupResource{Group: kv.Key.Group, Resource: kv.Key.Resource}
+		if kv.Key.Space != cur.space || kv.Key.Group != cur.gr.Group || kv.Key.Resource != cur.gr.Resource {
+			cur = storedResource{space: kv.Key.Space, gr: schema.GroupResource{Group: kv.Key.Group, Resource: kv.Key.Resource}}
 			n = counters[cur]
 		}
 		if n != nil {
@@ -37,8 +37,11 @@ func (s *Storage) ObjectCounts() map[schema.GroupResource]int64 {
 		return true
 	})
 	counts := make(map[schema.GroupResource]int64, len(counters))
-	for gr, n := range counters {
-		counts[gr] = *n
+	for sr, n := range counters {
+		// A built-in and a custom resource never share a group and
+		// resource (api/registry refuses such a definition), so the
+		// figures of kube's gauge, by group and resource, do not mix.
+		counts[sr.gr] += *n
 	}
 	return counts
 }

@@ -60,6 +60,13 @@ var (
 	// ErrNoResource: the watch cache met a stored value of a resource no
 	// store was built for (ForResource), so it cannot be decoded.
 	ErrNoResource = errors.New("storage: no store for the stored value's resource")
+	// ErrUndecodable: a stored value cannot be decoded with its store's
+	// codec. The error names the object, never what the value holds.
+	ErrUndecodable = errors.New("storage: the stored value cannot be decoded")
+	// ErrKeySpace: a store was asked to build or use a key outside its
+	// resource's key space (fsm.Space), which the storage layer alone
+	// chooses.
+	ErrKeySpace = errors.New("storage: key outside the store's key space")
 )
 
 // Config configures a Storage.
@@ -81,6 +88,12 @@ type Config struct {
 	// serves no watches: Watch answers 405, as for a resource without the
 	// verb.
 	Feed *fsm.FSM
+	// Builtin is the binary's list of built-in resources, the one the
+	// fsm classifies untagged keys with (fsm.Config.Builtin): a built-in
+	// store of a resource it does not know is refused (ForResource), since
+	// the fsm would read its keys back as custom ones. Nil checks nothing
+	// (tests).
+	Builtin fsm.Builtin
 	// Watch configures that watch cache; nil is watchcache.DefaultConfig().
 	// Its Decode is the storage layer's own (the shared decoded objects of
 	// every resource), whatever is set here.
@@ -111,14 +124,16 @@ type Storage struct {
 	watches *watchcache.Cache
 	// feed is Config.Feed, which ObjectCounts reads (stats.go).
 	feed *fsm.FSM
+	// builtin is Config.Builtin.
+	builtin fsm.Builtin
 
 	// mu guards stores, the resources' storage by group and resource: the
 	// first registered for a group/resource decodes its stored values for
 	// the watch cache (every version of a resource stores one encoding).
 	mu     sync.RWMutex
-	stores map[schema.GroupResource]*Store
+	stores map[storedResource]*Store
 	// ttls are the TTLs of the stored resources that have one (ttl.go),
-	// also under mu.
+	// also under mu; built-in resources only.
 	ttls map[schema.GroupResource]time.Duration
 	// itemEncodings counts the bytes of list-item encodings the object
 	// caches of every resource hold (objcache.go), against
@@ -138,7 +153,8 @@ func New(cfg *Config, backend Backend) (*Storage, error) {
 		cfg = DefaultConfig()
 	}
 	s := &Storage{backend: backend, freshWait: cfg.FreshWait, transformers: cfg.Transformers, maxObjectBytes: cfg.MaxObjectBytes,
-		stores: map[schema.GroupResource]*Store{}, ttls: map[schema.GroupResource]time.Duration{}, maxItemEncodings: maxItemEncodingBytes, feed: cfg.Feed}
+		stores: map[storedResource]*Store{}, ttls: map[schema.GroupResource]time.Duration{}, maxItemEncodings: maxItemEncodingBytes, feed: cfg.Feed,
+		builtin: cfg.Builtin}
 	s.objs.max, s.objs.enc = maxCachedObjectBytes, &s.itemEncodings
 	s.stopSweep = make(chan struct{})
 	go s.objs.sweepIdleLoop(s.stopSweep)
@@ -174,10 +190,10 @@ func (s *Storage) Close() {
 // version watched and read is decoded once and held once on this node.
 func (s *Storage) decodeShared(kv *fsm.KV) (any, error) {
 	s.mu.RLock()
-	st := s.stores[schema.GroupResource{Group: kv.Key.Group, Resource: kv.Key.Resource}]
+	st := s.stores[storedResource{space: kv.Key.Space, gr: schema.GroupResource{Group: kv.Key.Group, Resource: kv.Key.Resource}}]
 	s.mu.RUnlock()
 	if st == nil {
-		return nil, fmt.Errorf("%w: %s/%s", ErrNoResource, kv.Key.Group, kv.Key.Resource)
+		return nil, fmt.Errorf("%w: %s/%s in the %s space", ErrNoResource, kv.Key.Group, kv.Key.Resource, kv.Key.Space)
 	}
 	return st.DecodeShared(kv)
 }

@@ -42,7 +42,14 @@ type ResourceConfig struct {
 	// TTL, when positive, deletes an object TTL after its last write, as
 	// kube-apiserver's etcd lease does (Expiry, ttl.go). The stores that
 	// share a Stored resource must agree on it; the first one's wins.
+	// Built-in resources only.
 	TTL time.Duration
+	// Custom keeps the objects in the custom resources' key space
+	// (fsm.SpaceCustom): the store of a custom resource. Other stores keep
+	// theirs in fsm.SpaceBuiltin, and must be resources the node's
+	// Config.Builtin knows. No store reads or writes another space: its
+	// keys come from Key and Prefix, and every method refuses any other.
+	Custom bool
 }
 
 // Store is the storage of one resource: Get, Create, GuaranteedUpdate,
@@ -54,6 +61,9 @@ type ResourceConfig struct {
 // version's ModRevision. Every error is a Status error.
 type Store struct {
 	*Storage
+	// prefix is the key space, group and resource of the objects' keys,
+	// the only keys the store reads and writes (own).
+	prefix    fsm.Prefix
 	gvr       schema.GroupVersionResource
 	codec     runtime.Codec
 	convertor runtime.ObjectConvertor
@@ -65,27 +75,84 @@ type Store struct {
 	objs objCache
 }
 
-// ForResource builds the storage of one resource.
-// The first store of a stored group/resource decodes its values for the
-// watch cache, counts them, and sets their TTL.
-func (s *Storage) ForResource(cfg ResourceConfig) *Store {
+// ForResource builds the storage of one resource, in the key space cfg
+// says (ResourceConfig.Custom). It fails, wrapping ErrKeySpace, for a
+// group that space cannot hold (fsm.Key.Valid), or for a built-in store
+// whose resource the node's Config.Builtin does not know: the fsm would
+// read its keys back as custom ones.
+// The first store of a stored resource decodes its values for the watch
+// cache, counts them, and sets their TTL.
+func (s *Storage) ForResource(cfg ResourceConfig) (*Store, error) {
 	stored := cfg.Stored
 	if stored.Empty() {
 		stored = cfg.GVR.GroupResource()
 	}
-	st := &Store{Storage: s, gvr: cfg.GVR, codec: cfg.Codec, convertor: cfg.Convertor, newFunc: cfg.NewFunc,
+	prefix := fsm.Prefix{Group: stored.Group, Resource: stored.Resource}
+	if cfg.Custom {
+		prefix.Space = fsm.SpaceCustom
+	}
+	if err := prefix.Valid(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrKeySpace, stored, err)
+	}
+	if !cfg.Custom && s.builtin != nil && !s.builtin(stored.Group, stored.Resource) {
+		return nil, fmt.Errorf("%w: %s is not a built-in resource of this build", ErrKeySpace, stored)
+	}
+	if cfg.Custom && cfg.TTL != 0 {
+		return nil, fmt.Errorf("%w: %s: custom resources have no TTL", ErrKeySpace, stored)
+	}
+	st := &Store{Storage: s, prefix: prefix, gvr: cfg.GVR, codec: cfg.Codec, convertor: cfg.Convertor, newFunc: cfg.NewFunc,
 		atRest: s.AtRest(stored)}
 	s.objs.register(&st.objs)
+	sr := storedOf(prefix)
 	s.mu.Lock()
-	if _, ok := s.stores[stored]; !ok {
-		s.stores[stored] = st
+	if _, ok := s.stores[sr]; !ok {
+		s.stores[sr] = st
 		if cfg.TTL > 0 {
 			s.ttls[stored] = cfg.TTL
 		}
 	}
 	s.mu.Unlock()
-	return st
+	return st, nil
 }
+
+// storedResource names the stored values of one resource: the key space
+// and the group and resource of their keys.
+type storedResource struct {
+	space fsm.Space
+	gr    schema.GroupResource
+}
+
+func storedOf(p fsm.Prefix) storedResource {
+	return storedResource{space: p.Space, gr: schema.GroupResource{Group: p.Group, Resource: p.Resource}}
+}
+
+// Key is the key of the named object of the store's resource (namespace
+// "" for a cluster-scoped one): in the store's key space, under its
+// stored group and resource. The registry builds every key with it.
+func (s *Store) Key(namespace, name string) fsm.Key {
+	return fsm.Key{Space: s.prefix.Space, Group: s.prefix.Group, Resource: s.prefix.Resource, Namespace: namespace, Name: name}
+}
+
+// Prefix selects the store's objects in namespace ("" for all).
+func (s *Store) Prefix(namespace string) fsm.Prefix {
+	p := s.prefix
+	p.Namespace = namespace
+	return p
+}
+
+// own refuses a key or prefix that is not the store's own: every method
+// of Store checks what it is handed, so that no caller can make one
+// resource's store read or write another's keys, or another space.
+func (s *Store) own(space fsm.Space, group, resource string) error {
+	if space != s.prefix.Space || group != s.prefix.Group || resource != s.prefix.Resource {
+		return apierrors.NewInternalError(fmt.Errorf("%w: the store of %s was handed a key of %s/%s in the %s space",
+			ErrKeySpace, s.gr(), group, resource, space))
+	}
+	return nil
+}
+
+func (s *Store) ownKey(k fsm.Key) error       { return s.own(k.Space, k.Group, k.Resource) }
+func (s *Store) ownPrefix(p fsm.Prefix) error { return s.own(p.Space, p.Group, p.Resource) }
 
 // Forget undoes ForResource for st, a store no request uses any more (a
 // custom resource no longer served, or served anew): the watch cache
@@ -94,10 +161,12 @@ func (s *Storage) ForResource(cfg ResourceConfig) *Store {
 // group/resource registers afresh.
 func (s *Storage) Forget(st *Store) {
 	s.mu.Lock()
-	for gr, cur := range s.stores {
+	for sr, cur := range s.stores {
 		if cur == st {
-			delete(s.stores, gr)
-			delete(s.ttls, gr)
+			delete(s.stores, sr)
+			if sr.space == fsm.SpaceBuiltin {
+				delete(s.ttls, sr.gr)
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -118,6 +187,9 @@ func (s *Store) Conflict(name string) error {
 // Get returns the object at key, read per the resourceVersion rules
 // (Fresh), as a copy the caller may modify; 404 when there is none.
 func (s *Store) Get(ctx context.Context, key fsm.Key, resourceVersion string) (runtime.Object, error) {
+	if err := s.ownKey(key); err != nil {
+		return nil, err
+	}
 	if err := s.Fresh(ctx, resourceVersion); err != nil {
 		return nil, err
 	}
@@ -132,6 +204,9 @@ func (s *Store) Get(ctx context.Context, key fsm.Key, resourceVersion string) (r
 // any freshness wait, or nil if there is none. The object is shared: the
 // caller must not modify it.
 func (s *Store) Current(key fsm.Key) (runtime.Object, error) {
+	if err := s.ownKey(key); err != nil {
+		return nil, err
+	}
 	kv, _, err := s.backend.Get(key, 0)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
@@ -169,6 +244,9 @@ type CreateOptions struct {
 // "object is being deleted" when the object there is) otherwise. obj gets
 // the resourceVersion it was stored at and is returned.
 func (s *Store) Create(ctx context.Context, key fsm.Key, obj runtime.Object, opts CreateOptions) (runtime.Object, error) {
+	if err := s.ownKey(key); err != nil {
+		return nil, err
+	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
@@ -256,6 +334,9 @@ type UpdateOptions struct {
 // again, as kube's GuaranteedUpdate does, which is how a rewrite of every
 // Secret rotates keys.
 func (s *Store) GuaranteedUpdate(ctx context.Context, key fsm.Key, preconditions *metav1.Preconditions, tryUpdate UpdateFunc, opts UpdateOptions) (runtime.Object, error) {
+	if err := s.ownKey(key); err != nil {
+		return nil, err
+	}
 	for {
 		kv, err := s.latest(key)
 		if err != nil {
@@ -326,6 +407,9 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key fsm.Key, preconditions
 // whatever version) and returns the revision of the deletion. A missing
 // object is 404; another current version is 409 Conflict.
 func (s *Store) Delete(ctx context.Context, key fsm.Key, revision uint64) (uint64, error) {
+	if err := s.ownKey(key); err != nil {
+		return 0, err
+	}
 	res, err := s.backend.Propose(ctx, &fsm.Command{Op: fsm.OpDelete, Key: key, ModRevision: revision})
 	if err != nil {
 		return 0, ProposeErr(err)
@@ -387,6 +471,9 @@ type Predicate func(obj runtime.Object) (bool, error)
 // key order. With a predicate it reads ahead, since the predicate may drop
 // items, and then reports no remaining count, as kube does.
 func (s *Store) GetList(ctx context.Context, prefix fsm.Prefix, opts *metainternalversion.ListOptions, match Predicate) (ListResult, error) {
+	if err := s.ownPrefix(prefix); err != nil {
+		return ListResult{}, err
+	}
 	rev, startAfter, err := s.ListStart(ctx, opts)
 	tokenStart := startAfter // where a replacement continue token resumes
 	if err != nil {

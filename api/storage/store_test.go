@@ -33,7 +33,7 @@ func newStore(t *testing.T) (*storage.Store, *memlog.Log) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := stor.ForResource(storage.ResourceConfig{
+	s := stor.MustForResource(t, storage.ResourceConfig{
 		GVR: sasGVR, Codec: registry.StorageCodec(sasGVR.GroupVersion()), Convertor: registry.Scheme,
 		NewFunc: func() runtime.Object { return &api.ServiceAccount{} },
 	})

@@ -143,7 +143,7 @@ func (t *expiryTerm) load() error {
 	now := t.e.clock.Now()
 	rev := t.e.s.backend.AppliedIndex()
 	for gr, ttl := range t.ttls {
-		p := fsm.Prefix{Group: gr.Group, Resource: gr.Resource}
+		p := fsm.Prefix{Space: fsm.SpaceBuiltin, Group: gr.Group, Resource: gr.Resource}
 		after := ""
 		for {
 			res, err := t.e.s.backend.List(p, fsm.ListOptions{Revision: rev, StartAfter: after, Limit: 1024})
@@ -259,7 +259,7 @@ func (f *expiryFeed) OnApply(evs []fsm.Event) {
 	queued := false
 	for _, ev := range evs {
 		k := ev.KV.Key
-		if _, ok := f.ttls[schema.GroupResource{Group: k.Group, Resource: k.Resource}]; !ok {
+		if _, ok := f.ttls[schema.GroupResource{Group: k.Group, Resource: k.Resource}]; !ok || k.Space != fsm.SpaceBuiltin {
 			continue
 		}
 		if !queued {

@@ -35,12 +35,12 @@ func newTTLEnv(t *testing.T) *ttlEnv {
 	}
 	t.Cleanup(stor.Close)
 	events := schema.GroupVersionResource{Version: "v1", Resource: "events"}
-	stor.ForResource(ResourceConfig{GVR: events, TTL: testTTL})
+	stor.MustForResource(t, ResourceConfig{GVR: events, TTL: testTTL})
 	// A second resource over the same objects, as events.k8s.io/v1 events
 	// are: it shares the first one's TTL.
-	stor.ForResource(ResourceConfig{GVR: schema.GroupVersionResource{Group: "events.k8s.io", Version: "v1", Resource: "events"},
+	stor.MustForResource(t, ResourceConfig{GVR: schema.GroupVersionResource{Group: "events.k8s.io", Version: "v1", Resource: "events"},
 		Stored: events.GroupResource(), TTL: testTTL})
-	stor.ForResource(ResourceConfig{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}})
+	stor.MustForResource(t, ResourceConfig{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}})
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	return &ttlEnv{t: t, log: l, clock: clk, exp: stor.Expiry(clk)}
 }

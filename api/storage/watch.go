@@ -25,6 +25,9 @@ import (
 // as an ERROR event on an accepted stream, not as an HTTP error: the
 // caller must do the same.
 func (s *Store) Watch(ctx context.Context, prefix fsm.Prefix, match Predicate, opts *metainternalversion.ListOptions) (*watchcache.Watcher, error) {
+	if err := s.ownPrefix(prefix); err != nil {
+		return nil, err
+	}
 	if s.watches == nil {
 		return nil, apierrors.NewMethodNotSupported(s.gr(), "watch")
 	}

@@ -28,7 +28,7 @@ func newWatchedStore(t *testing.T, wcfg *watchcache.Config) (*storage.Store, *me
 		t.Fatal(err)
 	}
 	t.Cleanup(stor.Close)
-	s := stor.ForResource(storage.ResourceConfig{
+	s := stor.MustForResource(t, storage.ResourceConfig{
 		GVR: sasGVR, Codec: registry.StorageCodec(sasGVR.GroupVersion()), Convertor: registry.Scheme,
 		NewFunc: func() runtime.Object { return &api.ServiceAccount{} },
 	})
@@ -132,7 +132,7 @@ func TestWatchRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	noWatches := unwatched.ForResource(storage.ResourceConfig{
+	noWatches := unwatched.MustForResource(t, storage.ResourceConfig{
 		GVR: sasGVR, Codec: registry.StorageCodec(sasGVR.GroupVersion()), Convertor: registry.Scheme,
 		NewFunc: func() runtime.Object { return &api.ServiceAccount{} },
 	})

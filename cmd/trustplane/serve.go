@@ -281,7 +281,14 @@ func serve(args []string) error {
 		return fmt.Errorf("node certificate: %w", err)
 	}
 
-	f := fsm.New()
+	// Every resource gets a store; --runtime-config and the feature gates
+	// decide below which of them clients see. The fsm knows them all
+	// before it reads the log (builtinKeys).
+	resources := append(append(registry.CoreResources(), authzResources()...), registry.CertificateResources("v1beta1", "v1alpha1")...)
+	resources = append(append(resources, o.events.resources()...), registry.LeaseResources()...)
+	resources = append(resources, registry.CustomResourceDefinitionResources()...)
+	builtin := builtinKeys(append(resources[:len(resources):len(resources)], registry.AdmissionPolicyResources(nil, nil)...))
+	f := fsm.NewWithConfig(fsm.Config{Builtin: builtin})
 	ccfg := cluster.DefaultConfig()
 	ccfg.NodeName = o.nodeName
 	ccfg.DataDir = o.dataDir
@@ -317,13 +324,9 @@ func serve(args []string) error {
 	defer node.Shutdown()
 
 	back := backend{node: node, fsm: f}
-	// Every resource gets a store; --runtime-config and the feature gates
-	// decide below which of them clients see.
-	resources := append(append(registry.CoreResources(), authzResources()...), registry.CertificateResources("v1beta1", "v1alpha1")...)
-	resources = append(append(resources, o.events.resources()...), registry.LeaseResources()...)
-	resources = append(resources, registry.CustomResourceDefinitionResources()...)
 	o.limits.setStorage(scfg)
 	scfg.Feed = f
+	scfg.Builtin = builtin
 	scfg.Watch = watchcache.DefaultConfig()
 	scfg.Watch.Window = o.watchWindow
 	o.limits.setWatchCache(scfg.Watch)
