@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -10,22 +9,19 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionsv1client "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
 	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
+	apiextensionsinformersv1 "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/controller/apiapproval"
 	"k8s.io/apiextensions-apiserver/pkg/controller/establish"
 	"k8s.io/apiextensions-apiserver/pkg/controller/finalizer"
 	"k8s.io/apiextensions-apiserver/pkg/controller/nonstructuralschema"
 	"k8s.io/apiextensions-apiserver/pkg/controller/status"
-	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/user"
-	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
-	"k8s.io/apiserver/pkg/registry/rest"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // The CustomResourceDefinition condition controllers, by the names
@@ -36,13 +32,17 @@ const (
 	CRDAPIApprovalController         = "crd-kubernetes-api-approval-policy-conformant-condition-controller"
 	CRDFinalizerController           = "crd-finalizer"
 	CRDEstablishingController        = "crdEstablishing"
+	// CRDRefusedController is trustplane's own: it sets the Refused
+	// condition of the definitions the node will not serve.
+	CRDRefusedController = "crd-refused-condition-controller"
 )
 
 // queueEstablishing queues obj, a definition, for Established once its
-// names are accepted.
-func queueEstablishing(c *establish.EstablishingController, obj any, delay time.Duration) {
+// names are accepted, unless the node refuses to serve it.
+func queueEstablishing(c *establish.EstablishingController, obj any, delay time.Duration, custom CustomResources) {
 	crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
-	if !ok || apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) || !apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.NamesAccepted) {
+	if !ok || apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) || !apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.NamesAccepted) ||
+		custom.DefinitionRefusal(crd) != nil {
 		return
 	}
 	c.QueueCRD(crd.Name, delay)
@@ -76,19 +76,19 @@ func (k *Kube) apiextensionsControllers(cl *clients, logger logr.Logger) (run []
 	naming := status.NewNamingConditionController(logger.WithName(CRDNamingController), crds, client.ApiextensionsV1())
 	nonStructural := nonstructuralschema.NewConditionController(crds, client.ApiextensionsV1())
 	approval := apiapproval.NewKubernetesAPIApprovalPolicyConformantConditionController(crds, client.ApiextensionsV1())
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("apiextensions controllers: %w", err)
-	}
-	cleanup := finalizer.NewCRDFinalizer(crds, client.ApiextensionsV1(), customObjects{dyn: dyn})
+	cleanup := finalizer.NewCRDFinalizer(crds, client.ApiextensionsV1(), k.cfg.CustomResources)
 	establishing := establish.NewEstablishingController(crds, client.ApiextensionsV1())
 	// kube's apiextensions server queues a definition whose names are
 	// accepted for Established, after 5 s when it runs beside other
 	// servers, so that they serve it first.
 	if _, err := crds.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { queueEstablishing(establishing, obj, k.cfg.EstablishDelay) },
-		UpdateFunc: func(_, obj any) { queueEstablishing(establishing, obj, k.cfg.EstablishDelay) },
+		AddFunc:    func(obj any) { queueEstablishing(establishing, obj, k.cfg.EstablishDelay, k.cfg.CustomResources) },
+		UpdateFunc: func(_, obj any) { queueEstablishing(establishing, obj, k.cfg.EstablishDelay, k.cfg.CustomResources) },
 	}); err != nil {
+		return nil, nil, fmt.Errorf("apiextensions controllers: %w", err)
+	}
+	refused, err := newRefusedController(crds, client.ApiextensionsV1(), k.cfg.CustomResources)
+	if err != nil {
 		return nil, nil, fmt.Errorf("apiextensions controllers: %w", err)
 	}
 	return []runnable{
@@ -97,58 +97,121 @@ func (k *Kube) apiextensionsControllers(cl *clients, logger logr.Logger) (run []
 		{CRDAPIApprovalController, func(ctx context.Context) { approval.Run(crdConditionWorkers, ctx.Done()) }},
 		{CRDFinalizerController, func(ctx context.Context) { cleanup.Run(crdConditionWorkers, ctx.Done()) }},
 		{CRDEstablishingController, func(ctx context.Context) { establishing.Run(ctx.Done()) }},
+		{CRDRefusedController, refused.run},
 		// The factory starts once every controller took its informer.
 		{"apiextensions-informers", func(ctx context.Context) { factory.Start(ctx.Done()) }},
 	}, factory.Shutdown, nil
 }
 
-// customObjects is the finalizer's access to a definition's objects:
-// the API itself, through the controllers' dynamic client, in the storage
-// version (or the first served one), so that what it deletes passes the
-// API's own deletion rules (finalizers, admission), as kube's finalizer
-// deletes through the definition's REST storage.
-type customObjects struct {
-	dyn dynamic.Interface
+// CustomResources is what the apiextensions controllers need of the
+// node's registry (api/registry.Registry).
+type CustomResources interface {
+	// GetCustomResourceListerCollectionDeleter is the finalizer's access
+	// to a definition's objects: its own store, found by its UID.
+	finalizer.CRClientGetter
+	// DefinitionRefusal says why the node refuses to serve a stored
+	// definition (nil: it does not).
+	DefinitionRefusal(crd *apiextensionsv1.CustomResourceDefinition) error
 }
 
-// errNotServed: a definition serves no version to delete objects through.
-var errNotServed = errors.New("no version of the custom resource is served")
+// refusedController keeps the Refused condition of every definition: True,
+// with the reason as its message, on a stored definition the node refuses
+// to serve (api/registry DefinitionRefusal: a reserved group, a built-in
+// resource, a conversion webhook), absent otherwise. Such definitions are
+// left from before the rules; new ones are refused at create.
+type refusedController struct {
+	lister interface {
+		Get(name string) (*apiextensionsv1.CustomResourceDefinition, error)
+	}
+	client apiextensionsv1client.CustomResourceDefinitionsGetter
+	custom CustomResources
+	synced cache.InformerSynced
+	queue  workqueue.TypedRateLimitingInterface[string]
+}
 
-func (c customObjects) GetCustomResourceListerCollectionDeleter(crd *apiextensionsv1.CustomResourceDefinition) (finalizer.ListerCollectionDeleter, error) {
-	version := ""
-	for _, v := range crd.Spec.Versions {
-		if v.Served && (version == "" || v.Storage) {
-			version = v.Name
+func newRefusedController(crds apiextensionsinformersv1.CustomResourceDefinitionInformer, client apiextensionsv1client.CustomResourceDefinitionsGetter, custom CustomResources) (*refusedController, error) {
+	c := &refusedController{lister: crds.Lister(), client: client, custom: custom, synced: crds.Informer().HasSynced,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: CRDRefusedController})}
+	enqueue := func(obj any) {
+		if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
+			c.queue.Add(crd.Name)
 		}
 	}
-	if version == "" || crd.Status.AcceptedNames.Plural == "" {
-		return nil, fmt.Errorf("%s: %w", crd.Name, errNotServed)
+	_, err := crds.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+	})
+	return c, err
+}
+
+func (c *refusedController) run(ctx context.Context) {
+	defer c.queue.ShutDown()
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
+		return
 	}
-	gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: version, Resource: crd.Status.AcceptedNames.Plural}
-	return &customObjectClient{res: c.dyn.Resource(gvr)}, nil
-}
-
-// customObjectClient lists and deletes one custom resource's objects.
-type customObjectClient struct {
-	res dynamic.NamespaceableResourceInterface
-}
-
-func (c *customObjectClient) NewList() runtime.Object { return &unstructured.UnstructuredList{} }
-
-func (c *customObjectClient) List(ctx context.Context, _ *metainternalversion.ListOptions) (runtime.Object, error) {
-	return c.res.List(ctx, metav1.ListOptions{})
-}
-
-func (c *customObjectClient) ConvertToTable(context.Context, runtime.Object, runtime.Object) (*metav1.Table, error) {
-	return nil, errors.New("custom objects: no table here")
-}
-
-// DeleteCollection deletes the objects of the context's namespace (all of
-// a cluster-scoped resource's).
-func (c *customObjectClient) DeleteCollection(ctx context.Context, _ rest.ValidateObjectFunc, _ *metav1.DeleteOptions, _ *metainternalversion.ListOptions) (runtime.Object, error) {
-	var res dynamic.ResourceInterface = c.res
-	if ns, ok := genericapirequest.NamespaceFrom(ctx); ok && ns != "" {
-		res = c.res.Namespace(ns)
+	go func() {
+		<-ctx.Done()
+		c.queue.ShutDown()
+	}()
+	for c.next(ctx) {
 	}
-	return nil, res.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+}
+
+func (c *refusedController) next(ctx context.Context) bool {
+	name, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(name)
+	if err := c.sync(ctx, name); err != nil {
+		c.queue.AddRateLimited(name)
+		return true
+	}
+	c.queue.Forget(name)
+	return true
+}
+
+func (c *refusedController) sync(ctx context.Context, name string) error {
+	cached, err := c.lister.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	want := refusedCondition(c.custom.DefinitionRefusal(cached))
+	have := apihelpers.FindCRDCondition(cached, refusedType)
+	switch {
+	case want == nil && have == nil:
+		return nil
+	case want != nil && have != nil && have.Status == want.Status && have.Reason == want.Reason && have.Message == want.Message:
+		return nil
+	}
+	crd := cached.DeepCopy()
+	if want == nil {
+		apihelpers.RemoveCRDCondition(crd, refusedType)
+	} else {
+		apihelpers.SetCRDCondition(crd, *want)
+	}
+	_, err = c.client.CustomResourceDefinitions().UpdateStatus(ctx, crd, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // the informer brings the newer definition
+	}
+	return err
+}
+
+// refusedType is the Refused condition (api/registry RefusedCondition;
+// this package names it itself so as not to import the registry).
+const refusedType apiextensionsv1.CustomResourceDefinitionConditionType = "Refused"
+
+// refusedCondition is the condition a refusal calls for; nil for none.
+func refusedCondition(refusal error) *apiextensionsv1.CustomResourceDefinitionCondition {
+	if refusal == nil {
+		return nil
+	}
+	return &apiextensionsv1.CustomResourceDefinitionCondition{
+		Type: refusedType, Status: apiextensionsv1.ConditionTrue, Reason: "RefusedDefinition",
+		Message: "this server does not serve the definition: " + refusal.Error(),
+	}
 }

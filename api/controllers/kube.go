@@ -127,6 +127,12 @@ type KubeConfig struct {
 	// server waits 5 s when other servers run beside it, so that they
 	// serve it first, and none when it runs alone.
 	EstablishDelay time.Duration
+	// CustomResources is the node's registry of custom resources, through
+	// which the CRD finalizer deletes a definition's objects (by the
+	// definition's UID, never by URL) and which says which stored
+	// definitions it refuses to serve. Nil turns the apiextensions
+	// controllers off.
+	CustomResources CustomResources
 }
 
 // SignerFiles are a signing CA's certificate and key files (PEM). kube's
@@ -401,11 +407,15 @@ func (k *Kube) Run(ctx context.Context) error {
 	}
 	run = append(run, policyRun...)
 
-	crdRun, crdShutdown, err := k.apiextensionsControllers(cl, logger)
-	if err != nil {
-		return err
+	crdShutdown := func() {}
+	if k.cfg.CustomResources != nil {
+		var crdRun []runnable
+		crdRun, crdShutdown, err = k.apiextensionsControllers(cl, logger)
+		if err != nil {
+			return err
+		}
+		run = append(run, crdRun...)
 	}
-	run = append(run, crdRun...)
 
 	delRun, err := k.deletionControllers(ctx, cl, factory, informerfactory.NewInformerFactory(factory, metaFactory), informersStarted)
 	if err != nil {

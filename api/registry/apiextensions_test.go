@@ -35,7 +35,7 @@ func widgetCRD() *apiextensions.CustomResourceDefinition {
 }
 
 func TestCustomResourceDefinitionValidation(t *testing.T) {
-	e := newEnvWith(t, append(CoreResources(), CustomResourceDefinitionResources()...), nil)
+	e := newEnvWith(t, append(append(CoreResources(), RBACResources()...), CustomResourceDefinitionResources()...), nil)
 	crds := e.reg.Store(CustomResourceDefinitionsGVR)
 
 	notStructural := widgetCRD()
@@ -52,12 +52,35 @@ func TestCustomResourceDefinitionValidation(t *testing.T) {
 		Properties:   map[string]apiextensions.JSONSchemaProps{"names": {Type: "array", Items: &apiextensions.JSONSchemaPropsOrArray{Schema: &apiextensions.JSONSchemaProps{Type: "string"}}}},
 		XValidations: apiextensions.ValidationRules{{Rule: "self.names.all(a, self.names.all(b, a == b || a != b))"}},
 	}
+	named := func(group, plural string) *apiextensions.CustomResourceDefinition {
+		crd := widgetCRD()
+		crd.Name, crd.Spec.Group, crd.Spec.Names.Plural = plural+"."+group, group, plural
+		// Anyone may write kube's approval annotation for a *.k8s.io group.
+		crd.Annotations = map[string]string{"api-approved.kubernetes.io": "https://github.com/kubernetes/kubernetes/pull/1"}
+		return crd
+	}
+	webhook := widgetCRD()
+	webhook.Name, webhook.Spec.Names = "hooks.example.com", apiextensions.CustomResourceDefinitionNames{Plural: "hooks", Singular: "hook", Kind: "Hook", ListKind: "HookList"}
+	webhook.Spec.Conversion = &apiextensions.CustomResourceConversion{Strategy: apiextensions.WebhookConverter,
+		WebhookClientConfig:      &apiextensions.WebhookClientConfig{Service: &apiextensions.ServiceReference{Namespace: "default", Name: "conv", Port: 443}},
+		ConversionReviewVersions: []string{"v1"}}
 	for _, tc := range []struct {
 		name string
 		crd  *apiextensions.CustomResourceDefinition
 		want []string // parts of the message; none: created
 	}{
 		{name: "a structural definition is created", crd: widgetCRD()},
+		// Issue 28: definitions that would reach what is not their own.
+		{name: "the internal group is reserved", crd: named("trustplane.internal", "signingkeys"),
+			want: []string{`CustomResourceDefinition.apiextensions.k8s.io "signingkeys.trustplane.internal" is invalid: spec.group: Invalid value: "trustplane.internal": the group trustplane.internal and the groups under it are reserved for trustplane`}},
+		{name: "groups under the internal group are reserved", crd: named("x.trustplane.internal", "things"),
+			want: []string{`spec.group: Invalid value: "x.trustplane.internal": the group trustplane.internal and the groups under it are reserved`}},
+		{name: "a built-in resource cannot be defined", crd: named("rbac.authorization.k8s.io", "clusterroles"),
+			want: []string{`spec.names.plural: Invalid value: "clusterroles": clusterroles.rbac.authorization.k8s.io is a built-in resource of this server`}},
+		{name: "a built-in resource of another group cannot be defined", crd: named("apiextensions.k8s.io", "customresourcedefinitions"),
+			want: []string{`spec.names.plural: Invalid value: "customresourcedefinitions": customresourcedefinitions.apiextensions.k8s.io is a built-in resource of this server`}},
+		{name: "a conversion webhook is refused", crd: webhook,
+			want: []string{`spec.conversion.strategy: Unsupported value: "Webhook": supported values: "None"`}},
 		{name: "a schema that is not structural is refused", crd: notStructural,
 			want: []string{`CustomResourceDefinition.apiextensions.k8s.io "gadgets.example.com" is invalid`, `spec.validation.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields`}},
 		{name: "the name is plural.group", crd: wrongName,

@@ -177,7 +177,7 @@ func CustomResources(crd *apiextensionsv1.CustomResourceDefinition, static map[s
 // as kube's apiextensions server has (it builds a webhook client manager
 // that conversion None never uses).
 var converterFactory = sync.OnceValues(func() (*conversion.CRConverterFactory, error) {
-	return conversion.NewCRConverterFactory(nil, nil)
+	return conversion.NewCRConverterFactory(noServices{}, nil)
 })
 
 // Custom is what a custom resource's Resource has that a built-in one

@@ -7,11 +7,16 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/kubernetes/pkg/apis/rbac"
+
+	"github.com/trustplane/trustplane/fsm"
 )
 
 // gizmoDefinition is a served, accepted definition of gizmos.example.com:
@@ -270,5 +275,109 @@ func TestCustomResourceRuleTypes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A custom resource is stored in its own key space, and its definition's
+// finalizer deletes through its store, found by the definition's UID
+// (issue 28): a definition that names a built-in resource, stored before
+// the rules refused it, aliases nothing and deletes nothing.
+func TestCustomObjectsAreTheirOwn(t *testing.T) {
+	e := newEnvWith(t, append(CoreResources(), RBACResources()...), nil)
+	// A legacy definition of clusterroles.rbac.authorization.k8s.io, served
+	// as a custom resource (bypassing DefinitionRefusal, as a node before
+	// the rules did).
+	alias := gizmoDefinition()
+	alias.Name, alias.UID, alias.Spec.Group = "clusterroles.rbac.authorization.k8s.io", "uid-alias", "rbac.authorization.k8s.io"
+	alias.Spec.Names.Plural, alias.Status.AcceptedNames.Plural = "clusterroles", "clusterroles"
+	alias.Spec.Versions[0].Name, alias.Spec.Versions[1].Name = "v9", "v10"
+	alias.Spec.Scope = apiextensionsv1.ClusterScoped
+	resources, err := CustomResources(alias, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.reg.ServeCustom(alias.UID, resources); err != nil {
+		t.Fatal(err)
+	}
+	custom := e.reg.Store(schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v9", Resource: "clusterroles"})
+	builtin := e.reg.Store(schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"})
+	if custom == nil || builtin == nil || custom.Custom == nil {
+		t.Fatal("the alias and the built-in store are not both served")
+	}
+	if k := custom.storage.Key("", "admin"); k.Space != fsm.SpaceCustom {
+		t.Fatalf("the alias's key %v is not in the custom space", k)
+	}
+	obj, err := decodeCustom(t, custom, `{"apiVersion":"rbac.authorization.k8s.io/v9","kind":"Gizmo","metadata":{"name":"admin"},"spec":{"size":1}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := custom.Create(e.in(""), obj, false); err != nil {
+		t.Fatalf("create through the alias: %v", err)
+	}
+	// The built-in list holds no custom object and decodes fine.
+	list, err := builtin.List(e.in(""), &metainternalversion.ListOptions{})
+	if err != nil {
+		t.Fatalf("built-in list after the alias wrote: %v", err)
+	}
+	if items, _ := meta.ExtractList(list); len(items) != 0 {
+		t.Fatalf("the built-in list holds %d objects, want none", len(items))
+	}
+	role := &rbac.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "admin"}}
+	if _, err := builtin.Create(e.in(""), role, false); err != nil {
+		t.Fatalf("the built-in store's key is taken: %v", err)
+	}
+
+	// The finalizer of the refused definition deletes nothing.
+	refused, err := e.reg.GetCustomResourceListerCollectionDeleter(alias)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := refused.DeleteCollection(e.in(""), nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := builtin.Get(e.in(""), "admin", &metav1.GetOptions{}); err != nil {
+		t.Fatalf("the built-in ClusterRole is gone: %v", err)
+	}
+
+	// A good definition's finalizer deletes its objects, by UID.
+	gizmos := gizmoDefinition()
+	resources, err = CustomResources(gizmos, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.reg.ServeCustom(gizmos.UID, resources); err != nil {
+		t.Fatal(err)
+	}
+	v1 := e.reg.Store(gizmosV1)
+	e.namespace(t, "ns")
+	obj, err = decodeCustom(t, v1, `{"apiVersion":"example.com/v1","kind":"Gizmo","metadata":{"name":"g","namespace":"ns"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v1.Create(e.in("ns"), obj, false); err != nil {
+		t.Fatal(err)
+	}
+	del, err := e.reg.GetCustomResourceListerCollectionDeleter(gizmos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := del.List(e.in(""), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(all.(*unstructured.UnstructuredList).Items); n != 1 {
+		t.Fatalf("the finalizer lists %d gizmos, want 1", n)
+	}
+	if _, err := del.DeleteCollection(genericapirequest.WithNamespace(e.in(""), "ns"), nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v1.Get(e.in("ns"), "g", &metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the gizmo survived its definition's cleanup: %v", err)
+	}
+	// Not served on this node: an error, never another store.
+	other := gizmoDefinition()
+	other.UID = "uid-unknown"
+	if _, err := e.reg.GetCustomResourceListerCollectionDeleter(other); !errors.Is(err, ErrNoCustomStore) {
+		t.Fatalf("an unserved definition's deleter: %v", err)
 	}
 }

@@ -32,6 +32,7 @@ func runControllers(ctx context.Context, w *wiring, ident *identity, apiURL stri
 	if w.opts.multiNode() {
 		kcfg.EstablishDelay = 5 * time.Second
 	}
+	kcfg.CustomResources = w.reg
 	kube, err := controllers.NewKube(kcfg)
 	if err != nil {
 		log.Error("controllers are off", "error", err)

@@ -97,12 +97,10 @@ func (c *customResources) sync(obj any) {
 	if have, ok := c.served[crd.UID]; ok && reflect.DeepEqual(have, want) {
 		return // a condition changed, not what the stores are built from
 	}
-	static, err := api.CustomResourceSchemas()
-	if err != nil {
-		c.log.Warn("custom resources: no OpenAPI schemas for apply; apply deduces types", "error", err)
-		static = nil
+	resources, err := c.resources(crd)
+	if err == nil {
+		err = c.reg.ServeCustom(crd.UID, resources)
 	}
-	resources, err := registry.CustomResources(crd, static)
 	if err != nil {
 		// The definition's conditions say why (a schema that is not
 		// structural, names not accepted); it is served once they clear.
@@ -111,15 +109,29 @@ func (c *customResources) sync(obj any) {
 			level = slog.LevelInfo
 		}
 		c.log.Log(context.Background(), level, "custom resources: not serving a definition", "crd", crd.Name, "error", err)
-		c.reg.ServeCustom(crd.UID, nil)
+		_ = c.reg.ServeCustom(crd.UID, nil) // serving nothing cannot fail
 		delete(c.served, crd.UID)
 		c.srv.CustomResourcesChanged()
 		return
 	}
-	c.reg.ServeCustom(crd.UID, resources)
 	c.served[crd.UID] = want
 	c.srv.CustomResourcesChanged()
 	c.log.Info("custom resources: serving", "crd", crd.Name, "versions", len(resources))
+}
+
+// resources builds the stores of crd's served versions, unless the node
+// refuses to serve it (registry.DefinitionRefusal: a reserved group, a
+// built-in resource, a conversion webhook; its Refused condition says so).
+func (c *customResources) resources(crd *apiextensionsv1.CustomResourceDefinition) ([]*registry.Resource, error) {
+	if err := c.reg.DefinitionRefusal(crd); err != nil {
+		return nil, err
+	}
+	static, err := api.CustomResourceSchemas()
+	if err != nil {
+		c.log.Warn("custom resources: no OpenAPI schemas for apply; apply deduces types", "error", err)
+		static = nil
+	}
+	return registry.CustomResources(crd, static)
 }
 
 func (c *customResources) remove(uid types.UID) {
@@ -128,7 +140,7 @@ func (c *customResources) remove(uid types.UID) {
 	if _, ok := c.served[uid]; !ok {
 		return
 	}
-	c.reg.ServeCustom(uid, nil)
+	_ = c.reg.ServeCustom(uid, nil)
 	delete(c.served, uid)
 	c.srv.CustomResourcesChanged()
 }

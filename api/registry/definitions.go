@@ -1,0 +1,159 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/trustplane/trustplane/fsm"
+)
+
+// The rules a CustomResourceDefinition must keep to be stored or served,
+// beyond apiextensions' own (kube's strategy). They keep a definition from
+// reaching what is not its own:
+//
+//   - its group is not reserved: trustplane's internal group
+//     (fsm.InternalGroup, where the signing keys, removal markers and
+//     data-directory records are written) or any group under it;
+//   - its group and plural are not a built-in resource's, served or
+//     stored, in any version, whatever --runtime-config serves: a built-in
+//     store always wins the URL, so such a definition could only ever
+//     alias or shadow it;
+//   - its conversion is None. trustplane runs no conversion webhooks: a
+//     webhook would make every node dial wherever a definition says, on
+//     every read of the resource, with no identity of its own to present.
+//
+// A create or update that breaks one is refused with kube's 422 Invalid,
+// naming the field and the reason (validateDefinition). A definition
+// stored before these rules that breaks one is not served, and its
+// Refused condition says why (DefinitionRefusal). Custom objects live in
+// their own key space (fsm.SpaceCustom) whatever the definition names;
+// these rules are the second wall, and the clear answer.
+
+// RefusedCondition is the condition trustplane sets on a stored definition
+// it will not serve (DefinitionRefusal), with the reason as its message.
+// kube has no such condition; it is trustplane's (docs/COMPATIBILITY.md).
+const RefusedCondition apiextensionsv1.CustomResourceDefinitionConditionType = "Refused"
+
+// ErrRefusedDefinition: a definition breaks a rule above.
+var ErrRefusedDefinition = errors.New("the custom resource definition may not be served")
+
+// reservedGroup reports trustplane's internal group and the groups under it.
+func reservedGroup(group string) bool {
+	return group == fsm.InternalGroup || strings.HasSuffix(group, "."+fsm.InternalGroup)
+}
+
+// builtinResource reports whether a built-in store or virtual resource of
+// the node serves or stores gr, in any version, served or not.
+func (r *Registry) builtinResource(gr schema.GroupResource) bool {
+	root := r.root()
+	for gvr, s := range root.stores {
+		if gvr.GroupResource() == gr || s.Stored().GroupResource() == gr {
+			return true
+		}
+	}
+	for k := range root.virtuals {
+		if k.gvr.GroupResource() == gr {
+			return true
+		}
+	}
+	return false
+}
+
+// definitionErrors are the rules above as field errors of the spec.
+func (r *Registry) definitionErrors(group, plural string, conversion string) field.ErrorList {
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+	if reservedGroup(group) {
+		errs = append(errs, field.Invalid(spec.Child("group"), group,
+			fmt.Sprintf("the group %s and the groups under it are reserved for trustplane", fsm.InternalGroup)))
+	} else if plural != "" && r.builtinResource(schema.GroupResource{Group: group, Resource: plural}) {
+		errs = append(errs, field.Invalid(spec.Child("names", "plural"), plural,
+			fmt.Sprintf("%s.%s is a built-in resource of this server", plural, group)))
+	}
+	if conversion != "" && conversion != string(apiextensionsv1.NoneConverter) {
+		errs = append(errs, field.NotSupported(spec.Child("conversion", "strategy"), conversion,
+			[]string{string(apiextensionsv1.NoneConverter)}))
+	}
+	return errs
+}
+
+// validateDefinition is the rules' validating step of the
+// CustomResourceDefinition store (registry.New adds it): 422 Invalid with
+// kube's wording, as a strategy's validation error reads. An update that
+// keeps the group, plural and conversion of the stored definition passes,
+// as kube's validation ratchets: a definition stored before the rules must
+// still take its status, its finalizer's removal and its deletion, or it
+// could never go.
+func (r *Registry) validateDefinition(_ context.Context, obj, old runtime.Object, _ bool) error {
+	crd, ok := obj.(*apiextensions.CustomResourceDefinition)
+	if !ok {
+		return nil
+	}
+	if prev, ok := old.(*apiextensions.CustomResourceDefinition); ok && ruledFields(prev) == ruledFields(crd) {
+		return nil
+	}
+	f := ruledFields(crd)
+	if errs := r.definitionErrors(f.group, f.plural, f.conversion); len(errs) > 0 {
+		return apierrors.NewInvalid(apiextensions.Kind("CustomResourceDefinition"), crd.Name, errs)
+	}
+	return nil
+}
+
+// definitionFields are what the rules read of a definition.
+type definitionFields struct{ group, plural, conversion string }
+
+func ruledFields(crd *apiextensions.CustomResourceDefinition) definitionFields {
+	f := definitionFields{group: crd.Spec.Group, plural: crd.Spec.Names.Plural}
+	if crd.Spec.Conversion != nil {
+		f.conversion = string(crd.Spec.Conversion.Strategy)
+	}
+	return f
+}
+
+// DefinitionRefusal says why the node will not serve crd, a stored
+// definition, wrapping ErrRefusedDefinition and ErrNotServable; nil when
+// the rules above hold. The message names the rule, never the stored
+// bytes.
+func (r *Registry) DefinitionRefusal(crd *apiextensionsv1.CustomResourceDefinition) error {
+	conversion := ""
+	if crd.Spec.Conversion != nil {
+		conversion = string(crd.Spec.Conversion.Strategy)
+	}
+	errs := r.definitionErrors(crd.Spec.Group, crd.Spec.Names.Plural, conversion)
+	if len(errs) == 0 {
+		return nil
+	}
+	return &RefusedError{Errs: errs}
+}
+
+// RefusedError is DefinitionRefusal's answer: the rules a definition
+// breaks, as field errors of its spec. It is ErrRefusedDefinition and
+// ErrNotServable.
+type RefusedError struct{ Errs field.ErrorList }
+
+func (e *RefusedError) Error() string { return e.Errs.ToAggregate().Error() }
+
+func (e *RefusedError) Is(target error) bool {
+	return target == ErrRefusedDefinition || target == ErrNotServable
+}
+
+// noServices is the conversion webhooks' service resolver: there are no
+// conversion webhooks (definitions asking for one are refused above), so
+// it resolves nothing. It exists so that no code path can meet a nil
+// resolver: kube's webhook client dereferences the one it is given, in
+// net/http's dial goroutine, outside every recover.
+type noServices struct{}
+
+func (noServices) ResolveEndpoint(namespace, name string, _ int32) (*url.URL, error) {
+	return nil, fmt.Errorf("%w: no conversion webhook service %s/%s", ErrRefusedDefinition, namespace, name)
+}
