@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -93,6 +94,7 @@ func (s *Server) storesNothing(info *genericapirequest.RequestInfo) bool {
 type forwarder struct {
 	cfg    *ForwardConfig
 	client *http.Client
+	log    *slog.Logger
 }
 
 // newForwarder builds the client that talks to the leader's API. Its
@@ -163,6 +165,7 @@ func (s *Server) withForwarding(next http.Handler) http.Handler {
 		return next
 	}
 	f := newForwarder(s.cfg.Forward, s.cfg.Listen)
+	f.log = s.log
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		info, ok := genericapirequest.RequestInfoFrom(req.Context())
 		if !ok || !(isWrite(info) || s.leaderOnly(req)) || s.storesNothing(info) || f.cfg.Leadership.IsLeader() {
@@ -249,7 +252,7 @@ var errLeaderChanged = errors.New("leadership moved while the write was in fligh
 // the answer's headers are in.
 func (f *forwarder) watchLeader(ctx context.Context, cancel context.CancelCauseFunc, addr string) (stop func()) {
 	done := make(chan struct{})
-	go func() {
+	goRecovering(f.log, "forward: leader watch", func() {
 		t := time.NewTicker(forwardPollInterval)
 		defer t.Stop()
 		for {
@@ -269,7 +272,7 @@ func (f *forwarder) watchLeader(ctx context.Context, cancel context.CancelCauseF
 				}
 			}
 		}
-	}()
+	})
 	return func() { close(done) }
 }
 
