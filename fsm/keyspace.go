@@ -101,6 +101,10 @@ func validGroup(s Space, group string) error {
 	return nil
 }
 
+// WireGroup is the group field p's keys are written with in the log and
+// snapshots (for display: backup summaries).
+func (p Prefix) WireGroup() string { return wireGroup(p.Space, p.Group) }
+
 // wireGroup is the group field k's space and group are written as.
 func wireGroup(s Space, group string) string {
 	switch s {

@@ -259,12 +259,11 @@ const encPrefix = "k8s:enc:"
 func Summarize(exp *fsm.Export) Summary {
 	s := Summary{Objects: map[string]int{}, Encrypted: map[string]int{}, Versions: exp.Versions()}
 	exp.Live(func(kv *fsm.KV) bool {
+		// Keys as their space writes them: custom/<group>/<plural> for
+		// custom resources, trustplane.internal/<kind> for internal records.
 		r := kv.Key.Resource
-		if kv.Key.Group != "" {
-			r = kv.Key.Group + "/" + r
-		}
-		if kv.Key.Space != fsm.SpaceBuiltin {
-			r = kv.Key.Space.String() + ":" + r
+		if g := (fsm.Prefix{Space: kv.Key.Space, Group: kv.Key.Group}).WireGroup(); g != "" {
+			r = g + "/" + r
 		}
 		s.Objects[r]++
 		s.MaxRevision = max(s.MaxRevision, kv.ModRevision)
