@@ -44,9 +44,13 @@ import (
 //
 // Every policy is applied Capped (auditlog.CarriesCredentials): Secrets,
 // TokenRequest and TokenReview are recorded at Metadata at most, so no
-// secret data, token or key is written at any level. Credentials in
-// headers are never recorded (kube's events hold no headers; the failed
-// authentication event names the method only, "bearer").
+// secret data, token or key is written at any level; and every sink is
+// Redacting: such a request's event keeps no admission policy's
+// annotations and no response message, which a policy's auditAnnotations
+// or messageExpression could fill with the object's data (the client
+// still gets the message, as in kube). Credentials in headers are never
+// recorded (kube's events hold no headers; the failed authentication
+// event names the method only, "bearer").
 //
 // Without a sink the filters are not installed and the handlers test one
 // bool: auditing costs nothing when it is off.
@@ -54,7 +58,7 @@ import (
 // setupAudit keeps the audit sink and capped policy, and builds the 401
 // handler authentication uses.
 func (s *Server) setupAudit() {
-	s.auditSink, s.auditPolicy = s.cfg.AuditSink, auditlog.Capped(s.cfg.AuditPolicy)
+	s.auditSink, s.auditPolicy = auditlog.Redacting(s.cfg.AuditSink), auditlog.Capped(s.cfg.AuditPolicy)
 	s.auditing = s.auditSink != nil && s.auditPolicy != nil
 	if !s.auditing {
 		return
