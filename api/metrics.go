@@ -12,7 +12,6 @@ import (
 	endpointsmetrics "k8s.io/apiserver/pkg/endpoints/metrics"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericfilters "k8s.io/apiserver/pkg/server/filters"
-	etcd3metrics "k8s.io/apiserver/pkg/storage/etcd3/metrics"
 	compbasemetrics "k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
@@ -54,8 +53,9 @@ import (
 //     so no apiserver_flowcontrol_* figures.
 //
 // apiserver_storage_objects is kube's gauge too, fed from the node's fsm
-// when scraped (objectCounter), and apiserver_registered_watchers is
-// kube's former gauge (registeredWatchers).
+// when scraped, with a series per resource the node stores
+// (objectCounter), and apiserver_registered_watchers is kube's former
+// gauge (registeredWatchers).
 const metricsPath = "/metrics"
 
 // registeredWatchers is apiserver_registered_watchers as kube-apiserver
@@ -72,13 +72,12 @@ var registeredWatchers = compbasemetrics.NewGaugeVec(&compbasemetrics.GaugeOpts{
 
 var registerMetricsOnce sync.Once
 
-// registerMetrics registers kube's request and storage metrics in kube's
+// registerMetrics registers kube's request metrics in kube's
 // process-wide registry. Until then kube's metrics are no-ops, so a
 // process that builds no Server pays nothing for them.
 func registerMetrics() {
 	registerMetricsOnce.Do(func() {
 		endpointsmetrics.Register()
-		etcd3metrics.Register() // apiserver_storage_objects
 		legacyregistry.MustRegister(registeredWatchers)
 	})
 }
@@ -88,7 +87,8 @@ func registerMetrics() {
 func (s *Server) newMetricsHandler() (http.Handler, error) {
 	registerMetrics()
 	own := prometheus.NewRegistry()
-	cs := append([]prometheus.Collector{watchCacheCollector{s.reg.Storage()}}, s.cfg.Collectors...)
+	s.objects = &objectCounter{st: s.reg.Storage()}
+	cs := append([]prometheus.Collector{watchCacheCollector{s.reg.Storage()}, s.objects}, s.cfg.Collectors...)
 	for _, c := range cs {
 		if err := own.Register(c); err != nil {
 			return nil, fmt.Errorf("api: register a metrics collector: %w", err)
@@ -101,7 +101,7 @@ func (s *Server) newMetricsHandler() (http.Handler, error) {
 // serveMetrics serves GET /metrics, after counting the stored objects if
 // the last count is old.
 func (s *Server) serveMetrics(w http.ResponseWriter, req *http.Request) {
-	s.objects.refresh(s.reg.Storage(), time.Now())
+	s.objects.refresh(time.Now())
 	s.metrics.ServeHTTP(w, req)
 }
 
@@ -276,30 +276,75 @@ func installerVerb(verb string) string {
 // scraper polling fast costs one pass over the store per period.
 const objectCountPeriod = 30 * time.Second
 
-// objectCounter feeds kube's apiserver_storage_objects from the node's fsm
+// descStorageObjects is kube's apiserver_storage_objects (k8s.io/apiserver
+// storage/etcd3/metrics), name, help and label as kube serves them. It is
+// this server's own collector (objectCounter) instead of kube's global
+// gauge, which can set a resource's series but never remove it.
+var descStorageObjects = prometheus.NewDesc("apiserver_storage_objects",
+	"[STABLE] Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.",
+	[]string{"resource"}, nil)
+
+// objectCounter reports apiserver_storage_objects from the node's fsm
 // (storage.ObjectCounts): the live objects per resource at the time of the
 // last count, labelled as kube labels them (group resource, "configmaps",
 // "certificatesigningrequests.certificates.k8s.io").
+//
+// A resource has a series exactly while the storage layer has a store for
+// it (storage.Resources): when a custom resource definition is deleted or
+// stops serving a resource, the store is forgotten and the series goes at
+// the next scrape, so deleted definitions leave no series behind. A change
+// in the set of resources also counts again at once, so a new resource is
+// reported from its first scrape.
 type objectCounter struct {
-	mu   sync.Mutex // one count at a time
-	last time.Time  // zero: never counted
+	st *storage.Storage
+
+	mu     sync.Mutex // one count at a time
+	last   time.Time  // zero: never counted
+	counts map[schema.GroupResource]int64
 }
 
 // refresh counts the objects if the last count is older than
-// objectCountPeriod at now.
-func (c *objectCounter) refresh(st *storage.Storage, now time.Time) {
+// objectCountPeriod at now, or was of another set of resources.
+func (c *objectCounter) refresh(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.last.IsZero() && now.Sub(c.last) < objectCountPeriod {
+	if !c.last.IsZero() && now.Sub(c.last) < objectCountPeriod && c.sameResources() {
 		return
 	}
-	counts := st.ObjectCounts()
+	counts := c.st.ObjectCounts()
 	if counts == nil {
 		return
 	}
-	c.last = now
-	for gr, n := range counts {
-		etcd3metrics.UpdateObjectCount(gr.String(), n)
+	c.last, c.counts = now, counts
+}
+
+// sameResources says whether the last count covers exactly the resources
+// the storage layer has stores for now. c.mu is held.
+func (c *objectCounter) sameResources() bool {
+	now := c.st.Resources()
+	if len(now) != len(c.counts) {
+		return false
+	}
+	for _, gr := range now {
+		if _, ok := c.counts[gr]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Describe implements prometheus.Collector.
+func (c *objectCounter) Describe(ch chan<- *prometheus.Desc) { ch <- descStorageObjects }
+
+// Collect implements prometheus.Collector: the last count of each resource
+// that still has a store.
+func (c *objectCounter) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, gr := range c.st.Resources() {
+		if n, ok := c.counts[gr]; ok {
+			ch <- prometheus.MustNewConstMetric(descStorageObjects, prometheus.GaugeValue, float64(n), gr.String())
+		}
 	}
 }
 

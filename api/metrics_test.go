@@ -19,6 +19,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
 )
 
@@ -274,7 +275,7 @@ func TestObjectCountsRefreshAtMostOncePerPeriod(t *testing.T) {
 	c := metricsClient{t: t, s: e.s}
 	stor := e.s.reg.Storage()
 	cms := schema.GroupResource{Resource: "configmaps"}
-	var counter objectCounter
+	counter := e.s.objects
 	t0 := time.Unix(1_000_000, 0)
 	counted := func() float64 {
 		t.Helper()
@@ -284,7 +285,7 @@ func TestObjectCountsRefreshAtMostOncePerPeriod(t *testing.T) {
 		}
 		return v
 	}
-	counter.refresh(stor, t0)
+	counter.refresh(t0)
 	first := counted()
 	if want := float64(stor.ObjectCounts()[cms]); first != want {
 		t.Fatalf("first count %v, want %v", first, want)
@@ -303,9 +304,49 @@ func TestObjectCountsRefreshAtMostOncePerPeriod(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			counter.refresh(stor, tt.at)
+			counter.refresh(tt.at)
 			if got := counted(); got != tt.want {
 				t.Fatalf("apiserver_storage_objects{resource=configmaps} = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestStorageObjectsFollowStores: apiserver_storage_objects has a series
+// for a resource exactly while the storage layer has a store for it. A
+// custom resource's store is forgotten when its definition is deleted or
+// no longer serves it; its series must go with it (kube 1.33 keeps the
+// series of a deleted definition for ever), and a new resource's series
+// comes at the next scrape, not a count period later.
+func TestStorageObjectsFollowStores(t *testing.T) {
+	e, err := buildFuzzEnv(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := metricsClient{t: t, s: e.s}
+	stor := e.s.reg.Storage()
+	gizmos := storage.ResourceConfig{GVR: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}}
+	var st *storage.Store
+	steps := []struct {
+		name   string
+		do     func()
+		series bool
+	}{
+		{"a resource without a store has no series", func() {}, false},
+		{"a new store's resource is counted at the next scrape", func() { st = stor.ForResource(gizmos) }, true},
+		{"a forgotten store's series is gone at the next scrape", func() { stor.Forget(st) }, false},
+		{"a store built again brings the series back", func() { st = stor.ForResource(gizmos) }, true},
+	}
+	c.scrape() // the first count, so that the steps run within one count period
+	for _, step := range steps {
+		t.Run(step.name, func(t *testing.T) {
+			step.do()
+			fams := c.scrape()
+			if _, ok := sample(fams, "apiserver_storage_objects", map[string]string{"resource": "gizmos.example.com"}); ok != step.series {
+				t.Fatalf("series of gizmos.example.com present = %v, want %v", ok, step.series)
+			}
+			if _, ok := sample(fams, "apiserver_storage_objects", map[string]string{"resource": "configmaps"}); !ok {
+				t.Fatal("the series of configmaps went too")
 			}
 		})
 	}

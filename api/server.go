@@ -170,7 +170,7 @@ type Server struct {
 	// (metrics.go).
 	routes   map[routeKey]metricRoute
 	metrics  http.Handler
-	objects  objectCounter
+	objects  *objectCounter
 	handler  http.Handler
 	http     *http.Server
 	listener net.Listener
