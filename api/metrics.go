@@ -38,8 +38,10 @@ import (
 //     routes it installed, only served resources, versions and
 //     subresources are recorded: a path no route serves, and every
 //     non-resource path, adds no series (kube's healthz records the three
-//     health roots itself). Requests refused before the filter (401, 403)
-//     are not recorded, as in kube.
+//     health roots itself). Custom resources are recorded under their
+//     group, version and resource while their definition serves them
+//     (metricRoute), as kube's apiextensions server records them. Requests
+//     refused before the filter (401, 403) are not recorded, as in kube.
 //   - apiserver_longrunning_requests: watches, while they run.
 //   - apiserver_requested_deprecated_apis: requests to a deprecated
 //     version (kube's rule, deprecation.IsDeprecated of the version's Go
@@ -156,6 +158,30 @@ func metricRoutes(reg *registry.Registry) map[routeKey]metricRoute {
 	return routes
 }
 
+// metricRoute is the route info's request is recorded under, and whether
+// the node serves it: a built-in route (the table New builds), or a route
+// of a custom resource the node serves now, as kube's apiextensions
+// server instruments the resources, status and scale subresources of the
+// definitions it serves. Custom routes come and go with their
+// definitions, so they are looked up per request in the registry, which
+// holds only served versions; only those, never a path a client makes up,
+// label a series.
+func (s *Server) metricRoute(info *genericapirequest.RequestInfo) (metricRoute, bool) {
+	if r, ok := s.routes[routeKey{info.APIGroup, info.APIVersion, info.Resource, info.Subresource}]; ok {
+		return r, true
+	}
+	st := s.reg.Store(schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource})
+	if st == nil || st.Custom == nil {
+		return metricRoute{}, false
+	}
+	if sub := info.Subresource; sub != "" && st.Subresources[sub] == nil && !customScale(st, sub) {
+		return metricRoute{}, false
+	}
+	// kube's apiextensions server reports no removed release for custom
+	// versions.
+	return metricRoute{kind: st.KindName}, true
+}
+
 // withRequestMetrics records each API request this node serves to its
 // client, once, with kube's MonitorRequest, and keeps watches in kube's
 // long-running gauge and in apiserver_registered_watchers. It sits after
@@ -174,7 +200,7 @@ func (s *Server) withRequestMetrics(next http.Handler) http.Handler {
 			next.ServeHTTP(w, req)
 			return
 		}
-		route, ok := s.routes[routeKey{info.APIGroup, info.APIVersion, info.Resource, info.Subresource}]
+		route, ok := s.metricRoute(info)
 		if !ok || s.forwardedHere(req) {
 			next.ServeHTTP(w, req)
 			return

@@ -312,6 +312,68 @@ func TestObjectCountsRefreshAtMostOncePerPeriod(t *testing.T) {
 	}
 }
 
+// TestCustomResourceRequestMetrics: requests for a custom resource, its
+// status and its scale are recorded under the resource's group, version
+// and resource while its definition serves them, as kube's apiextensions
+// server records them; a version it does not serve, and the resource once
+// the definition is gone, add nothing.
+func TestCustomResourceRequestMetrics(t *testing.T) {
+	s := newCustomServer(t, nil)
+	c := metricsClient{t: t, s: s}
+	const coll = "/apis/example.com/v1/namespaces/default/gizmos"
+	tests := []struct {
+		name                     string
+		method, target, ct, body string
+		code                     int
+		verb, sub, scope         string
+	}{
+		{"a create", http.MethodPost, coll, "application/json", `{"apiVersion":"example.com/v1","kind":"Gizmo","metadata":{"name":"g"},"spec":{"replicas":1}}`,
+			201, "POST", "", "resource"},
+		{"a get", http.MethodGet, coll + "/g", "", "", 200, "GET", "", "resource"},
+		{"a list", http.MethodGet, coll, "", "", 200, "LIST", "", "namespace"},
+		{"a get of status", http.MethodGet, coll + "/g/status", "", "", 200, "GET", "status", "resource"},
+		{"a get of scale", http.MethodGet, coll + "/g/scale", "", "", 200, "GET", "scale", "resource"},
+		{"a patch of scale", http.MethodPatch, coll + "/g/scale", "application/merge-patch+json", `{"spec":{"replicas":2}}`, 200, "PATCH", "scale", "resource"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			labels := map[string]string{"verb": tt.verb, "group": "example.com", "version": "v1", "resource": "gizmos",
+				"subresource": tt.sub, "scope": tt.scope, "component": "apiserver", "code": strconv.Itoa(tt.code)}
+			n0, _ := sample(c.scrape(), "apiserver_request_total", labels)
+			if rec := c.do(tt.method, tt.target, tt.ct, tt.body, user.SystemPrivilegedGroup); rec.Code != tt.code {
+				t.Fatalf("%s %s: %d %s", tt.method, tt.target, rec.Code, rec.Body)
+			}
+			if n1, _ := sample(c.scrape(), "apiserver_request_total", labels); n1-n0 != 1 {
+				t.Fatalf("apiserver_request_total%v went from %v to %v, want one more", labels, n0, n1)
+			}
+		})
+	}
+	unrecorded := []struct {
+		name, target string
+		before       func()
+	}{
+		{"a version the definition does not serve", "/apis/example.com/v9/namespaces/default/gizmos", func() {}},
+		{"a subresource the definition does not have", coll + "/g/nosuch", func() {}},
+		{"the resource once its definition is gone", coll, func() { s.reg.ServeCustom("gizmo-uid", nil); s.CustomResourcesChanged() }},
+	}
+	for _, tt := range unrecorded {
+		t.Run(tt.name+" is not recorded", func(t *testing.T) {
+			tt.before()
+			total := func() float64 {
+				v, _ := sample(c.scrape(), "apiserver_request_total", map[string]string{"group": "example.com"})
+				return v
+			}
+			n0 := total()
+			if rec := c.do(http.MethodGet, tt.target, "", "", user.SystemPrivilegedGroup); rec.Code != http.StatusNotFound {
+				t.Fatalf("GET %s: %d, want 404", tt.target, rec.Code)
+			}
+			if n1 := total(); n1 != n0 {
+				t.Fatalf("apiserver_request_total{group=example.com} went from %v to %v", n0, n1)
+			}
+		})
+	}
+}
+
 // TestStorageObjectsFollowStores: apiserver_storage_objects has a series
 // for a resource exactly while the storage layer has a store for it. A
 // custom resource's store is forgotten when its definition is deleted or
