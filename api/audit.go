@@ -21,9 +21,9 @@ import (
 // auditlog builds them from kube-apiserver's flags), every request is
 // recorded with kube's own filters, in kube's order:
 //
-//   - WithAuditInit, outside authentication: the audit context and the
-//     Audit-ID header (the client's, else a new one), echoed in the
-//     response.
+//   - WithAuditInit, outside authentication and RequestInfo: the audit
+//     context and the Audit-ID header (the client's, else a new one),
+//     echoed in the response.
 //   - WithFailedAuthenticationAudit on the 401 path: a request no
 //     credential identifies is recorded (ResponseStarted), without a user.
 //   - WithAudit after authentication and RequestInfo, before
@@ -52,6 +52,9 @@ import (
 // recorded (kube's events hold no headers; the failed authentication
 // event names the method only, "bearer").
 //
+// A request max in flight refuses (429) is not recorded: that filter runs
+// before bearer tokens are checked (limits.go), so no user is known yet.
+//
 // Without a sink the filters are not installed and the handlers test one
 // bool: auditing costs nothing when it is off.
 
@@ -66,9 +69,7 @@ func (s *Server) setupAudit() {
 	unauthorized := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		s.writeError(w, req, apierrors.NewUnauthorized("Unauthorized"))
 	})
-	// kube's WithAudit needs a RequestInfo; here authentication runs before
-	// the RequestInfo filter, so the 401 path builds its own.
-	s.failedAuthn = filters.WithRequestInfo(filters.WithFailedAuthenticationAudit(unauthorized, s.auditSink, s.auditPolicy), s.infos)
+	s.failedAuthn = filters.WithFailedAuthenticationAudit(unauthorized, s.auditSink, s.auditPolicy)
 }
 
 // unauthenticated answers 401 to a request no credential identifies,

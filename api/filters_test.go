@@ -23,14 +23,22 @@ import (
 
 func testServer(t *testing.T) *Server {
 	t.Helper()
+	return newTestServer(t, nil, func(*Config) {})
+}
+
+// newTestServer is testServer serving resources, with mod applied to its
+// config before the filter chain is built.
+func newTestServer(t *testing.T, resources []*registry.Resource, mod func(*Config)) *Server {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.TLS = &tls.Config{Certificates: []tls.Certificate{{}}}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	mod(cfg)
 	stor, err := storage.New(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(cfg, registry.New(stor, nil, nil))
+	s, err := New(cfg, registry.New(stor, resources, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +114,7 @@ func TestAuthentication(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var gotUser string
 			var gotGroups []string
-			h := s.withAuthentication(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := authenticate(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				u, _ := genericapirequest.UserFrom(r.Context())
 				gotUser, gotGroups = u.GetName(), u.GetGroups()
 			}))
@@ -196,7 +204,7 @@ func TestRemoteIdentityHeadersAreTrustedOnlyFromNodes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got string
-			h := s.withAuthentication(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := authenticate(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				u, _ := genericapirequest.UserFrom(r.Context())
 				got = u.GetName()
 			}))
@@ -206,6 +214,12 @@ func TestRemoteIdentityHeadersAreTrustedOnlyFromNodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// authenticate is the two authentication filters with nothing between
+// them (the chain puts max in flight there).
+func authenticate(s *Server, next http.Handler) http.Handler {
+	return s.withTLSAuthentication(s.withTokenAuthentication(next))
 }
 
 func TestIdentityHeadersRoundTrip(t *testing.T) {

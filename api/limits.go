@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -21,12 +22,16 @@ import (
 // requests together, may cost the node, the way kube-apiserver's generic
 // filters do:
 //
-//   - max in flight (kube's own filter): at most MaxRequestsInFlight
-//     read-only and MaxMutatingRequestsInFlight mutating requests run at
-//     once; further ones get 429 "Too many requests, please try again
-//     later." with Retry-After: 1. Long-running requests and health
-//     probes are not counted, and system:masters is served even when the
-//     limit is reached (kube's rule: the super-admin always gets an answer).
+//   - max in flight (kube's own filter, withInFlightLimit): at most
+//     MaxRequestsInFlight read-only and MaxMutatingRequestsInFlight
+//     mutating requests run at once; further ones get 429 "Too many
+//     requests, please try again later." with Retry-After: 1. Long-running
+//     requests and health probes are not counted, and system:masters is
+//     served even when the limit is reached (kube's rule: the super-admin
+//     always gets an answer). It runs before bearer tokens are checked and
+//     before authorisation, so a flood of bad credentials (401) or of
+//     requests RBAC refuses (403) waits for the same slots as everything
+//     else instead of costing the node without bound.
 //   - watch cap: at most MaxWatches watches run at once on this node; more
 //     get 429 with a Status.
 //   - request timeout: a request that is not long-running gets a deadline
@@ -64,9 +69,10 @@ func notCountedInFlight(req *http.Request, info *genericapirequest.RequestInfo) 
 	return isLongRunning(req, info) || isHealthProbe(req.URL.Path)
 }
 
-// withLimits wraps next in the overload filters, outermost first: max in
-// flight, the watch cap, the request deadline, the body read deadline, and
-// the timeout. It needs the RequestInfo and the user in the context.
+// withLimits wraps next in the overload filters that need the effective
+// user and the authorisation decision, outermost first: the watch cap, the
+// request deadline, the body read deadline, and the timeout. Max in
+// flight runs earlier (withInFlightLimit).
 func (s *Server) withLimits(next http.Handler) http.Handler {
 	h := next
 	if s.cfg.RequestTimeout > 0 {
@@ -74,8 +80,58 @@ func (s *Server) withLimits(next http.Handler) http.Handler {
 		h = withBodyReadDeadline(h)
 		h = filters.WithRequestDeadline(h, nil, nil, isLongRunning, registry.Codecs, s.cfg.RequestTimeout)
 	}
-	h = s.withWatchLimit(h)
-	return genericfilters.WithMaxInFlightLimit(h, s.cfg.MaxRequestsInFlight, s.cfg.MaxMutatingRequestsInFlight, notCountedInFlight)
+	return s.withWatchLimit(h)
+}
+
+// withInFlightLimit is kube's max-in-flight filter. It must run after the
+// RequestInfo filter and the identities TLS proves (withTLSAuthentication:
+// the one place a system:masters caller is known before any cost is
+// paid), and before bearer tokens are checked (withTokenAuthentication)
+// and requests authorised, so that every request that is not long-running
+// holds a slot while its credential is checked: kube places its filter
+// after authentication, which leaves 401s unbounded; here a token check
+// that falls back to a read through the leader (api/authn) is bounded too.
+//
+// kube's filter records each 429 in apiserver_request_total and
+// apiserver_request_terminations_total under the request's group,
+// version and resource. Before authentication those are anyone's to
+// choose, so it is handed a RequestInfo whose resource labels are blanked
+// unless the route is served (metricRoute), and the chain after it gets
+// the request's own RequestInfo back.
+func (s *Server) withInFlightLimit(next http.Handler) http.Handler {
+	if s.cfg.MaxRequestsInFlight == 0 && s.cfg.MaxMutatingRequestsInFlight == 0 {
+		return next
+	}
+	restored := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if info, ok := req.Context().Value(unlabelledInfoKey{}).(*genericapirequest.RequestInfo); ok {
+			req = req.WithContext(genericapirequest.WithRequestInfo(req.Context(), info))
+		}
+		next.ServeHTTP(w, req)
+	})
+	limited := genericfilters.WithMaxInFlightLimit(restored, s.cfg.MaxRequestsInFlight, s.cfg.MaxMutatingRequestsInFlight, notCountedInFlight)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if info, ok := genericapirequest.RequestInfoFrom(req.Context()); ok && info.IsResourceRequest {
+			if _, served := s.metricRoute(info); !served {
+				ctx := context.WithValue(req.Context(), unlabelledInfoKey{}, info)
+				req = req.WithContext(genericapirequest.WithRequestInfo(ctx, unlabelled(info)))
+			}
+		}
+		limited.ServeHTTP(w, req)
+	})
+}
+
+// unlabelledInfoKey holds the request's own RequestInfo while kube's
+// max-in-flight filter sees unlabelled's copy.
+type unlabelledInfoKey struct{}
+
+// unlabelled is info without what would label a metric series: group,
+// version, resource, subresource, name. The verb, which tells kube's
+// filter read-only from mutating and watches from the rest, is kept.
+func unlabelled(info *genericapirequest.RequestInfo) *genericapirequest.RequestInfo {
+	c := *info
+	c.APIGroup, c.APIVersion, c.Resource, c.Subresource, c.Name = "", "", "", "", ""
+	c.Parts = nil
+	return &c
 }
 
 // withBodyReadDeadline makes the request's deadline the read deadline of

@@ -2,6 +2,9 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"io"
 	"net"
@@ -13,9 +16,13 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/trustplane/trustplane/api/registry"
 )
 
 // limitedServer is a Server whose limits filters wrap next; mod changes the
@@ -65,7 +72,7 @@ func TestMaxInFlight(t *testing.T) {
 	s := testServer(t)
 	s.cfg.MaxRequestsInFlight, s.cfg.MaxMutatingRequestsInFlight = 1, 1
 	b := newBlocking()
-	h := s.withLimits(b)
+	h := s.withInFlightLimit(b)
 	serve := func(req *http.Request) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
@@ -110,6 +117,112 @@ func TestMaxInFlight(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gatedAuthenticator is a bearer-token authenticator whose "slow" token
+// holds its check until release, and which accepts "good" as user
+// tokenuser and nothing else.
+type gatedAuthenticator struct {
+	started, release chan struct{}
+}
+
+func (g gatedAuthenticator) AuthenticateRequest(req *http.Request) (*authenticator.Response, bool, error) {
+	switch req.Header.Get("Authorization") {
+	case "Bearer slow":
+		g.started <- struct{}{}
+		<-g.release
+	case "Bearer good":
+		return &authenticator.Response{User: &user.DefaultInfo{Name: "tokenuser"}}, true, nil
+	}
+	return nil, false, nil
+}
+
+// TestInFlightBoundsCredentialChecks: max in flight runs before bearer
+// tokens are checked and before authorisation, so while a token check
+// holds the only read-only slot, requests with no credential, a bad token
+// or no RBAC rights get kube's 429 instead of their 401 or 403 (their
+// cost is bounded like any request's), while system:masters, known from
+// its certificate before the limit, and health probes are still served.
+func TestInFlightBoundsCredentialChecks(t *testing.T) {
+	gate := gatedAuthenticator{started: make(chan struct{}, 1), release: make(chan struct{})}
+	s := newTestServer(t, registry.CoreResources(), func(c *Config) {
+		c.MaxRequestsInFlight, c.MaxMutatingRequestsInFlight = 1, 1
+		c.Authenticator = gate
+		c.Authorizer = authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+			for _, g := range a.GetUser().GetGroups() {
+				if g == user.SystemPrivilegedGroup {
+					return authorizer.DecisionAllow, "", nil
+				}
+			}
+			return authorizer.DecisionDeny, "", nil
+		})
+	})
+	get := func(target, token string, groups ...string) *http.Request {
+		req := httptest.NewRequest(http.MethodGet, target, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if groups != nil {
+			leaf := &x509.Certificate{Subject: pkix.Name{CommonName: "certuser", Organization: groups}}
+			req.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{leaf}}}
+		}
+		return req
+	}
+	const list = "/api/v1/namespaces/default/configmaps"
+	const refused = http.StatusTooManyRequests
+	tests := []struct {
+		name string
+		req  *http.Request
+		free int // the answer with the slot free
+		held int // the answer while the slow token check holds it
+	}{
+		{"no credential: 401, and 429 while the slot is held", get(list, ""), 401, refused},
+		{"a bad token: 401, and 429 while the slot is held", get(list, "bad"), 401, refused},
+		{"a good token without rights: 403, and 429 while the slot is held", get(list, "good"), 403, refused},
+		{"a certificate without rights: 403, and 429 while the slot is held", get(list, "", "team"), 403, refused},
+		{"a path no route serves: 401, and 429 while the slot is held", get("/api/v1/namespaces/default/madeup", ""), 401, refused},
+		{"a certificate without rights on discovery: 403, and 429 while the slot is held", get("/api", "", "team"), 403, refused},
+		{"system:masters is served while the slot is held", get("/api", "", user.SystemPrivilegedGroup), 200, 200},
+		{"a health probe is served while the slot is held", get("/livez", ""), 200, 200},
+	}
+	serve := func(req *http.Request) int {
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, req.Clone(req.Context()))
+		return rec.Code
+	}
+	for _, tt := range tests {
+		if got := serve(tt.req); got != tt.free {
+			t.Fatalf("%s: with the slot free: %d, want %d", tt.name, got, tt.free)
+		}
+	}
+	c := metricsClient{t: t, s: s}
+	refusedCMs := map[string]string{"resource": "configmaps", "code": "429"}
+	before, _ := sample(c.scrape(), "apiserver_request_total", refusedCMs)
+	done := make(chan int, 1)
+	go func() { done <- serve(get(list, "slow")) }()
+	<-gate.started
+	defer func() {
+		close(gate.release)
+		if code := <-done; code != http.StatusUnauthorized {
+			t.Errorf("the slow token's request: %d, want 401", code)
+		}
+	}()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := serve(tt.req); got != tt.held {
+				t.Fatalf("while the slot is held: %d, want %d", got, tt.held)
+			}
+		})
+	}
+	t.Run("a 429 of a path no route serves adds no series of its resource", func(t *testing.T) {
+		fams := c.scrape()
+		if _, ok := sample(fams, "apiserver_request_total", map[string]string{"resource": "madeup"}); ok {
+			t.Fatal("a made-up resource labels apiserver_request_total")
+		}
+		if v, _ := sample(fams, "apiserver_request_total", refusedCMs); v != before+4 {
+			t.Fatalf("apiserver_request_total{resource=configmaps,code=429} went from %v to %v, want the four 429s of a served route", before, v)
+		}
+	})
 }
 
 func TestWatchLimit(t *testing.T) {

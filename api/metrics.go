@@ -50,7 +50,8 @@ import (
 //     (limits.go) keeps it, once its watermark upkeep runs (Serve).
 //   - Refusals: kube's max-in-flight filter records its 429s itself
 //     (apiserver_request_total{code="429"} and
-//     apiserver_request_terminations_total); a watch refused by the watch
+//     apiserver_request_terminations_total), with the resource labels of
+//     served routes only (withInFlightLimit); a watch refused by the watch
 //     cap is recorded the same way here. There is no priority and fairness,
 //     so no apiserver_flowcontrol_* figures.
 //
@@ -185,9 +186,9 @@ func (s *Server) metricRoute(info *genericapirequest.RequestInfo) (metricRoute, 
 // withRequestMetrics records each API request this node serves to its
 // client, once, with kube's MonitorRequest, and keeps watches in kube's
 // long-running gauge and in apiserver_registered_watchers. It sits after
-// authorisation and before the limits: the refusals of max in flight are
-// recorded by kube's filter, and a timeout's 504 is seen as the client
-// sees it.
+// authorisation and before the watch cap and the timeout: the refusals of
+// max in flight, which runs earlier, are recorded by kube's filter, and a
+// timeout's 504 is seen as the client sees it.
 //
 // Per request it adds no allocation of its own: the response code and
 // size come from the trackingWriter withRecovery already wraps every
@@ -254,14 +255,10 @@ func serveWatchMetered(w http.ResponseWriter, req *http.Request, info *genericap
 
 // recordRequest records one request in kube's request metrics.
 func recordRequest(req *http.Request, info *genericapirequest.RequestInfo, route metricRoute, code, size int, elapsed time.Duration) {
-	if code == http.StatusTooManyRequests {
-		if info.Verb != "watch" {
-			// Refused by kube's max-in-flight filter, which recorded it
-			// (RecordDroppedRequest); it never refuses a watch.
-			return
-		}
+	if code == http.StatusTooManyRequests && info.Verb == "watch" {
 		// Refused by the watch cap (limits.go): record it as kube's
-		// filter records its refusals.
+		// max-in-flight filter, which runs before this one and records
+		// its own refusals, records them.
 		endpointsmetrics.RecordRequestTermination(req, info, endpointsmetrics.APIServerComponent, code)
 	}
 	endpointsmetrics.MonitorRequest(req, installerVerb(info.Verb), info.APIGroup, info.APIVersion, info.Resource, info.Subresource,

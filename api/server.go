@@ -281,8 +281,13 @@ func (s *Server) buildHandler() http.Handler {
 	}
 	h = withGrownStack(h)
 	h = s.withAudit(h)
+	// Authentication in two steps around max in flight (withInFlightLimit):
+	// what TLS proved costs nothing and tells the limit who
+	// system:masters is; a bearer token is checked holding a slot.
+	h = s.withTokenAuthentication(h)
+	h = s.withInFlightLimit(h)
+	h = s.withTLSAuthentication(h)
 	h = filters.WithRequestInfo(h, s.infos)
-	h = s.withAuthentication(h)
 	h = s.withAuditInit(h)
 	h = s.withRecovery(h)
 	return h
@@ -333,14 +338,16 @@ func isPublic(path string) bool {
 	return false
 }
 
-// withAuthentication identifies the caller by a client certificate signed by
-// the cluster CA (CN = user, O = groups). Everything else gets 401, except the
-// public health and version paths.
-func (s *Server) withAuthentication(next http.Handler) http.Handler {
+// withTLSAuthentication identifies the callers the TLS handshake proved:
+// a peer node forwarding its client's request (the client's identity in
+// X-Remote-* headers, believed from node certificates only), and a client
+// certificate from the client CAs (CN = user, O = groups). It costs
+// nothing per request, so it runs before max in flight, which then knows
+// system:masters. Any other request goes on without a user, to
+// withTokenAuthentication.
+func (s *Server) withTLSAuthentication(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if s.fromNode(req) {
-			// A peer node forwarding a client's write carries the client's
-			// identity; only node certificates are trusted to do so.
 			if u, ok := identityFromHeaders(req.Header); ok {
 				next.ServeHTTP(w, req.WithContext(genericapirequest.WithUser(req.Context(), u)))
 				return
@@ -352,6 +359,20 @@ func (s *Server) withAuthentication(next http.Handler) http.Handler {
 			u := &user.DefaultInfo{Name: leaf.Subject.CommonName, Groups: groups}
 			req.Header.Del("Authorization")
 			next.ServeHTTP(w, req.WithContext(genericapirequest.WithUser(req.Context(), u)))
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
+// withTokenAuthentication identifies a caller withTLSAuthentication did
+// not by a bearer token (Config.Authenticator). Without one, the public
+// health and version paths are served to system:anonymous; everything
+// else gets 401.
+func (s *Server) withTokenAuthentication(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if _, ok := genericapirequest.UserFrom(req.Context()); ok {
+			next.ServeHTTP(w, req)
 			return
 		}
 		if s.cfg.Authenticator != nil && req.Header.Get("Authorization") != "" {
