@@ -190,27 +190,37 @@ func TestRemoteIdentityHeadersAreTrustedOnlyFromNodes(t *testing.T) {
 		r.Header.Add("X-Remote-Group", "system:masters")
 		return r
 	}
+	plain := func(chains [][]*x509.Certificate) *http.Request {
+		r := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/configmaps?watch=true", nil)
+		r.TLS = &tls.ConnectionState{VerifiedChains: chains}
+		return r
+	}
 	tests := []struct {
 		name     string
 		req      *http.Request
 		wantUser string
+		wantCred credential
 	}{
-		{"a node forwarding a write is trusted for the caller's identity", spoof(chains(nodeCA, certs.NodeRequest("n2"))), "mallory"},
-		{"a node subject from the cluster CA cannot claim another identity", spoof(chains(clusterCA, certs.NodeRequest("n2"))), certs.NodeUserPrefix + "n2"},
-		{"a client certificate cannot claim another identity", spoof(chains(clusterCA, certs.Request{CommonName: "admin", Organization: []string{"system:masters"}, Client: true})), "admin"},
+		{"a node forwarding a write is trusted for the caller's identity", spoof(chains(nodeCA, certs.NodeRequest("n2"))), "mallory", credentialForwarded},
+		{"a node subject from the cluster CA cannot claim another identity", spoof(chains(clusterCA, certs.NodeRequest("n2"))), certs.NodeUserPrefix + "n2", credentialCertificate},
+		{"a client certificate cannot claim another identity", spoof(chains(clusterCA, certs.Request{CommonName: "admin", Organization: []string{"system:masters"}, Client: true})), "admin", credentialCertificate},
+		{"a node's own certificate is a node's credential", plain(chains(nodeCA, certs.NodeRequest("n2"))), certs.NodeUserPrefix + "n2", credentialNode},
+		{"a node subject from the cluster CA is only a certificate", plain(chains(clusterCA, certs.NodeRequest("n2"))), certs.NodeUserPrefix + "n2", credentialCertificate},
 	}
 	s := testServer(t)
 	s.cfg.Nodes = certs.NewNodeVerifier(nodeCA)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got string
+			var who caller
 			h := authenticate(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				u, _ := genericapirequest.UserFrom(r.Context())
 				got = u.GetName()
+				who, _ = callerFrom(r.Context())
 			}))
 			h.ServeHTTP(httptest.NewRecorder(), tt.req)
-			if got != tt.wantUser {
-				t.Fatalf("user = %q, want %q", got, tt.wantUser)
+			if got != tt.wantUser || who.name() != tt.wantUser || who.cred != tt.wantCred {
+				t.Fatalf("user = %q, caller %q by credential %d; want %q by %d", got, who.name(), who.cred, tt.wantUser, tt.wantCred)
 			}
 		})
 	}

@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -44,7 +47,7 @@ func limitReq(t *testing.T, s *Server, method, target string, groups ...string) 
 		t.Fatal(err)
 	}
 	ctx := genericapirequest.WithRequestInfo(req.Context(), info)
-	ctx = genericapirequest.WithUser(ctx, &user.DefaultInfo{Name: "someone", Groups: append(groups, user.AllAuthenticated)})
+	ctx = withCaller(ctx, &user.DefaultInfo{Name: "someone", Groups: append(groups, user.AllAuthenticated)}, credentialCertificate)
 	return req.WithContext(ctx)
 }
 
@@ -248,6 +251,160 @@ func TestWatchLimit(t *testing.T) {
 	case <-b.started:
 	case <-time.After(10 * time.Second):
 		t.Fatal("a list was held back by the watch cap")
+	}
+}
+
+// TestWatchCap: the watch cap's bounds, step by step on one cap of 20
+// watches (2 reserved) and 3 per user. Each step takes a slot for a
+// caller, or is refused with the message of the bound it hits.
+func TestWatchCap(t *testing.T) {
+	const (
+		global   = "too many watches on this server (limit 20), please try again later"
+		reserved = "too many watches on this server (limit 20, of which 2 are kept for system components), please try again later"
+		perUser  = "too many watches by this user on this server (limit 3 per user), please try again later"
+	)
+	type step struct {
+		name   string
+		user   string
+		system bool
+		n      int    // watches to take
+		refuse string // "" if all n are taken; else the last is refused so
+	}
+	steps := []step{
+		{"a user takes watches up to the per-user limit", "alice", false, 3, ""},
+		{"the next watch of that user is refused", "alice", false, 1, perUser},
+		{"another user is not held back by the first", "bob", false, 3, ""},
+		{"a system identity is not bound by the per-user limit", "system:apiserver", true, 5, ""},
+		{"users take the rest of the users' share", "", false, 7, ""}, // u0..u6, one each: 18 running
+		{"a user is refused the reserve", "carol", false, 1, reserved},
+		{"a system identity takes the reserve", "system:apiserver", true, 2, ""},
+		{"no one gets past the cap", "system:apiserver", true, 1, global},
+	}
+	c := newWatchCap(20, 3)
+	if c.reserve != 2 {
+		t.Fatalf("reserve %d, want 2", c.reserve)
+	}
+	var releases []func()
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			for i := range st.n {
+				who := st.user
+				if who == "" {
+					who = fmt.Sprintf("u%d", i)
+				}
+				release, err := c.acquire(who, st.system)
+				last := i == st.n-1
+				if st.refuse != "" && last {
+					var se apierrors.APIStatus
+					if !errors.As(err, &se) || se.Status().Code != http.StatusTooManyRequests || se.Status().Message != st.refuse ||
+						se.Status().Details == nil || se.Status().Details.RetryAfterSeconds != 1 {
+						t.Fatalf("watch %d: %v, want 429 %q retry after 1s", i, err, st.refuse)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("watch %d refused: %v", i, err)
+				}
+				releases = append(releases, release)
+			}
+		})
+	}
+	t.Run("released slots are free again, once each", func(t *testing.T) {
+		for _, r := range releases {
+			r()
+			r()
+		}
+		if c.running != 0 || len(c.byUser) != 0 {
+			t.Fatalf("after release: %d running, %v", c.running, c.byUser)
+		}
+	})
+	t.Run("no bound at all is no cap", func(t *testing.T) {
+		if newWatchCap(0, 0) != nil {
+			t.Fatal("a cap without bounds")
+		}
+	})
+}
+
+// TestSystemCaller: who is a system identity for the watch cap depends on
+// the credential that proved the caller, not on the name alone.
+func TestSystemCaller(t *testing.T) {
+	s := testServer(t)
+	s.cfg.ComponentUsers = []string{"system:kube-controller-manager", "system:serviceaccount:kube-system:namespace-controller"}
+	u := func(name string, groups ...string) user.Info { return &user.DefaultInfo{Name: name, Groups: groups} }
+	tests := []struct {
+		name string
+		c    caller
+		want bool
+	}{
+		{"system:masters by certificate", caller{u("admin", user.SystemPrivilegedGroup), credentialCertificate}, true},
+		{"system:masters by a static token (kube's rule: any credential)", caller{u("root", user.SystemPrivilegedGroup), credentialToken}, true},
+		{"system:masters forwarded by a peer node", caller{u("admin", user.SystemPrivilegedGroup), credentialForwarded}, true},
+		{"a peer node's own certificate", caller{u("system:trustplane-node:n2", "system:trustplane-nodes"), credentialNode}, true},
+		{"a controller's certificate", caller{u("system:serviceaccount:kube-system:namespace-controller"), credentialCertificate}, true},
+		{"kube-controller-manager's certificate", caller{u("system:kube-controller-manager"), credentialCertificate}, true},
+		{"a token for a controller's ServiceAccount is not", caller{u("system:serviceaccount:kube-system:namespace-controller", "system:serviceaccounts"), credentialToken}, false},
+		{"a controller's name forwarded by a peer is not", caller{u("system:serviceaccount:kube-system:namespace-controller"), credentialForwarded}, false},
+		{"a certificate of another kube-system ServiceAccount is not", caller{u("system:serviceaccount:kube-system:default"), credentialCertificate}, false},
+		{"a node's name on a cluster-CA certificate is not", caller{u("system:trustplane-node:n2", "system:trustplane-nodes"), credentialCertificate}, false},
+		{"an ordinary user is not", caller{u("alice"), credentialCertificate}, false},
+		{"no caller is not", caller{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := s.systemCaller(tt.c); got != tt.want {
+				t.Fatalf("systemCaller = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestWatchLimitChargesTheAuthenticatedCaller: the watch cap charges and
+// exempts the caller authentication proved, whoever it impersonates.
+func TestWatchLimitChargesTheAuthenticatedCaller(t *testing.T) {
+	s := testServer(t)
+	s.cfg.MaxWatches, s.cfg.MaxWatchesPerUser = 100, 1
+	b := newBlocking()
+	h := s.withLimits(b)
+	watch := func(real, effective user.Info, cred credential) *http.Request {
+		req := limitReq(t, s, http.MethodGet, "/api/v1/configmaps?watch=true")
+		ctx := withCaller(req.Context(), real, cred)
+		return req.WithContext(genericapirequest.WithUser(ctx, effective))
+	}
+	alice := &user.DefaultInfo{Name: "alice"}
+	admin := &user.DefaultInfo{Name: "admin", Groups: []string{user.SystemPrivilegedGroup}}
+	go h.ServeHTTP(httptest.NewRecorder(), watch(alice, alice, credentialCertificate))
+	<-b.started
+	defer close(b.release)
+	tests := []struct {
+		name string
+		req  *http.Request
+		code int
+	}{
+		{"impersonating someone else does not give a second budget", watch(alice, &user.DefaultInfo{Name: "bob"}, credentialCertificate), http.StatusTooManyRequests},
+		{"impersonating system:masters does not exempt", watch(alice, admin, credentialCertificate), http.StatusTooManyRequests},
+		{"system:masters impersonating a user is still exempt", watch(admin, alice, credentialCertificate), http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			done := make(chan int, 1)
+			go func() {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, tt.req)
+				done <- rec.Code
+			}()
+			select {
+			case <-b.started:
+				if tt.code != http.StatusOK {
+					t.Fatal("the watch was let through")
+				}
+			case code := <-done:
+				if code != tt.code {
+					t.Fatalf("answered %d, want %d", code, tt.code)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no answer")
+			}
+		})
 	}
 }
 
