@@ -21,9 +21,9 @@ import (
 // auditlog builds them from kube-apiserver's flags), every request is
 // recorded with kube's own filters, in kube's order:
 //
-//   - WithAuditInit, outside authentication: the audit context and the
-//     Audit-ID header (the client's, else a new one), echoed in the
-//     response.
+//   - WithAuditInit, outside authentication and RequestInfo: the audit
+//     context and the Audit-ID header (the client's, else a new one),
+//     echoed in the response.
 //   - WithFailedAuthenticationAudit on the 401 path: a request no
 //     credential identifies is recorded (ResponseStarted), without a user.
 //   - WithAudit after authentication and RequestInfo, before
@@ -44,9 +44,16 @@ import (
 //
 // Every policy is applied Capped (auditlog.CarriesCredentials): Secrets,
 // TokenRequest and TokenReview are recorded at Metadata at most, so no
-// secret data, token or key is written at any level. Credentials in
-// headers are never recorded (kube's events hold no headers; the failed
-// authentication event names the method only, "bearer").
+// secret data, token or key is written at any level; and every sink is
+// Redacting: such a request's event keeps no admission policy's
+// annotations and no response message, which a policy's auditAnnotations
+// or messageExpression could fill with the object's data (the client
+// still gets the message, as in kube). Credentials in headers are never
+// recorded (kube's events hold no headers; the failed authentication
+// event names the method only, "bearer").
+//
+// A request max in flight refuses (429) is not recorded: that filter runs
+// before bearer tokens are checked (limits.go), so no user is known yet.
 //
 // Without a sink the filters are not installed and the handlers test one
 // bool: auditing costs nothing when it is off.
@@ -54,7 +61,7 @@ import (
 // setupAudit keeps the audit sink and capped policy, and builds the 401
 // handler authentication uses.
 func (s *Server) setupAudit() {
-	s.auditSink, s.auditPolicy = s.cfg.AuditSink, auditlog.Capped(s.cfg.AuditPolicy)
+	s.auditSink, s.auditPolicy = auditlog.Redacting(s.cfg.AuditSink), auditlog.Capped(s.cfg.AuditPolicy)
 	s.auditing = s.auditSink != nil && s.auditPolicy != nil
 	if !s.auditing {
 		return
@@ -62,9 +69,7 @@ func (s *Server) setupAudit() {
 	unauthorized := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		s.writeError(w, req, apierrors.NewUnauthorized("Unauthorized"))
 	})
-	// kube's WithAudit needs a RequestInfo; here authentication runs before
-	// the RequestInfo filter, so the 401 path builds its own.
-	s.failedAuthn = filters.WithRequestInfo(filters.WithFailedAuthenticationAudit(unauthorized, s.auditSink, s.auditPolicy), s.infos)
+	s.failedAuthn = filters.WithFailedAuthenticationAudit(unauthorized, s.auditSink, s.auditPolicy)
 }
 
 // unauthenticated answers 401 to a request no credential identifies,

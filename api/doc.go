@@ -21,10 +21,13 @@
 //     (fuzz_test.go), which fails on a panic or on an error answer after
 //     which any stored object differs.
 //   - Requests are bounded in size, count and time (limits.go): bodies
-//     (3 MiB), requests in flight (429, kube's maxinflight filter; watches
-//     and health probes exempt), watches per node (429), the request
-//     deadline, which is also the body read deadline (504, kube's timeout
-//     filter), and connections in their TLS handshake (closed at accept).
+//     (3 MiB), requests in flight (429, kube's maxinflight filter, run
+//     before bearer tokens are checked and before authorisation, so 401s
+//     and 403s wait for its slots too; watches and health probes exempt),
+//     watches per node and per caller with a reserve for system identities
+//     (429), the request deadline, which is also the body read deadline
+//     (504, kube's timeout filter), and connections in their TLS handshake
+//     (closed at accept).
 //   - Authorisation sees the effective user: impersonation runs first, and
 //     a follower forwards a write with that user in X-Remote-* headers,
 //     which only peer node certificates may set. Config.Nodes decides who

@@ -23,14 +23,22 @@ import (
 
 func testServer(t *testing.T) *Server {
 	t.Helper()
+	return newTestServer(t, nil, func(*Config) {})
+}
+
+// newTestServer is testServer serving resources, with mod applied to its
+// config before the filter chain is built.
+func newTestServer(t *testing.T, resources []*registry.Resource, mod func(*Config)) *Server {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.TLS = &tls.Config{Certificates: []tls.Certificate{{}}}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	mod(cfg)
 	stor, err := storage.New(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(cfg, registry.New(stor, nil, nil))
+	s, err := New(cfg, registry.New(stor, resources, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +114,7 @@ func TestAuthentication(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var gotUser string
 			var gotGroups []string
-			h := s.withAuthentication(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := authenticate(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				u, _ := genericapirequest.UserFrom(r.Context())
 				gotUser, gotGroups = u.GetName(), u.GetGroups()
 			}))
@@ -182,30 +190,46 @@ func TestRemoteIdentityHeadersAreTrustedOnlyFromNodes(t *testing.T) {
 		r.Header.Add("X-Remote-Group", "system:masters")
 		return r
 	}
+	plain := func(chains [][]*x509.Certificate) *http.Request {
+		r := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/configmaps?watch=true", nil)
+		r.TLS = &tls.ConnectionState{VerifiedChains: chains}
+		return r
+	}
 	tests := []struct {
 		name     string
 		req      *http.Request
 		wantUser string
+		wantCred credential
 	}{
-		{"a node forwarding a write is trusted for the caller's identity", spoof(chains(nodeCA, certs.NodeRequest("n2"))), "mallory"},
-		{"a node subject from the cluster CA cannot claim another identity", spoof(chains(clusterCA, certs.NodeRequest("n2"))), certs.NodeUserPrefix + "n2"},
-		{"a client certificate cannot claim another identity", spoof(chains(clusterCA, certs.Request{CommonName: "admin", Organization: []string{"system:masters"}, Client: true})), "admin"},
+		{"a node forwarding a write is trusted for the caller's identity", spoof(chains(nodeCA, certs.NodeRequest("n2"))), "mallory", credentialForwarded},
+		{"a node subject from the cluster CA cannot claim another identity", spoof(chains(clusterCA, certs.NodeRequest("n2"))), certs.NodeUserPrefix + "n2", credentialCertificate},
+		{"a client certificate cannot claim another identity", spoof(chains(clusterCA, certs.Request{CommonName: "admin", Organization: []string{"system:masters"}, Client: true})), "admin", credentialCertificate},
+		{"a node's own certificate is a node's credential", plain(chains(nodeCA, certs.NodeRequest("n2"))), certs.NodeUserPrefix + "n2", credentialNode},
+		{"a node subject from the cluster CA is only a certificate", plain(chains(clusterCA, certs.NodeRequest("n2"))), certs.NodeUserPrefix + "n2", credentialCertificate},
 	}
 	s := testServer(t)
 	s.cfg.Nodes = certs.NewNodeVerifier(nodeCA)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got string
-			h := s.withAuthentication(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var who caller
+			h := authenticate(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				u, _ := genericapirequest.UserFrom(r.Context())
 				got = u.GetName()
+				who, _ = callerFrom(r.Context())
 			}))
 			h.ServeHTTP(httptest.NewRecorder(), tt.req)
-			if got != tt.wantUser {
-				t.Fatalf("user = %q, want %q", got, tt.wantUser)
+			if got != tt.wantUser || who.name() != tt.wantUser || who.cred != tt.wantCred {
+				t.Fatalf("user = %q, caller %q by credential %d; want %q by %d", got, who.name(), who.cred, tt.wantUser, tt.wantCred)
 			}
 		})
 	}
+}
+
+// authenticate is the two authentication filters with nothing between
+// them (the chain puts max in flight there).
+func authenticate(s *Server, next http.Handler) http.Handler {
+	return s.withTLSAuthentication(s.withTokenAuthentication(next))
 }
 
 func TestIdentityHeadersRoundTrip(t *testing.T) {

@@ -1,15 +1,18 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/filters"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericfilters "k8s.io/apiserver/pkg/server/filters"
@@ -21,14 +24,20 @@ import (
 // requests together, may cost the node, the way kube-apiserver's generic
 // filters do:
 //
-//   - max in flight (kube's own filter): at most MaxRequestsInFlight
-//     read-only and MaxMutatingRequestsInFlight mutating requests run at
-//     once; further ones get 429 "Too many requests, please try again
-//     later." with Retry-After: 1. Long-running requests and health
-//     probes are not counted, and system:masters is served even when the
-//     limit is reached (kube's rule: the super-admin always gets an answer).
-//   - watch cap: at most MaxWatches watches run at once on this node; more
-//     get 429 with a Status.
+//   - max in flight (kube's own filter, withInFlightLimit): at most
+//     MaxRequestsInFlight read-only and MaxMutatingRequestsInFlight
+//     mutating requests run at once; further ones get 429 "Too many
+//     requests, please try again later." with Retry-After: 1. Long-running
+//     requests and health probes are not counted, and system:masters is
+//     served even when the limit is reached (kube's rule: the super-admin
+//     always gets an answer). It runs before bearer tokens are checked and
+//     before authorisation, so a flood of bad credentials (401) or of
+//     requests RBAC refuses (403) waits for the same slots as everything
+//     else instead of costing the node without bound.
+//   - watch cap (withWatchLimit): at most MaxWatches watches run at once on
+//     this node; a tenth of them is kept for system identities
+//     (systemCaller), and any other caller may hold at most
+//     MaxWatchesPerUser. Beyond a bound: 429 with a Status.
 //   - request timeout: a request that is not long-running gets a deadline
 //     of RequestTimeout (or a shorter ?timeout=; kube's filter) and 504
 //     with kube's Timeout Status when it passes (withTimeout, which runs
@@ -64,9 +73,10 @@ func notCountedInFlight(req *http.Request, info *genericapirequest.RequestInfo) 
 	return isLongRunning(req, info) || isHealthProbe(req.URL.Path)
 }
 
-// withLimits wraps next in the overload filters, outermost first: max in
-// flight, the watch cap, the request deadline, the body read deadline, and
-// the timeout. It needs the RequestInfo and the user in the context.
+// withLimits wraps next in the overload filters that need the effective
+// user and the authorisation decision, outermost first: the watch cap, the
+// request deadline, the body read deadline, and the timeout. Max in
+// flight runs earlier (withInFlightLimit).
 func (s *Server) withLimits(next http.Handler) http.Handler {
 	h := next
 	if s.cfg.RequestTimeout > 0 {
@@ -74,8 +84,58 @@ func (s *Server) withLimits(next http.Handler) http.Handler {
 		h = withBodyReadDeadline(h)
 		h = filters.WithRequestDeadline(h, nil, nil, isLongRunning, registry.Codecs, s.cfg.RequestTimeout)
 	}
-	h = s.withWatchLimit(h)
-	return genericfilters.WithMaxInFlightLimit(h, s.cfg.MaxRequestsInFlight, s.cfg.MaxMutatingRequestsInFlight, notCountedInFlight)
+	return s.withWatchLimit(h)
+}
+
+// withInFlightLimit is kube's max-in-flight filter. It must run after the
+// RequestInfo filter and the identities TLS proves (withTLSAuthentication:
+// the one place a system:masters caller is known before any cost is
+// paid), and before bearer tokens are checked (withTokenAuthentication)
+// and requests authorised, so that every request that is not long-running
+// holds a slot while its credential is checked: kube places its filter
+// after authentication, which leaves 401s unbounded; here a token check
+// that falls back to a read through the leader (api/authn) is bounded too.
+//
+// kube's filter records each 429 in apiserver_request_total and
+// apiserver_request_terminations_total under the request's group,
+// version and resource. Before authentication those are anyone's to
+// choose, so it is handed a RequestInfo whose resource labels are blanked
+// unless the route is served (metricRoute), and the chain after it gets
+// the request's own RequestInfo back.
+func (s *Server) withInFlightLimit(next http.Handler) http.Handler {
+	if s.cfg.MaxRequestsInFlight == 0 && s.cfg.MaxMutatingRequestsInFlight == 0 {
+		return next
+	}
+	restored := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if info, ok := req.Context().Value(unlabelledInfoKey{}).(*genericapirequest.RequestInfo); ok {
+			req = req.WithContext(genericapirequest.WithRequestInfo(req.Context(), info))
+		}
+		next.ServeHTTP(w, req)
+	})
+	limited := genericfilters.WithMaxInFlightLimit(restored, s.cfg.MaxRequestsInFlight, s.cfg.MaxMutatingRequestsInFlight, notCountedInFlight)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if info, ok := genericapirequest.RequestInfoFrom(req.Context()); ok && info.IsResourceRequest {
+			if _, served := s.metricRoute(info); !served {
+				ctx := context.WithValue(req.Context(), unlabelledInfoKey{}, info)
+				req = req.WithContext(genericapirequest.WithRequestInfo(ctx, unlabelled(info)))
+			}
+		}
+		limited.ServeHTTP(w, req)
+	})
+}
+
+// unlabelledInfoKey holds the request's own RequestInfo while kube's
+// max-in-flight filter sees unlabelled's copy.
+type unlabelledInfoKey struct{}
+
+// unlabelled is info without what would label a metric series: group,
+// version, resource, subresource, name. The verb, which tells kube's
+// filter read-only from mutating and watches from the rest, is kept.
+func unlabelled(info *genericapirequest.RequestInfo) *genericapirequest.RequestInfo {
+	c := *info
+	c.APIGroup, c.APIVersion, c.Resource, c.Subresource, c.Name = "", "", "", "", ""
+	c.Parts = nil
+	return &c
 }
 
 // withBodyReadDeadline makes the request's deadline the read deadline of
@@ -97,28 +157,198 @@ func withBodyReadDeadline(next http.Handler) http.Handler {
 // withWatchLimit caps the watches running at once on this node. Each watch
 // costs a goroutine and a position in the watch cache for as long as the
 // client stays; the cap turns a flood of watches into 429s, which clients
-// (client-go's reflectors) retry after Retry-After.
+// (client-go's reflectors) retry after Retry-After. It runs after
+// authorisation, so a watch RBAC refuses takes no slot, and charges the
+// caller authentication proved (callerFrom), not the user it impersonates:
+// impersonating many users spreads no one's watches over many budgets, and
+// impersonating a system identity does not make a caller one.
 func (s *Server) withWatchLimit(next http.Handler) http.Handler {
-	max := int64(s.cfg.MaxWatches)
-	if max <= 0 {
+	c := newWatchCap(s.cfg.MaxWatches, s.cfg.MaxWatchesPerUser)
+	if c == nil {
 		return next
 	}
-	var running atomic.Int64
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		info, ok := genericapirequest.RequestInfoFrom(req.Context())
 		if !ok || info.Verb != "watch" {
 			next.ServeHTTP(w, req)
 			return
 		}
-		if running.Add(1) > max {
-			running.Add(-1)
-			s.writeError(w, req, apierrors.NewTooManyRequests(
-				fmt.Sprintf("too many watches on this server (limit %d), please try again later", max), 1))
+		who, _ := callerFrom(req.Context())
+		release, err := c.acquire(who.name(), s.systemCaller(who))
+		if err != nil {
+			s.writeError(w, req, err)
 			return
 		}
-		defer running.Add(-1)
+		defer release()
 		next.ServeHTTP(w, req)
 	})
+}
+
+// watchCap counts the watches running on this node against three bounds:
+//
+//   - max: every watch, a system identity's too. 0: no bound.
+//   - reserve: the last watchReserve(max) slots are for system identities
+//     only. Any other caller is refused while fewer are free, so however
+//     many ordinary users (or ServiceAccounts an attacker can create)
+//     there are, they can never take the slots the node's own informers,
+//     controllers and system:masters need.
+//   - perUser: the watches one caller who is not a system identity may
+//     hold. 0: no bound.
+//
+// System identities are exempt from perUser and from the reserve.
+type watchCap struct {
+	max, reserve, perUser int
+
+	mu      sync.Mutex
+	running int
+	byUser  map[string]int // ordinary callers' watches; no zero entries
+}
+
+// newWatchCap returns the cap for max and perUser, or nil when both are 0.
+func newWatchCap(max, perUser int) *watchCap {
+	if max <= 0 && perUser <= 0 {
+		return nil
+	}
+	return &watchCap{max: max, reserve: watchReserve(max), perUser: perUser, byUser: map[string]int{}}
+}
+
+// watchReserve is the part of a cap of max watches that only system
+// identities may take: a tenth, at least one when max allows one to each
+// side.
+func watchReserve(max int) int {
+	if max < 2 {
+		return 0
+	}
+	return (max + 9) / 10
+}
+
+// acquire takes a slot for a watch of user, a system identity or not, and
+// returns the func that gives it back; or, past a bound, kube's 429
+// TooManyRequests Status with Retry-After 1, and no slot.
+func (c *watchCap) acquire(user string, system bool) (release func(), err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.max > 0 && c.running >= c.max:
+		return nil, tooManyWatches(fmt.Sprintf("too many watches on this server (limit %d), please try again later", c.max))
+	case !system && c.max > 0 && c.running >= c.max-c.reserve:
+		return nil, tooManyWatches(fmt.Sprintf("too many watches on this server (limit %d, of which %d are kept for system components), please try again later", c.max, c.reserve))
+	case !system && c.perUser > 0 && c.byUser[user] >= c.perUser:
+		return nil, tooManyWatches(fmt.Sprintf("too many watches by this user on this server (limit %d per user), please try again later", c.perUser))
+	}
+	c.running++
+	if !system {
+		c.byUser[user]++
+	}
+	var once sync.Once
+	return func() { once.Do(func() { c.release(user, system) }) }, nil
+}
+
+func (c *watchCap) release(user string, system bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running--
+	if system {
+		return
+	}
+	if c.byUser[user]--; c.byUser[user] == 0 {
+		delete(c.byUser, user)
+	}
+}
+
+// tooManyWatches is the watch cap's refusal: kube's 429 Status, retry
+// after a second.
+func tooManyWatches(msg string) error { return apierrors.NewTooManyRequests(msg, 1) }
+
+// Who sent a request. The user in a request's context is the effective
+// one, which impersonation replaces; the watch cap needs the caller
+// authentication proved, and how it proved it.
+
+// credential is how authentication proved a caller's identity.
+type credential int
+
+const (
+	// credentialNone: no credential (anonymous, the public paths).
+	credentialNone credential = iota
+	// credentialToken: a bearer token (a ServiceAccount's, the bootstrap
+	// token, a static token).
+	credentialToken
+	// credentialForwarded: a peer node's X-Remote-* headers, for its
+	// client, whose own credential this node has not seen.
+	credentialForwarded
+	// credentialCertificate: a client certificate the TLS handshake
+	// verified against the client CAs.
+	credentialCertificate
+	// credentialNode: a peer node's own certificate, from the node CA
+	// (Config.Nodes), which no API signer uses.
+	credentialNode
+)
+
+// caller is a request's authenticated caller.
+type caller struct {
+	user user.Info
+	cred credential
+}
+
+// name is the caller's user name; "" when there is none.
+func (c caller) name() string {
+	if c.user == nil {
+		return ""
+	}
+	return c.user.GetName()
+}
+
+type callerKey struct{}
+
+// withCaller records the caller authentication proved, and sets it as the
+// request's user.
+func withCaller(ctx context.Context, u user.Info, cred credential) context.Context {
+	return genericapirequest.WithUser(context.WithValue(ctx, callerKey{}, caller{user: u, cred: cred}), u)
+}
+
+// callerFrom is the caller withCaller recorded.
+func callerFrom(ctx context.Context) (caller, bool) {
+	c, ok := ctx.Value(callerKey{}).(caller)
+	return c, ok
+}
+
+// systemCaller decides who is a system identity, for the watch cap: exempt
+// from the per-user bound and allowed into the reserve. A system identity
+// is
+//
+//   - a member of system:masters, however authenticated (kube's rule for
+//     max in flight: the super-admin, and the node's loopback clients,
+//     which carry that group);
+//   - a peer node's own certificate (credentialNode): only the node CA
+//     issues those, and no API signer uses it;
+//   - a client certificate naming one of Config.ComponentUsers, the
+//     identities the node issues its own controllers' certificates in
+//     (system:kube-controller-manager, kube-system ServiceAccounts such as
+//     namespace-controller).
+//
+// A bearer token is never enough, even for those names: the node's
+// components never authenticate with tokens, while a token for a
+// kube-system ServiceAccount is what anyone allowed to create
+// serviceaccounts/token there can obtain. A certificate with such a name
+// other than the node's own needs a CSR approved for the
+// kube-apiserver-client signer, whose approver can already give anyone
+// any of these identities and the RBAC rights that come with them, which
+// exceed this exemption. Impersonation changes none of this: the caller is
+// the one authentication proved (callerFrom).
+func (s *Server) systemCaller(c caller) bool {
+	if c.user == nil {
+		return false
+	}
+	if slices.Contains(c.user.GetGroups(), user.SystemPrivilegedGroup) {
+		return true
+	}
+	switch c.cred {
+	case credentialNode:
+		return true
+	case credentialCertificate:
+		return slices.Contains(s.cfg.ComponentUsers, c.user.GetName())
+	}
+	return false
 }
 
 // pendingListener bounds the connections that are accepted but have not yet

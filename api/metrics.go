@@ -12,7 +12,6 @@ import (
 	endpointsmetrics "k8s.io/apiserver/pkg/endpoints/metrics"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericfilters "k8s.io/apiserver/pkg/server/filters"
-	etcd3metrics "k8s.io/apiserver/pkg/storage/etcd3/metrics"
 	compbasemetrics "k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
@@ -39,8 +38,10 @@ import (
 //     routes it installed, only served resources, versions and
 //     subresources are recorded: a path no route serves, and every
 //     non-resource path, adds no series (kube's healthz records the three
-//     health roots itself). Requests refused before the filter (401, 403)
-//     are not recorded, as in kube.
+//     health roots itself). Custom resources are recorded under their
+//     group, version and resource while their definition serves them
+//     (metricRoute), as kube's apiextensions server records them. Requests
+//     refused before the filter (401, 403) are not recorded, as in kube.
 //   - apiserver_longrunning_requests: watches, while they run.
 //   - apiserver_requested_deprecated_apis: requests to a deprecated
 //     version (kube's rule, deprecation.IsDeprecated of the version's Go
@@ -49,13 +50,15 @@ import (
 //     (limits.go) keeps it, once its watermark upkeep runs (Serve).
 //   - Refusals: kube's max-in-flight filter records its 429s itself
 //     (apiserver_request_total{code="429"} and
-//     apiserver_request_terminations_total); a watch refused by the watch
+//     apiserver_request_terminations_total), with the resource labels of
+//     served routes only (withInFlightLimit); a watch refused by the watch
 //     cap is recorded the same way here. There is no priority and fairness,
 //     so no apiserver_flowcontrol_* figures.
 //
 // apiserver_storage_objects is kube's gauge too, fed from the node's fsm
-// when scraped (objectCounter), and apiserver_registered_watchers is
-// kube's former gauge (registeredWatchers).
+// when scraped, with a series per resource the node stores
+// (objectCounter), and apiserver_registered_watchers is kube's former
+// gauge (registeredWatchers).
 const metricsPath = "/metrics"
 
 // registeredWatchers is apiserver_registered_watchers as kube-apiserver
@@ -72,13 +75,12 @@ var registeredWatchers = compbasemetrics.NewGaugeVec(&compbasemetrics.GaugeOpts{
 
 var registerMetricsOnce sync.Once
 
-// registerMetrics registers kube's request and storage metrics in kube's
+// registerMetrics registers kube's request metrics in kube's
 // process-wide registry. Until then kube's metrics are no-ops, so a
 // process that builds no Server pays nothing for them.
 func registerMetrics() {
 	registerMetricsOnce.Do(func() {
 		endpointsmetrics.Register()
-		etcd3metrics.Register() // apiserver_storage_objects
 		legacyregistry.MustRegister(registeredWatchers)
 	})
 }
@@ -88,7 +90,8 @@ func registerMetrics() {
 func (s *Server) newMetricsHandler() (http.Handler, error) {
 	registerMetrics()
 	own := prometheus.NewRegistry()
-	cs := append([]prometheus.Collector{watchCacheCollector{s.reg.Storage()}}, s.cfg.Collectors...)
+	s.objects = &objectCounter{st: s.reg.Storage()}
+	cs := append([]prometheus.Collector{watchCacheCollector{s.reg.Storage()}, s.objects}, s.cfg.Collectors...)
 	for _, c := range cs {
 		if err := own.Register(c); err != nil {
 			return nil, fmt.Errorf("api: register a metrics collector: %w", err)
@@ -101,7 +104,7 @@ func (s *Server) newMetricsHandler() (http.Handler, error) {
 // serveMetrics serves GET /metrics, after counting the stored objects if
 // the last count is old.
 func (s *Server) serveMetrics(w http.ResponseWriter, req *http.Request) {
-	s.objects.refresh(s.reg.Storage(), time.Now())
+	s.objects.refresh(time.Now())
 	s.metrics.ServeHTTP(w, req)
 }
 
@@ -156,12 +159,36 @@ func metricRoutes(reg *registry.Registry) map[routeKey]metricRoute {
 	return routes
 }
 
+// metricRoute is the route info's request is recorded under, and whether
+// the node serves it: a built-in route (the table New builds), or a route
+// of a custom resource the node serves now, as kube's apiextensions
+// server instruments the resources, status and scale subresources of the
+// definitions it serves. Custom routes come and go with their
+// definitions, so they are looked up per request in the registry, which
+// holds only served versions; only those, never a path a client makes up,
+// label a series.
+func (s *Server) metricRoute(info *genericapirequest.RequestInfo) (metricRoute, bool) {
+	if r, ok := s.routes[routeKey{info.APIGroup, info.APIVersion, info.Resource, info.Subresource}]; ok {
+		return r, true
+	}
+	st := s.reg.Store(schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource})
+	if st == nil || st.Custom == nil {
+		return metricRoute{}, false
+	}
+	if sub := info.Subresource; sub != "" && st.Subresources[sub] == nil && !customScale(st, sub) {
+		return metricRoute{}, false
+	}
+	// kube's apiextensions server reports no removed release for custom
+	// versions.
+	return metricRoute{kind: st.KindName}, true
+}
+
 // withRequestMetrics records each API request this node serves to its
 // client, once, with kube's MonitorRequest, and keeps watches in kube's
 // long-running gauge and in apiserver_registered_watchers. It sits after
-// authorisation and before the limits: the refusals of max in flight are
-// recorded by kube's filter, and a timeout's 504 is seen as the client
-// sees it.
+// authorisation and before the watch cap and the timeout: the refusals of
+// max in flight, which runs earlier, are recorded by kube's filter, and a
+// timeout's 504 is seen as the client sees it.
 //
 // Per request it adds no allocation of its own: the response code and
 // size come from the trackingWriter withRecovery already wraps every
@@ -174,7 +201,7 @@ func (s *Server) withRequestMetrics(next http.Handler) http.Handler {
 			next.ServeHTTP(w, req)
 			return
 		}
-		route, ok := s.routes[routeKey{info.APIGroup, info.APIVersion, info.Resource, info.Subresource}]
+		route, ok := s.metricRoute(info)
 		if !ok || s.forwardedHere(req) {
 			next.ServeHTTP(w, req)
 			return
@@ -228,14 +255,10 @@ func serveWatchMetered(w http.ResponseWriter, req *http.Request, info *genericap
 
 // recordRequest records one request in kube's request metrics.
 func recordRequest(req *http.Request, info *genericapirequest.RequestInfo, route metricRoute, code, size int, elapsed time.Duration) {
-	if code == http.StatusTooManyRequests {
-		if info.Verb != "watch" {
-			// Refused by kube's max-in-flight filter, which recorded it
-			// (RecordDroppedRequest); it never refuses a watch.
-			return
-		}
+	if code == http.StatusTooManyRequests && info.Verb == "watch" {
 		// Refused by the watch cap (limits.go): record it as kube's
-		// filter records its refusals.
+		// max-in-flight filter, which runs before this one and records
+		// its own refusals, records them.
 		endpointsmetrics.RecordRequestTermination(req, info, endpointsmetrics.APIServerComponent, code)
 	}
 	endpointsmetrics.MonitorRequest(req, installerVerb(info.Verb), info.APIGroup, info.APIVersion, info.Resource, info.Subresource,
@@ -276,30 +299,75 @@ func installerVerb(verb string) string {
 // scraper polling fast costs one pass over the store per period.
 const objectCountPeriod = 30 * time.Second
 
-// objectCounter feeds kube's apiserver_storage_objects from the node's fsm
+// descStorageObjects is kube's apiserver_storage_objects (k8s.io/apiserver
+// storage/etcd3/metrics), name, help and label as kube serves them. It is
+// this server's own collector (objectCounter) instead of kube's global
+// gauge, which can set a resource's series but never remove it.
+var descStorageObjects = prometheus.NewDesc("apiserver_storage_objects",
+	"[STABLE] Number of stored objects at the time of last check split by kind. In case of a fetching error, the value will be -1.",
+	[]string{"resource"}, nil)
+
+// objectCounter reports apiserver_storage_objects from the node's fsm
 // (storage.ObjectCounts): the live objects per resource at the time of the
 // last count, labelled as kube labels them (group resource, "configmaps",
 // "certificatesigningrequests.certificates.k8s.io").
+//
+// A resource has a series exactly while the storage layer has a store for
+// it (storage.Resources): when a custom resource definition is deleted or
+// stops serving a resource, the store is forgotten and the series goes at
+// the next scrape, so deleted definitions leave no series behind. A change
+// in the set of resources also counts again at once, so a new resource is
+// reported from its first scrape.
 type objectCounter struct {
-	mu   sync.Mutex // one count at a time
-	last time.Time  // zero: never counted
+	st *storage.Storage
+
+	mu     sync.Mutex // one count at a time
+	last   time.Time  // zero: never counted
+	counts map[schema.GroupResource]int64
 }
 
 // refresh counts the objects if the last count is older than
-// objectCountPeriod at now.
-func (c *objectCounter) refresh(st *storage.Storage, now time.Time) {
+// objectCountPeriod at now, or was of another set of resources.
+func (c *objectCounter) refresh(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.last.IsZero() && now.Sub(c.last) < objectCountPeriod {
+	if !c.last.IsZero() && now.Sub(c.last) < objectCountPeriod && c.sameResources() {
 		return
 	}
-	counts := st.ObjectCounts()
+	counts := c.st.ObjectCounts()
 	if counts == nil {
 		return
 	}
-	c.last = now
-	for gr, n := range counts {
-		etcd3metrics.UpdateObjectCount(gr.String(), n)
+	c.last, c.counts = now, counts
+}
+
+// sameResources says whether the last count covers exactly the resources
+// the storage layer has stores for now. c.mu is held.
+func (c *objectCounter) sameResources() bool {
+	now := c.st.Resources()
+	if len(now) != len(c.counts) {
+		return false
+	}
+	for _, gr := range now {
+		if _, ok := c.counts[gr]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Describe implements prometheus.Collector.
+func (c *objectCounter) Describe(ch chan<- *prometheus.Desc) { ch <- descStorageObjects }
+
+// Collect implements prometheus.Collector: the last count of each resource
+// that still has a store.
+func (c *objectCounter) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, gr := range c.st.Resources() {
+		if n, ok := c.counts[gr]; ok {
+			ch <- prometheus.MustNewConstMetric(descStorageObjects, prometheus.GaugeValue, float64(n), gr.String())
+		}
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
 )
 
@@ -274,7 +275,7 @@ func TestObjectCountsRefreshAtMostOncePerPeriod(t *testing.T) {
 	c := metricsClient{t: t, s: e.s}
 	stor := e.s.reg.Storage()
 	cms := schema.GroupResource{Resource: "configmaps"}
-	var counter objectCounter
+	counter := e.s.objects
 	t0 := time.Unix(1_000_000, 0)
 	counted := func() float64 {
 		t.Helper()
@@ -284,7 +285,7 @@ func TestObjectCountsRefreshAtMostOncePerPeriod(t *testing.T) {
 		}
 		return v
 	}
-	counter.refresh(stor, t0)
+	counter.refresh(t0)
 	first := counted()
 	if want := float64(stor.ObjectCounts()[cms]); first != want {
 		t.Fatalf("first count %v, want %v", first, want)
@@ -303,9 +304,111 @@ func TestObjectCountsRefreshAtMostOncePerPeriod(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			counter.refresh(stor, tt.at)
+			counter.refresh(tt.at)
 			if got := counted(); got != tt.want {
 				t.Fatalf("apiserver_storage_objects{resource=configmaps} = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestCustomResourceRequestMetrics: requests for a custom resource, its
+// status and its scale are recorded under the resource's group, version
+// and resource while its definition serves them, as kube's apiextensions
+// server records them; a version it does not serve, and the resource once
+// the definition is gone, add nothing.
+func TestCustomResourceRequestMetrics(t *testing.T) {
+	s := newCustomServer(t, nil)
+	c := metricsClient{t: t, s: s}
+	const coll = "/apis/example.com/v1/namespaces/default/gizmos"
+	tests := []struct {
+		name                     string
+		method, target, ct, body string
+		code                     int
+		verb, sub, scope         string
+	}{
+		{"a create", http.MethodPost, coll, "application/json", `{"apiVersion":"example.com/v1","kind":"Gizmo","metadata":{"name":"g"},"spec":{"replicas":1}}`,
+			201, "POST", "", "resource"},
+		{"a get", http.MethodGet, coll + "/g", "", "", 200, "GET", "", "resource"},
+		{"a list", http.MethodGet, coll, "", "", 200, "LIST", "", "namespace"},
+		{"a get of status", http.MethodGet, coll + "/g/status", "", "", 200, "GET", "status", "resource"},
+		{"a get of scale", http.MethodGet, coll + "/g/scale", "", "", 200, "GET", "scale", "resource"},
+		{"a patch of scale", http.MethodPatch, coll + "/g/scale", "application/merge-patch+json", `{"spec":{"replicas":2}}`, 200, "PATCH", "scale", "resource"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			labels := map[string]string{"verb": tt.verb, "group": "example.com", "version": "v1", "resource": "gizmos",
+				"subresource": tt.sub, "scope": tt.scope, "component": "apiserver", "code": strconv.Itoa(tt.code)}
+			n0, _ := sample(c.scrape(), "apiserver_request_total", labels)
+			if rec := c.do(tt.method, tt.target, tt.ct, tt.body, user.SystemPrivilegedGroup); rec.Code != tt.code {
+				t.Fatalf("%s %s: %d %s", tt.method, tt.target, rec.Code, rec.Body)
+			}
+			if n1, _ := sample(c.scrape(), "apiserver_request_total", labels); n1-n0 != 1 {
+				t.Fatalf("apiserver_request_total%v went from %v to %v, want one more", labels, n0, n1)
+			}
+		})
+	}
+	unrecorded := []struct {
+		name, target string
+		before       func()
+	}{
+		{"a version the definition does not serve", "/apis/example.com/v9/namespaces/default/gizmos", func() {}},
+		{"a subresource the definition does not have", coll + "/g/nosuch", func() {}},
+		{"the resource once its definition is gone", coll, func() { s.reg.ServeCustom("gizmo-uid", nil); s.CustomResourcesChanged() }},
+	}
+	for _, tt := range unrecorded {
+		t.Run(tt.name+" is not recorded", func(t *testing.T) {
+			tt.before()
+			total := func() float64 {
+				v, _ := sample(c.scrape(), "apiserver_request_total", map[string]string{"group": "example.com"})
+				return v
+			}
+			n0 := total()
+			if rec := c.do(http.MethodGet, tt.target, "", "", user.SystemPrivilegedGroup); rec.Code != http.StatusNotFound {
+				t.Fatalf("GET %s: %d, want 404", tt.target, rec.Code)
+			}
+			if n1 := total(); n1 != n0 {
+				t.Fatalf("apiserver_request_total{group=example.com} went from %v to %v", n0, n1)
+			}
+		})
+	}
+}
+
+// TestStorageObjectsFollowStores: apiserver_storage_objects has a series
+// for a resource exactly while the storage layer has a store for it. A
+// custom resource's store is forgotten when its definition is deleted or
+// no longer serves it; its series must go with it (kube 1.33 keeps the
+// series of a deleted definition for ever), and a new resource's series
+// comes at the next scrape, not a count period later.
+func TestStorageObjectsFollowStores(t *testing.T) {
+	e, err := buildFuzzEnv(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := metricsClient{t: t, s: e.s}
+	stor := e.s.reg.Storage()
+	gizmos := storage.ResourceConfig{GVR: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}}
+	var st *storage.Store
+	steps := []struct {
+		name   string
+		do     func()
+		series bool
+	}{
+		{"a resource without a store has no series", func() {}, false},
+		{"a new store's resource is counted at the next scrape", func() { st = stor.ForResource(gizmos) }, true},
+		{"a forgotten store's series is gone at the next scrape", func() { stor.Forget(st) }, false},
+		{"a store built again brings the series back", func() { st = stor.ForResource(gizmos) }, true},
+	}
+	c.scrape() // the first count, so that the steps run within one count period
+	for _, step := range steps {
+		t.Run(step.name, func(t *testing.T) {
+			step.do()
+			fams := c.scrape()
+			if _, ok := sample(fams, "apiserver_storage_objects", map[string]string{"resource": "gizmos.example.com"}); ok != step.series {
+				t.Fatalf("series of gizmos.example.com present = %v, want %v", ok, step.series)
+			}
+			if _, ok := sample(fams, "apiserver_storage_objects", map[string]string{"resource": "configmaps"}); !ok {
+				t.Fatal("the series of configmaps went too")
 			}
 		})
 	}

@@ -28,6 +28,9 @@ import (
 // resource's own strategy, validation and admission. A Scale's
 // resourceVersion is a precondition on the object's. Its writes are not
 // recorded in managedFields (kube maps them to the replicas path).
+// Admission of its writes sees Scales (scaleView), as kube's does; kube
+// does the same for the scale of its built-in kinds, none of which
+// trustplane serves.
 
 var scaleGV = autoscalingv1.SchemeGroupVersion
 
@@ -110,10 +113,13 @@ func (s *Server) serveScale(w http.ResponseWriter, req *http.Request, st *regist
 }
 
 // updateScale writes the Scale change makes of the current one into the
-// object, and answers with the object's new Scale.
+// object, and answers with the object's new Scale. Admission sees the
+// write as kube's does: Scales, of kind autoscaling/v1 Scale, for the
+// resource's scale subresource (scaleView).
 func (s *Server) updateScale(w http.ResponseWriter, req *http.Request, ctx context.Context, st *registry.Store, format *output, name string,
 	change func(*autoscalingv1.Scale) (*autoscalingv1.Scale, error), dryRun bool) {
 	paths := st.Custom.Scale
+	ctx = admissionhook.WithView(ctx, scaleView(st))
 	out, err := st.Update(ctx, name, &scaleUpdate{paths: paths, change: change}, dryRun)
 	if err != nil {
 		s.writeError(w, req, err)
@@ -125,6 +131,26 @@ func (s *Server) updateScale(w http.ResponseWriter, req *http.Request, ctx conte
 		return
 	}
 	s.writeScale(w, req, format, scale)
+}
+
+// scaleView is what admission sees of a write through st's scale
+// subresource: the custom object's autoscaling/v1 Scale, as kube's
+// ScaleREST converts both objects before validating admission (missing
+// replicas are 0 there too).
+func scaleView(st *registry.Store) admissionhook.View {
+	paths := st.Custom.Scale
+	return admissionhook.View{
+		Resource: st.GVR,
+		Kind:     scaleGV.WithKind("Scale"),
+		Convert: func(obj runtime.Object) (runtime.Object, error) {
+			cr, ok := obj.(*unstructured.Unstructured)
+			if !ok {
+				return nil, apierrors.NewInternalError(fmt.Errorf("the scale of %T", obj))
+			}
+			scale, _, err := paths.ScaleOf(cr)
+			return scale, err
+		},
+	}
 }
 
 // writeScale answers with scale in the negotiated format.

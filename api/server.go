@@ -82,8 +82,18 @@ type Config struct {
 	// RequestTimeout bounds a request that is not long-running, and the
 	// reading of its body (kube: 60s).
 	RequestTimeout time.Duration
-	// MaxWatches bounds the watches running at once on this node.
-	MaxWatches int
+	// MaxWatches bounds the watches running at once on this node; a tenth
+	// of it is kept for system identities (limits.go, systemCaller).
+	// MaxWatchesPerUser bounds the watches one caller that is not a system
+	// identity may run on this node.
+	MaxWatches        int
+	MaxWatchesPerUser int
+	// ComponentUsers are the users this node's own components (loopback
+	// clients, controllers) authenticate as, always with client
+	// certificates the node issues itself. A client certificate naming one
+	// is a system identity for the watch cap; a bearer token naming one is
+	// not (systemCaller says why).
+	ComponentUsers []string
 	// MaxPendingConnections bounds the connections in their TLS handshake
 	// or before their first request; HandshakeTimeout is how long each may
 	// take. ReadHeaderTimeout bounds the headers of every request.
@@ -126,7 +136,7 @@ func DefaultConfig() *Config {
 	return &Config{
 		Listen: "127.0.0.1:6443", MaxRequestBodyBytes: 3 << 20, Logger: slog.Default(),
 		MaxRequestsInFlight: 400, MaxMutatingRequestsInFlight: 200, RequestTimeout: 60 * time.Second,
-		MaxWatches: 10000, MaxPendingConnections: 1024, HandshakeTimeout: 10 * time.Second,
+		MaxWatches: 10000, MaxWatchesPerUser: 500, MaxPendingConnections: 1024, HandshakeTimeout: 10 * time.Second,
 		ReadHeaderTimeout: 32 * time.Second, JSONPatchMaxCopyBytes: 3 << 20,
 	}
 }
@@ -142,7 +152,7 @@ func (c *Config) Validate() error {
 	if c.MaxRequestBodyBytes <= 0 {
 		return errors.New("api: MaxRequestBodyBytes must be positive")
 	}
-	if c.MaxRequestsInFlight < 0 || c.MaxMutatingRequestsInFlight < 0 || c.MaxWatches < 0 || c.MaxPendingConnections < 0 ||
+	if c.MaxRequestsInFlight < 0 || c.MaxMutatingRequestsInFlight < 0 || c.MaxWatches < 0 || c.MaxWatchesPerUser < 0 || c.MaxPendingConnections < 0 ||
 		c.RequestTimeout < 0 || c.HandshakeTimeout < 0 || c.ReadHeaderTimeout < 0 || c.JSONPatchMaxCopyBytes < 0 {
 		return errors.New("api: limits and timeouts must not be negative")
 	}
@@ -170,7 +180,7 @@ type Server struct {
 	// (metrics.go).
 	routes   map[routeKey]metricRoute
 	metrics  http.Handler
-	objects  objectCounter
+	objects  *objectCounter
 	handler  http.Handler
 	http     *http.Server
 	listener net.Listener
@@ -281,8 +291,13 @@ func (s *Server) buildHandler() http.Handler {
 	}
 	h = withGrownStack(h)
 	h = s.withAudit(h)
+	// Authentication in two steps around max in flight (withInFlightLimit):
+	// what TLS proved costs nothing and tells the limit who
+	// system:masters is; a bearer token is checked holding a slot.
+	h = s.withTokenAuthentication(h)
+	h = s.withInFlightLimit(h)
+	h = s.withTLSAuthentication(h)
 	h = filters.WithRequestInfo(h, s.infos)
-	h = s.withAuthentication(h)
 	h = s.withAuditInit(h)
 	h = s.withRecovery(h)
 	return h
@@ -333,16 +348,19 @@ func isPublic(path string) bool {
 	return false
 }
 
-// withAuthentication identifies the caller by a client certificate signed by
-// the cluster CA (CN = user, O = groups). Everything else gets 401, except the
-// public health and version paths.
-func (s *Server) withAuthentication(next http.Handler) http.Handler {
+// withTLSAuthentication identifies the callers the TLS handshake proved:
+// a peer node forwarding its client's request (the client's identity in
+// X-Remote-* headers, believed from node certificates only), and a client
+// certificate from the client CAs (CN = user, O = groups). It costs
+// nothing per request, so it runs before max in flight, which then knows
+// system:masters. Any other request goes on without a user, to
+// withTokenAuthentication.
+func (s *Server) withTLSAuthentication(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if s.fromNode(req) {
-			// A peer node forwarding a client's write carries the client's
-			// identity; only node certificates are trusted to do so.
+		node := s.fromNode(req)
+		if node {
 			if u, ok := identityFromHeaders(req.Header); ok {
-				next.ServeHTTP(w, req.WithContext(genericapirequest.WithUser(req.Context(), u)))
+				next.ServeHTTP(w, req.WithContext(withCaller(req.Context(), u, credentialForwarded)))
 				return
 			}
 		}
@@ -350,8 +368,26 @@ func (s *Server) withAuthentication(next http.Handler) http.Handler {
 			leaf := req.TLS.VerifiedChains[0][0]
 			groups := append(append([]string{}, leaf.Subject.Organization...), user.AllAuthenticated)
 			u := &user.DefaultInfo{Name: leaf.Subject.CommonName, Groups: groups}
+			cred := credentialCertificate
+			if node {
+				cred = credentialNode
+			}
 			req.Header.Del("Authorization")
-			next.ServeHTTP(w, req.WithContext(genericapirequest.WithUser(req.Context(), u)))
+			next.ServeHTTP(w, req.WithContext(withCaller(req.Context(), u, cred)))
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
+// withTokenAuthentication identifies a caller withTLSAuthentication did
+// not by a bearer token (Config.Authenticator). Without one, the public
+// health and version paths are served to system:anonymous; everything
+// else gets 401.
+func (s *Server) withTokenAuthentication(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if _, ok := genericapirequest.UserFrom(req.Context()); ok {
+			next.ServeHTTP(w, req)
 			return
 		}
 		if s.cfg.Authenticator != nil && req.Header.Get("Authorization") != "" {
@@ -365,12 +401,12 @@ func (s *Server) withAuthentication(next http.Handler) http.Handler {
 			}
 			// The credential is spent here: it is never forwarded or logged.
 			req.Header.Del("Authorization")
-			next.ServeHTTP(w, req.WithContext(genericapirequest.WithUser(req.Context(), withAuthenticatedGroup(resp.User))))
+			next.ServeHTTP(w, req.WithContext(withCaller(req.Context(), withAuthenticatedGroup(resp.User), credentialToken)))
 			return
 		}
 		if isPublic(req.URL.Path) {
 			u := &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}
-			next.ServeHTTP(w, req.WithContext(genericapirequest.WithUser(req.Context(), u)))
+			next.ServeHTTP(w, req.WithContext(withCaller(req.Context(), u, credentialNone)))
 			return
 		}
 		s.unauthenticated(w, req)

@@ -18,13 +18,17 @@ var ErrNoUser = errors.New("admission: no user in the request context")
 
 // attributes builds the admission attributes of a write of obj (old for
 // an update or a delete, nil for a create) from the request in ctx: its
-// user, namespace and subresource. name is read from whichever object is
-// given, obj first.
+// user, namespace and subresource, and the View it carries for gvr, if
+// any. name is read from whichever object is given, obj first.
 func attributes(ctx context.Context, obj, old runtime.Object, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource,
 	op admission.Operation, opts runtime.Object, dryRun bool) (admission.Attributes, error) {
 	u, ok := genericapirequest.UserFrom(ctx)
 	if !ok {
 		return nil, ErrNoUser
+	}
+	obj, old, gvk, err := viewed(ctx, gvr, gvk, obj, old)
+	if err != nil {
+		return nil, err
 	}
 	ns, _ := genericapirequest.NamespaceFrom(ctx)
 	named := obj
@@ -127,7 +131,7 @@ func HookValidate(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk s
 		if err != nil {
 			return err
 		}
-		return validate(ctx, newUnstructuredAttributes(attrs, scheme, gvk), oi, plugins)
+		return validate(ctx, newUnstructuredAttributes(attrs, scheme, attrs.GetKind()), oi, plugins)
 	}
 }
 
@@ -149,6 +153,6 @@ func HookDelete(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk sch
 		if err != nil {
 			return err
 		}
-		return validate(ctx, newUnstructuredAttributes(attrs, scheme, gvk), oi, plugins)
+		return validate(ctx, newUnstructuredAttributes(attrs, scheme, attrs.GetKind()), oi, plugins)
 	}
 }

@@ -20,6 +20,10 @@
 //     request's kind, converted once per request on first use, so that
 //     kube's policy plugin does not convert them again for every policy
 //     it evaluates (unstructured.go).
+//   - A write through a subresource whose objects differ from the
+//     resource's (a custom resource's scale) is admitted as the View its
+//     context carries: kube's plugins see autoscaling/v1 Scales there, not
+//     the custom object (view.go).
 //   - A plugin that does not handle the operation (admission.Handler) is
 //     skipped, as kube's admission chain skips it.
 //   - NodeSubjectRestriction is the one plugin of our own: no CSR, for any

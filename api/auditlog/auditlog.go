@@ -62,7 +62,8 @@ func (c *Config) Validate() error {
 
 // Log is an opened audit log. A nil Sink (and Policy) records nothing.
 type Log struct {
-	// Sink writes events: kube's log backend, JSON, audit.k8s.io/v1.
+	// Sink writes events: kube's log backend, JSON, audit.k8s.io/v1. It
+	// is already Redacting.
 	Sink audit.Sink
 	// Policy decides each request's level and omitted stages; it is
 	// already Capped.
@@ -97,7 +98,7 @@ func Open(c Config) (*Log, error) {
 		return nil, err
 	}
 	backend := pluginlog.NewBackend(w, pluginlog.FormatJson, auditv1.SchemeGroupVersion)
-	return &Log{Sink: ignoreErrors{backend}, Policy: Capped(policy.NewPolicyRuleEvaluator(p)), closer: closer}, nil
+	return &Log{Sink: Redacting(ignoreErrors{backend}), Policy: Capped(policy.NewPolicyRuleEvaluator(p)), closer: closer}, nil
 }
 
 // writer is kube-apiserver's: standard output for "-", else the file,
@@ -164,14 +165,17 @@ func (c capped) EvaluatePolicyRule(a authorizer.Attributes) audit.RequestAuditCo
 // URL never holds one: names and namespaces are not credentials, and the
 // API takes no token in a query string.
 func CarriesCredentials(a authorizer.Attributes) bool {
-	if !a.IsResourceRequest() {
-		return false
-	}
-	switch a.GetAPIGroup() {
+	return a.IsResourceRequest() && carriesCredentials(a.GetAPIGroup(), a.GetResource(), a.GetSubresource())
+}
+
+// carriesCredentials is CarriesCredentials' rule for a resource request of
+// group, resource and subresource.
+func carriesCredentials(group, resource, subresource string) bool {
+	switch group {
 	case "":
-		return a.GetResource() == "secrets" || a.GetResource() == "serviceaccounts" && a.GetSubresource() == "token"
+		return resource == "secrets" || resource == "serviceaccounts" && subresource == "token"
 	case "authentication.k8s.io":
-		return a.GetResource() == "tokenreviews"
+		return resource == "tokenreviews"
 	}
 	return false
 }

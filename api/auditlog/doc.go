@@ -3,7 +3,7 @@
 // audit.k8s.io/v1 Policy and its rule evaluator, the log backend writing
 // one Event JSON line per stage, rotated by lumberjack as kube-apiserver's
 // options rotate it) and the one rule trustplane adds to any policy:
-// credentials never reach the log (Capped).
+// credentials never reach the log (Capped, Redacting).
 //
 // The filters that record the events (kube's WithAuditInit, WithAudit and
 // WithFailedAuthenticationAudit) are wired in package api, which also
@@ -18,6 +18,10 @@
 //     whatever the policy says: no request or response body, so no secret
 //     data, token or key, is ever written. One function decides it, and
 //     the API applies it to every evaluator it is given.
+//   - Nothing else in such a request's event quotes its objects either
+//     (Redacting, applied to every sink the API is given): admission
+//     policies' annotations, validation_failure messages, response status
+//     messages and causes are left out; the client still gets the message.
 //   - Writing is blocking and errors are ignored, as kube-apiserver's
 //     default "blocking" mode: a full disk does not fail requests.
 package auditlog

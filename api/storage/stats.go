@@ -46,6 +46,19 @@ func (s *Storage) ObjectCounts() map[schema.GroupResource]int64 {
 	return counts
 }
 
+// Resources lists the group resources that have a store now (ForResource,
+// and not Forgotten since): the resources ObjectCounts counts, and the
+// only ones whose figures should be reported.
+func (s *Storage) Resources() []schema.GroupResource {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]schema.GroupResource, 0, len(s.stores))
+	for gr := range s.stores {
+		out = append(out, gr)
+	}
+	return out
+}
+
 // WatchCacheStats reads the node's watch cache figures; false when the
 // storage layer serves no watches (no Feed).
 func (s *Storage) WatchCacheStats() (watchcache.Stats, bool) {

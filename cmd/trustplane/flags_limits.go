@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/trustplane/trustplane/api"
+	"github.com/trustplane/trustplane/api/controllers"
 	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/cluster"
@@ -22,6 +23,7 @@ type limitFlags struct {
 	maxMutatingRequestsInFlight int
 	requestTimeout              time.Duration
 	maxWatches                  int
+	maxWatchesPerUser           int
 	maxPendingConnections       int
 	raftMaxPendingHandshakes    int
 	handshakeTimeout            time.Duration
@@ -35,7 +37,8 @@ func (l *limitFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&l.maxRequestsInFlight, "max-requests-inflight", a.MaxRequestsInFlight, "read-only requests served at once; more get 429 (0: no limit)")
 	fs.IntVar(&l.maxMutatingRequestsInFlight, "max-mutating-requests-inflight", a.MaxMutatingRequestsInFlight, "mutating requests served at once; more get 429 (0: no limit)")
 	fs.DurationVar(&l.requestTimeout, "request-timeout", a.RequestTimeout, "deadline of a request that is not long-running, body read included; past it 504 (0: none)")
-	fs.IntVar(&l.maxWatches, "max-watches", a.MaxWatches, "watches served at once by this node; more get 429 (0: no limit)")
+	fs.IntVar(&l.maxWatches, "max-watches", a.MaxWatches, "watches served at once by this node, a tenth of them kept for system:masters and the node's own components; more get 429 (0: no limit)")
+	fs.IntVar(&l.maxWatchesPerUser, "max-watches-per-user", a.MaxWatchesPerUser, "watches served at once by this node to one user who is not system:masters or one of the node's own components; more get 429 (0: no limit)")
 	fs.IntVar(&l.maxPendingConnections, "max-pending-connections", a.MaxPendingConnections, "API connections in their TLS handshake or before their first request at once; more are closed (0: no limit)")
 	fs.IntVar(&l.raftMaxPendingHandshakes, "raft-max-pending-handshakes", c.MaxPendingHandshakes, "raft-port connections in their TLS handshake at once; more are closed")
 	fs.DurationVar(&l.handshakeTimeout, "tls-handshake-timeout", a.HandshakeTimeout, "time a new API or raft connection has for its TLS handshake and first bytes")
@@ -56,6 +59,7 @@ func (l *limitFlags) validate() error {
 		{"--max-mutating-requests-inflight", int64(l.maxMutatingRequestsInFlight)},
 		{"--request-timeout", int64(l.requestTimeout)},
 		{"--max-watches", int64(l.maxWatches)},
+		{"--max-watches-per-user", int64(l.maxWatchesPerUser)},
 		{"--max-pending-connections", int64(l.maxPendingConnections)},
 		{"--max-object-bytes", int64(l.maxObjectBytes)},
 	} {
@@ -79,8 +83,30 @@ func (l *limitFlags) setAPI(a *api.Config) {
 	a.MaxMutatingRequestsInFlight = l.maxMutatingRequestsInFlight
 	a.RequestTimeout = l.requestTimeout
 	a.MaxWatches = l.maxWatches
+	a.MaxWatchesPerUser = l.maxWatchesPerUser
+	a.ComponentUsers = componentUsers()
 	a.MaxPendingConnections = l.maxPendingConnections
 	a.HandshakeTimeout = l.handshakeTimeout
+}
+
+// componentUsers are the users the node's own components authenticate
+// as, each with a client certificate the node issues itself (loopbackConfig,
+// controllers.Kube): the loopback user, kube-controller-manager's root
+// identity, and the ServiceAccount identity of each controller the node
+// runs. The watch cap treats a client certificate naming one as a system
+// identity (api.Config.ComponentUsers). A controller added to
+// api/controllers under a new identity must be added here, or its watches
+// count against the per-user limit like any user's.
+func componentUsers() []string {
+	users := []string{loopbackUser, controllers.KubeControllerManagerUser}
+	for _, name := range []string{
+		controllers.ServiceAccountController, controllers.RootCACertPublisher, controllers.ClusterRoleAggregationController,
+		controllers.CertificateController, controllers.GarbageCollector, controllers.NamespaceController,
+		controllers.ValidatingAdmissionPolicyStatusController,
+	} {
+		users = append(users, controllers.ControllerIdentity(name).User)
+	}
+	return users
 }
 
 func (l *limitFlags) setStorage(s *storage.Config) { s.MaxObjectBytes = int64(l.maxObjectBytes) }
