@@ -387,7 +387,14 @@ func TestStorageObjectsFollowStores(t *testing.T) {
 	}
 	c := metricsClient{t: t, s: e.s}
 	stor := e.s.reg.Storage()
-	gizmos := storage.ResourceConfig{GVR: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}}
+	gizmos := storage.ResourceConfig{GVR: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}, Custom: true}
+	build := func() *storage.Store {
+		st, err := stor.ForResource(gizmos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
 	var st *storage.Store
 	steps := []struct {
 		name   string
@@ -395,9 +402,9 @@ func TestStorageObjectsFollowStores(t *testing.T) {
 		series bool
 	}{
 		{"a resource without a store has no series", func() {}, false},
-		{"a new store's resource is counted at the next scrape", func() { st = stor.ForResource(gizmos) }, true},
+		{"a new store's resource is counted at the next scrape", func() { st = build() }, true},
 		{"a forgotten store's series is gone at the next scrape", func() { stor.Forget(st) }, false},
-		{"a store built again brings the series back", func() { st = stor.ForResource(gizmos) }, true},
+		{"a store built again brings the series back", func() { st = build() }, true},
 	}
 	c.scrape() // the first count, so that the steps run within one count period
 	for _, step := range steps {

@@ -53,8 +53,8 @@ func (s *Storage) Resources() []schema.GroupResource {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := make([]schema.GroupResource, 0, len(s.stores))
-	for gr := range s.stores {
-		out = append(out, gr)
+	for sr := range s.stores {
+		out = append(out, sr.gr)
 	}
 	return out
 }
