@@ -277,10 +277,11 @@ func (l *Limiter) expire(c *Conn) {
 	l.drop(c, reason, nil)
 }
 
-// drop closes a connection taken out of the table and records why.
+// drop closes a connection taken out of the table and records why
+// (counted first, so whoever sees the close sees the count).
 func (l *Limiter) drop(c *Conn, r Reason, err error) {
-	_ = c.Conn.Close()
 	l.dropped[r].Add(1)
+	_ = c.Conn.Close()
 	l.report(r, c.source, err)
 }
 
