@@ -214,7 +214,7 @@ func (s *tlsStreamLayer) classify(raw *connlimit.Conn) {
 			s.rejectQuietly(fmt.Errorf("connection on the raft port from %s closed before the TLS handshake: %w", raw.RemoteAddr(), err))
 			return
 		}
-		s.reject(raw, fmt.Errorf("TLS handshake failed (is the peer using a certificate from this cluster's CA?): %w", err))
+		s.reject(raw, fmt.Errorf("refused connection on the raft port: TLS handshake failed (is the peer using a certificate from this cluster's CA?): %w", err))
 		return
 	}
 	var first [1]byte
@@ -250,7 +250,7 @@ func (s *tlsStreamLayer) classify(raw *connlimit.Conn) {
 func (s *tlsStreamLayer) reject(raw *connlimit.Conn, err error) {
 	raw.Reject(err)
 	if h := s.rejectHook.Load(); h != nil {
-		(*h)(fmt.Errorf("refused connection on the raft port from %s: %w", raw.RemoteAddr(), err))
+		(*h)(fmt.Errorf("%w (from %s)", err, raw.RemoteAddr()))
 	}
 }
 
