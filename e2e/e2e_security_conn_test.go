@@ -46,7 +46,7 @@ import (
 // attackers on other loopback addresses, several each, so that the tables
 // fill from more sources than one address's share.
 
-// secNode is the IP of cluster node i (from 0).
+// secNodeIP is the IP of cluster node i (from 0).
 func secNodeIP(i int) string { return fmt.Sprintf("127.0.0.%d", 71+i) }
 
 // startSecurityCluster starts three nodes on their own loopback IPs with
