@@ -3,12 +3,9 @@ package api
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -43,10 +40,19 @@ import (
 //     with kube's Timeout Status when it passes (withTimeout, which runs
 //     the handler on the request's goroutine). The same deadline is the
 //     read deadline of its body, so a client trickling a body is cut off.
-//   - pending connections: at most MaxPendingConnections accepted
-//     connections may be in their TLS handshake or before their first
-//     request at once, each for at most HandshakeTimeout; further
-//     connections are closed at accept.
+//   - pending connections (package connlimit, wired in Serve): at most
+//     MaxPendingConnections accepted connections may be in their TLS
+//     handshake or before their first request at once. A new connection
+//     is never refused: when the table is full its oldest connection is
+//     closed, and one client address holds at most
+//     MaxPendingConnectionsPerSource of it (an eighth by default), so
+//     idle sockets, even reopened without end, cannot lock clients or
+//     probes out (kube-apiserver has no such table, and never locks
+//     out). A connection must send its first byte (the ClientHello)
+//     within FirstByteTimeout and finish its handshake and send its
+//     first request within HandshakeTimeout. Drops are counted in
+//     trustplane_connections_dropped_total{listener="api"} and logged at
+//     warn level, one line per interval.
 
 // longRunning is kube-apiserver's long-running check: watches, proxy and
 // the streaming subresources. Such requests have no deadline and are not
@@ -349,100 +355,4 @@ func (s *Server) systemCaller(c caller) bool {
 		return slices.Contains(s.cfg.ComponentUsers, c.user.GetName())
 	}
 	return false
-}
-
-// pendingListener bounds the connections that are accepted but have not yet
-// completed their TLS handshake and sent their first request bytes (the
-// http.StateNew phase): at most cap(slots) at once, each for at most
-// timeout. A connection beyond the bound is closed at accept, so a flood of
-// idle or half-open connections costs neither goroutines nor memory beyond
-// the bound, while connections already serving are never touched.
-//
-// The server must report connection states to connState, which releases a
-// connection's slot when it leaves StateNew.
-type pendingListener struct {
-	net.Listener
-	slots   chan struct{}
-	timeout time.Duration
-	refused atomic.Uint64
-}
-
-func newPendingListener(ln net.Listener, max int, timeout time.Duration) *pendingListener {
-	return &pendingListener{Listener: ln, slots: make(chan struct{}, max), timeout: timeout}
-}
-
-// Accept returns the next connection that gets a slot; connections that
-// find none are closed and not returned.
-func (l *pendingListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		select {
-		case l.slots <- struct{}{}:
-		default:
-			l.refused.Add(1)
-			_ = c.Close()
-			continue
-		}
-		pc := &pendingConn{Conn: c, l: l}
-		if l.timeout > 0 {
-			// A connection still pending when the timer fires is closed;
-			// one that has moved on only loses its timer.
-			pc.timer = time.AfterFunc(l.timeout, func() {
-				if pc.release() {
-					_ = c.Close()
-				}
-			})
-		}
-		return pc, nil
-	}
-}
-
-// connState is the http.Server ConnState hook: any state after StateNew
-// means the handshake and the first request bytes have arrived.
-func (l *pendingListener) connState(c net.Conn, state http.ConnState) {
-	if state == http.StateNew {
-		return
-	}
-	if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
-		c = nc.NetConn()
-	}
-	if pc, ok := c.(*pendingConn); ok && pc.release() {
-		pc.stopTimer()
-	}
-}
-
-// pendingConn holds a slot of its listener until release.
-type pendingConn struct {
-	net.Conn
-	l     *pendingListener
-	timer *time.Timer
-	once  sync.Once
-}
-
-// release gives the slot back; it reports whether this call did. It does
-// not touch timer, which the timer's own callback may be running.
-func (c *pendingConn) release() (released bool) {
-	c.once.Do(func() {
-		<-c.l.slots
-		released = true
-	})
-	return released
-}
-
-// Close releases the slot of a connection closed while pending (a failed
-// handshake).
-func (c *pendingConn) Close() error {
-	if c.release() {
-		c.stopTimer()
-	}
-	return c.Conn.Close()
-}
-
-func (c *pendingConn) stopTimer() {
-	if c.timer != nil {
-		c.timer.Stop()
-	}
 }

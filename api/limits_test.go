@@ -526,59 +526,6 @@ func mustInfo(t *testing.T, s *Server, req *http.Request) *genericapirequest.Req
 	return info
 }
 
-func TestPendingListener(t *testing.T) {
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pl := newPendingListener(inner, 2, 300*time.Millisecond)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }),
-		ConnState: pl.connState}
-	go srv.Serve(pl)
-	defer srv.Close()
-	addr := inner.Addr().String()
-
-	// Two idle connections take both slots; a third is closed at accept.
-	var idle []net.Conn
-	for range 3 {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		idle = append(idle, c)
-	}
-	closed := func(c net.Conn) bool {
-		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		_, err := c.Read(make([]byte, 1))
-		return err != nil && !isTimeout(err)
-	}
-	if !closed(idle[2]) {
-		t.Fatal("a connection beyond the bound was not closed")
-	}
-	waitUntil(t, func() bool { return pl.refused.Load() == 1 })
-	// The idle two are closed once their time is up; then a real client
-	// gets through, and its slot is released once it sends its request.
-	if !closed(idle[0]) || !closed(idle[1]) {
-		t.Fatal("idle connections were not closed after the handshake timeout")
-	}
-	for range 3 {
-		resp, err := http.Get("http://" + addr + "/")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if string(b) != "ok" {
-			t.Fatalf("body %q", b)
-		}
-	}
-	if n := len(pl.slots); n != 0 {
-		// The keep-alive connection is idle, not pending.
-		t.Fatalf("%d slots held after the requests", n)
-	}
-}
-
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/api/storage"
+	"github.com/trustplane/trustplane/internal/connlimit"
 )
 
 // Metrics. GET /metrics serves, in Prometheus' formats, kube's process-wide
@@ -92,6 +93,9 @@ func (s *Server) newMetricsHandler() (http.Handler, error) {
 	own := prometheus.NewRegistry()
 	s.objects = &objectCounter{st: s.reg.Storage()}
 	cs := append([]prometheus.Collector{watchCacheCollector{s.reg.Storage()}, s.objects}, s.cfg.Collectors...)
+	if s.pending != nil {
+		cs = append(cs, connlimit.Collector(func() []*connlimit.Limiter { return []*connlimit.Limiter{s.pending} }))
+	}
 	for _, c := range cs {
 		if err := own.Register(c); err != nil {
 			return nil, fmt.Errorf("api: register a metrics collector: %w", err)

@@ -30,6 +30,7 @@ import (
 
 	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/apply"
+	"github.com/trustplane/trustplane/internal/connlimit"
 )
 
 // Config configures the API server. cmd/trustplane fills it from flags.
@@ -95,11 +96,17 @@ type Config struct {
 	// not (systemCaller says why).
 	ComponentUsers []string
 	// MaxPendingConnections bounds the connections in their TLS handshake
-	// or before their first request; HandshakeTimeout is how long each may
-	// take. ReadHeaderTimeout bounds the headers of every request.
-	MaxPendingConnections int
-	HandshakeTimeout      time.Duration
-	ReadHeaderTimeout     time.Duration
+	// or before their first request (package connlimit: a full table drops
+	// its oldest, never the newest); HandshakeTimeout is how long each may
+	// take, and FirstByteTimeout how long it may take to send its first
+	// byte (the ClientHello). MaxPendingConnectionsPerSource is one client
+	// address's share of the table (0: connlimit.DefaultPerSource, an
+	// eighth). ReadHeaderTimeout bounds the headers of every request.
+	MaxPendingConnections          int
+	MaxPendingConnectionsPerSource int
+	HandshakeTimeout               time.Duration
+	FirstByteTimeout               time.Duration
+	ReadHeaderTimeout              time.Duration
 	// JSONPatchMaxCopyBytes bounds the total size JSON patch "copy"
 	// operations may add (kube: 3 MiB). It is process-wide, as in kube.
 	JSONPatchMaxCopyBytes int64
@@ -137,7 +144,7 @@ func DefaultConfig() *Config {
 		Listen: "127.0.0.1:6443", MaxRequestBodyBytes: 3 << 20, Logger: slog.Default(),
 		MaxRequestsInFlight: 400, MaxMutatingRequestsInFlight: 200, RequestTimeout: 60 * time.Second,
 		MaxWatches: 10000, MaxWatchesPerUser: 500, MaxPendingConnections: 1024, HandshakeTimeout: 10 * time.Second,
-		ReadHeaderTimeout: 32 * time.Second, JSONPatchMaxCopyBytes: 3 << 20,
+		FirstByteTimeout: 2 * time.Second, ReadHeaderTimeout: 32 * time.Second, JSONPatchMaxCopyBytes: 3 << 20,
 	}
 }
 
@@ -153,8 +160,12 @@ func (c *Config) Validate() error {
 		return errors.New("api: MaxRequestBodyBytes must be positive")
 	}
 	if c.MaxRequestsInFlight < 0 || c.MaxMutatingRequestsInFlight < 0 || c.MaxWatches < 0 || c.MaxWatchesPerUser < 0 || c.MaxPendingConnections < 0 ||
-		c.RequestTimeout < 0 || c.HandshakeTimeout < 0 || c.ReadHeaderTimeout < 0 || c.JSONPatchMaxCopyBytes < 0 {
+		c.RequestTimeout < 0 || c.HandshakeTimeout < 0 || c.ReadHeaderTimeout < 0 || c.JSONPatchMaxCopyBytes < 0 ||
+		c.MaxPendingConnectionsPerSource < 0 || c.FirstByteTimeout < 0 {
 		return errors.New("api: limits and timeouts must not be negative")
+	}
+	if c.MaxPendingConnections > 0 && c.HandshakeTimeout == 0 {
+		return errors.New("api: MaxPendingConnections needs a positive HandshakeTimeout")
 	}
 	if f := c.Forward; f != nil && (f.Leadership == nil || f.TLS == nil || f.WaitForLeader <= 0) {
 		return errors.New("api: forwarding needs Leadership, TLS and a positive WaitForLeader")
@@ -184,6 +195,9 @@ type Server struct {
 	handler  http.Handler
 	http     *http.Server
 	listener net.Listener
+	// pending is the table of connections before their first request
+	// (connlimit); nil when MaxPendingConnections is 0.
+	pending *connlimit.Limiter
 	// stopping is closed when Shutdown starts; long-running requests
 	// (watches) end on it.
 	stopping     chan struct{}
@@ -228,6 +242,14 @@ func New(cfg *Config, reg *registry.Registry) (*Server, error) {
 		return nil, err
 	}
 	apply.SetJSONPatchMaxCopyBytes(cfg.JSONPatchMaxCopyBytes)
+	if cfg.MaxPendingConnections > 0 {
+		if s.pending, err = connlimit.New(connlimit.Config{
+			Name: "api", Max: cfg.MaxPendingConnections, PerSource: cfg.MaxPendingConnectionsPerSource,
+			FirstByteTimeout: cfg.FirstByteTimeout, Timeout: cfg.HandshakeTimeout, Logger: log,
+		}); err != nil {
+			return nil, fmt.Errorf("api: %w", err)
+		}
+	}
 	s.routes = metricRoutes(reg)
 	if s.metrics, err = s.newMetricsHandler(); err != nil {
 		return nil, err
@@ -602,10 +624,16 @@ func (s *Server) Serve() error {
 	}
 	s.startMetrics()
 	ln := s.listener
-	if s.cfg.MaxPendingConnections > 0 {
-		pl := newPendingListener(ln, s.cfg.MaxPendingConnections, s.cfg.HandshakeTimeout)
-		s.http.ConnState = pl.connState
-		ln = pl
+	if s.pending != nil {
+		// A connection leaves the pending table once it is past its TLS
+		// handshake and has sent its first request bytes (any state
+		// after StateNew); a full table drops its oldest (limits.go).
+		s.http.ConnState = func(c net.Conn, state http.ConnState) {
+			if state != http.StateNew {
+				connlimit.Established(c)
+			}
+		}
+		ln = s.pending.Listener(ln)
 	}
 	err := s.http.ServeTLS(ln, "", "")
 	if errors.Is(err, http.ErrServerClosed) {

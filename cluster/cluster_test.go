@@ -472,6 +472,11 @@ func TestConfigValidate(t *testing.T) {
 		}, false},
 		{"Join entries need a port", func(c *Config) { gossipOn(c); c.Join = []string{"127.0.0.1"} }, false},
 		{"metadata must fit 512 bytes", func(c *Config) { gossipOn(c); c.APIAddr = strings.Repeat("a", 600) + ":6443" }, false},
+		{"every gossip label mode is valid", func(c *Config) { gossipOn(c); c.GossipLabel = GossipLabelRequire }, true},
+		{"an unknown gossip label mode", func(c *Config) { gossipOn(c); c.GossipLabel = "sometimes" }, false},
+		{"negative FirstByteTimeout", func(c *Config) { c.FirstByteTimeout = -time.Second }, false},
+		{"negative MaxGossipStreams", func(c *Config) { c.MaxGossipStreams = -1 }, false},
+		{"FirstByteTimeout longer than HandshakeTimeout", func(c *Config) { c.FirstByteTimeout = time.Minute }, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

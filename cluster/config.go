@@ -201,12 +201,32 @@ type Config struct {
 	CompactMaxBytes int64
 	// MaxPendingHandshakes bounds the raft-port connections that are in
 	// their TLS handshake (or have not sent their first byte) at once, and
-	// HandshakeTimeout how long each may take. Connections beyond the bound
-	// are closed at accept; raft's established connections are never
-	// affected, and a refused peer redials. Zero means the defaults (128,
-	// 10s).
+	// HandshakeTimeout how long each may take (package connlimit). A new
+	// connection is never refused: a full table closes its oldest, and
+	// one peer address holds at most an eighth of it, so idle sockets
+	// cannot keep a peer from reconnecting. Raft's established
+	// connections are never affected. Zero means the defaults (128, 10s).
 	MaxPendingHandshakes int
 	HandshakeTimeout     time.Duration
+	// FirstByteTimeout is how long a new raft-port or gossip-port
+	// connection may take to send its first byte (on the raft port, the
+	// TLS ClientHello); HandshakeTimeout still bounds the rest. Zero means
+	// the default (2s).
+	FirstByteTimeout time.Duration
+	// MaxGossipStreams bounds the inbound gossip TCP streams (push/pull
+	// state exchanges, TCP pings) served at once, in the same kind of
+	// table as the raft port's: a full table closes its oldest stream.
+	// Each stream is also refused before memberlist reads it when it
+	// declares more than maxGossipStreamBytes (gossiptransport.go). Zero
+	// means the default (32).
+	MaxGossipStreams int
+	// GossipLabel is how this node uses trustplane's gossip label, a
+	// header before every gossip packet and stream that lets a node refuse
+	// traffic not meant for a trustplane cluster before decrypting it
+	// (gossiptransport.go). Empty means GossipLabelAccept, which nodes
+	// without labels understand; see GossipLabelMode for the rolling
+	// upgrade to GossipLabelRequire.
+	GossipLabel GossipLabelMode
 	// Logger receives the node's and raft's logs (raft's at Info and up).
 	Logger *slog.Logger
 }
@@ -225,6 +245,9 @@ func DefaultConfig() *Config {
 		CompactMaxBytes:      512 << 20,
 		MaxPendingHandshakes: 128,
 		HandshakeTimeout:     10 * time.Second,
+		FirstByteTimeout:     2 * time.Second,
+		MaxGossipStreams:     32,
+		GossipLabel:          GossipLabelAccept,
 		DeadServerTimeout:    5 * time.Minute,
 		Logger:               slog.Default(),
 	}
@@ -258,6 +281,15 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.DeadServerTimeout == 0 {
 		out.DeadServerTimeout = d.DeadServerTimeout
+	}
+	if out.FirstByteTimeout == 0 {
+		out.FirstByteTimeout = d.FirstByteTimeout
+	}
+	if out.MaxGossipStreams == 0 {
+		out.MaxGossipStreams = d.MaxGossipStreams
+	}
+	if out.GossipLabel == "" {
+		out.GossipLabel = d.GossipLabel
 	}
 	if out.Logger == nil {
 		out.Logger = d.Logger
@@ -294,6 +326,13 @@ func (c *Config) validateCommon() error {
 		return bad("SnapshotInterval %s is negative", c.SnapshotInterval)
 	case c.MaxPendingHandshakes < 0 || c.HandshakeTimeout < 0:
 		return bad("MaxPendingHandshakes %d and HandshakeTimeout %s must not be negative", c.MaxPendingHandshakes, c.HandshakeTimeout)
+	case c.FirstByteTimeout < 0 || c.MaxGossipStreams < 0:
+		return bad("FirstByteTimeout %s and MaxGossipStreams %d must not be negative", c.FirstByteTimeout, c.MaxGossipStreams)
+	case c.FirstByteTimeout > 0 && c.HandshakeTimeout > 0 && c.FirstByteTimeout > c.HandshakeTimeout:
+		return bad("FirstByteTimeout %s is longer than HandshakeTimeout %s", c.FirstByteTimeout, c.HandshakeTimeout)
+	}
+	if _, err := c.GossipLabel.sends(); err != nil {
+		return bad("%v", err)
 	}
 	return c.validateGossip()
 }

@@ -49,10 +49,18 @@
 //     caller's name comes from its certificate (Config.PeerName), never
 //     from the request. Removing another member is done by the leader
 //     alone, on an operator's request to its API.
-//   - At most MaxPendingHandshakes accepted connections are in their
-//     handshake at once, each for at most HandshakeTimeout; more are
-//     closed at accept, so idle or half-open connections cannot exhaust
-//     the node.
+//   - At most MaxPendingHandshakes accepted raft-port connections are in
+//     their handshake at once, each for at most HandshakeTimeout and with
+//     FirstByteTimeout to send its ClientHello; a full table closes its
+//     oldest, never the newest, and one address holds at most an eighth
+//     of it (package connlimit), so idle or half-open connections can
+//     neither exhaust the node nor keep a peer from reconnecting.
+//   - Inbound gossip streams are bounded the same way (MaxGossipStreams),
+//     and one that is not encrypted, carries another cluster's label, or
+//     declares more than maxGossipStreamBytes is refused before memberlist
+//     reads or allocates anything for it (gossiptransport.go). The gossip
+//     label is added and checked there, not by memberlist, so that it can
+//     be introduced in a rolling upgrade (GossipLabelMode).
 //   - MVCC history is bounded by age and by bytes, and only through the
 //     log: the leader's compactor proposes OpCompact (compact.go); no node
 //     drops history on its own.

@@ -15,6 +15,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
+
+	"github.com/trustplane/trustplane/internal/connlimit"
 )
 
 // Discovery is hashicorp/memberlist: encrypted SWIM gossip on GossipAddr.
@@ -126,6 +128,9 @@ type member struct {
 type gossip struct {
 	ml   *memberlist.Memberlist
 	addr string // advertised gossip address, set once at start
+	// conns is the gossip port's table of inbound streams
+	// (gossiptransport.go); nil when a test supplies its own transport.
+	conns *connlimit.Limiter
 
 	mu      sync.Mutex
 	members map[string]*member
@@ -227,12 +232,25 @@ func (n *Node) startGossip(tune func(*memberlist.Config)) error {
 	if tune != nil {
 		tune(mc)
 	}
+	// The transport adds the gossip label outside memberlist (see
+	// GossipLabelMode); leave room for it in every packet, so a labelled
+	// packet stays within the size memberlist aims for.
+	mc.UDPBufferSize -= 2 + len(gossipLabel)
 	var bt *boundTransport
 	if mc.Transport == nil {
-		// memberlist's own transport, with TCP dials from the bind IP.
-		if bt, err = newBoundTransport(mc, mc.Logger); err != nil {
+		// memberlist's own transport, with TCP dials from the bind IP,
+		// inbound streams bounded and guarded, and the gossip label.
+		conns, err := connlimit.New(connlimit.Config{
+			Name: "gossip", Max: n.cfg.MaxGossipStreams, FirstByteTimeout: n.cfg.FirstByteTimeout,
+			Timeout: mc.TCPTimeout, Logger: n.logger,
+		})
+		if err != nil {
+			return fmt.Errorf("%w: gossip streams: %v", ErrInvalidConfig, err)
+		}
+		if bt, err = newBoundTransport(mc, mc.Logger, conns, n.cfg.GossipLabel, n.logger); err != nil {
 			return fmt.Errorf("cluster: start gossip on %s: %w", n.cfg.GossipAddr, err)
 		}
+		g.conns = conns
 		mc.Transport = bt
 	}
 	ml, err := memberlist.Create(mc)

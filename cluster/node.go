@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/trustplane/trustplane/fsm"
+	"github.com/trustplane/trustplane/internal/connlimit"
 	"github.com/trustplane/trustplane/internal/failpoint"
 )
 
@@ -121,6 +122,9 @@ type Node struct {
 	// otherwise); CheckStorage fails while the disk is "full".
 	failpoints *failpoint.Points
 
+	// raftConns is the raft port's pending-connection table (nil with an
+	// in-memory transport); the gossip port's is gossip.conns.
+	raftConns *connlimit.Limiter
 	// gossip is nil when Config.GossipAddr is empty.
 	gossip *gossip
 	// left is set once Leave has started: the node no longer manages
@@ -155,6 +159,9 @@ type deps struct {
 	registerRPC func(handler func(net.Conn))
 	// tuneGossip, if set, adjusts the memberlist config (tests).
 	tuneGossip func(*memberlist.Config)
+	// raftConns is the pending-connection table of the raft listener,
+	// reported in the node's metrics (nil: none).
+	raftConns *connlimit.Limiter
 	// failpoints, if set, are the faults the stores above are wrapped in.
 	failpoints *failpoint.Points
 }
@@ -204,7 +211,7 @@ func New(cfg *Config, f *fsm.FSM) (*Node, error) {
 		return nil, fmt.Errorf("cluster: open snapshot store in %s: %w", raftDir, err)
 	}
 	stream, err := newTLSStreamLayer(c.RaftAddr, c.raftAdvertise(), c.TLS, c.Logger.With("component", "cluster", "node", c.NodeName),
-		handshakeLimits{max: c.MaxPendingHandshakes, timeout: c.HandshakeTimeout})
+		handshakeLimits{max: c.MaxPendingHandshakes, timeout: c.HandshakeTimeout, firstByte: c.FirstByteTimeout})
 	if err != nil {
 		_ = store.Close()
 		return nil, err
@@ -221,6 +228,7 @@ func New(cfg *Config, f *fsm.FSM) (*Node, error) {
 		failpoints:  fp,
 		dialRPC:     stream.dialRPC,
 		registerRPC: func(h func(net.Conn)) { stream.rpc.Store(&h) },
+		raftConns:   stream.pending,
 	}
 	if c.BootstrapExpect == 1 {
 		d.bootstrap = []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(c.NodeName), Address: trans.LocalAddr()}}
@@ -307,6 +315,7 @@ func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
 		metrics: metrics,
 
 		failpoints: d.failpoints,
+		raftConns:  d.raftConns,
 	}
 	// Non-blocking: raft never waits for us. A dropped observation is
 	// harmless because waiters re-read raft's state on every wake-up, and

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/trustplane/trustplane/dialsrc"
+	"github.com/trustplane/trustplane/internal/connlimit"
 )
 
 // tlsStreamLayer is raft's StreamLayer over mutual TLS: every raft
@@ -43,13 +45,16 @@ type tlsStreamLayer struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 
-	// pending holds a slot for every accepted connection that is being
-	// classified (TLS handshake and first byte), each for at most
-	// handshakeTimeout. A connection that finds no slot is closed at
-	// accept: a flood of idle or half-open connections costs at most
-	// cap(pending) goroutines and sockets, and connections that are already
-	// classified (raft's pooled ones) are never affected.
-	pending          chan struct{}
+	// pending is the table of accepted connections being classified (TLS
+	// handshake and first byte), package connlimit: a new connection
+	// always gets a slot, a full table closes its oldest, one peer address
+	// holds at most its share, and each must send its first byte (the
+	// ClientHello) within the first-byte timeout and be classified within
+	// handshakeTimeout. Idle or half-open connections therefore cost a
+	// bounded number of goroutines and sockets and cannot keep a peer
+	// from reconnecting; classified connections (raft's pooled ones, RPC
+	// streams) are never affected.
+	pending          *connlimit.Limiter
 	handshakeTimeout time.Duration
 
 	// rpc serves an internal RPC connection (the marker byte already
@@ -63,6 +68,19 @@ type tlsStreamLayer struct {
 
 var _ raft.StreamLayer = (*tlsStreamLayer)(nil)
 
+// ConnCollector reports the node's pending-connection tables, the raft
+// port's and the gossip port's (package connlimit's figures, labelled
+// listener="raft" and "gossip"), read at each scrape.
+func (n *Node) ConnCollector() prometheus.Collector {
+	return connlimit.Collector(func() []*connlimit.Limiter {
+		ls := []*connlimit.Limiter{n.raftConns}
+		if n.gossip != nil {
+			ls = append(ls, n.gossip.conns)
+		}
+		return ls
+	})
+}
+
 // advertiseAddr keeps the configured raft address verbatim (a host name
 // stays a host name), because it is what peers dial and what their
 // certificate check compares against.
@@ -72,11 +90,13 @@ func (a advertiseAddr) Network() string { return "tcp" }
 func (a advertiseAddr) String() string  { return string(a) }
 
 // handshakeLimits bound the connections being classified; zero fields
-// mean the defaults (DefaultConfig's MaxPendingHandshakes and
-// HandshakeTimeout).
+// mean the defaults (DefaultConfig's MaxPendingHandshakes,
+// HandshakeTimeout and FirstByteTimeout).
 type handshakeLimits struct {
-	max     int
-	timeout time.Duration
+	max       int
+	timeout   time.Duration
+	firstByte time.Duration
+	clock     connlimit.Clock // nil: real time (tests inject one)
 }
 
 // serverTLS and clientTLS derive the two sides from the node's TLS config.
@@ -137,8 +157,17 @@ func newTLSStreamLayer(bind, advertise string, base *tls.Config, logger *slog.Lo
 	if limits.timeout <= 0 {
 		limits.timeout = d.HandshakeTimeout
 	}
-	s.pending = make(chan struct{}, limits.max)
+	if limits.firstByte <= 0 {
+		limits.firstByte = d.FirstByteTimeout
+	}
 	s.handshakeTimeout = limits.timeout
+	if s.pending, err = connlimit.New(connlimit.Config{
+		Name: "raft", Max: limits.max, FirstByteTimeout: limits.firstByte, Timeout: limits.timeout,
+		Logger: logger, Clock: limits.clock,
+	}); err != nil {
+		_ = inner.Close()
+		return nil, fmt.Errorf("%w: raft port: %v", ErrInvalidConfig, err)
+	}
 	go s.acceptLoop()
 	return s, nil
 }
@@ -163,34 +192,29 @@ func (s *tlsStreamLayer) acceptLoop() {
 			continue
 		}
 		backoff = 5 * time.Millisecond
-		select {
-		case s.pending <- struct{}{}:
-			go s.classify(c)
-		default:
-			_ = c.Close()
-			s.rejectQuietly(fmt.Errorf("refused connection on the raft port from %s: %d connections are in their TLS handshake already", c.RemoteAddr(), cap(s.pending)))
-		}
+		// Never refused here: a full table makes room by closing its
+		// oldest connection (connlimit), so whoever filled it cannot keep
+		// a peer out.
+		go s.classify(s.pending.Track(c))
 	}
 }
 
 // classify completes the TLS handshake (the client certificate check, and
 // the caller's VerifyConnection hook), reads the first byte and routes the
-// connection to the RPC server or to raft. It holds a pending slot (taken
-// by acceptLoop) until the first byte is read or the connection refused.
-func (s *tlsStreamLayer) classify(raw net.Conn) {
-	var once sync.Once
-	release := func() { once.Do(func() { <-s.pending }) }
-	defer release()
+// connection to the RPC server or to raft. The connection is in the
+// pending table (acceptLoop) until its first byte is read, and may be
+// dropped from it meanwhile (its reads then fail).
+func (s *tlsStreamLayer) classify(raw *connlimit.Conn) {
 	conn := tls.Server(raw, s.server)
 	_ = conn.SetDeadline(time.Now().Add(s.handshakeTimeout))
 	if err := conn.Handshake(); err != nil {
-		_ = conn.Close()
 		if errors.Is(err, io.EOF) {
 			// A port probe (TCP connect, then close) is not worth a warning.
+			_ = conn.Close()
 			s.rejectQuietly(fmt.Errorf("connection on the raft port from %s closed before the TLS handshake: %w", raw.RemoteAddr(), err))
 			return
 		}
-		s.reject(fmt.Errorf("refused connection on the raft port from %s: TLS handshake failed (is the peer using a certificate from this cluster's CA?): %w", raw.RemoteAddr(), err))
+		s.reject(raw, fmt.Errorf("refused connection on the raft port: TLS handshake failed (is the peer using a certificate from this cluster's CA?): %w", err))
 		return
 	}
 	var first [1]byte
@@ -199,7 +223,7 @@ func (s *tlsStreamLayer) classify(raw net.Conn) {
 		s.rejectQuietly(fmt.Errorf("connection on the raft port from %s closed before its first byte: %w", raw.RemoteAddr(), err))
 		return
 	}
-	release()
+	raw.Established()
 	if first[0] == rpcMarker {
 		h := s.rpc.Load()
 		if h == nil {
@@ -218,12 +242,15 @@ func (s *tlsStreamLayer) classify(raw net.Conn) {
 	}
 }
 
-// reject logs a refused connection. A handshake failure is the clear log
-// line for a node started with the wrong CA.
-func (s *tlsStreamLayer) reject(err error) {
-	s.logger.Warn(err.Error())
+// reject refuses a connection: counted and logged by the pending table,
+// whose warn line (at most one per interval, with counts) carries the last
+// such error as last_error. A failed handshake is the clear sign of a node
+// started with the wrong CA; logged per connection, it would let anyone
+// who reaches the port flood the log.
+func (s *tlsStreamLayer) reject(raw *connlimit.Conn, err error) {
+	raw.Reject(err)
 	if h := s.rejectHook.Load(); h != nil {
-		(*h)(err)
+		(*h)(fmt.Errorf("%w (from %s)", err, raw.RemoteAddr()))
 	}
 }
 

@@ -4,11 +4,12 @@ import (
 	"crypto/tls"
 	"io"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/trustplane/trustplane/internal/connlimit"
 )
 
 func TestTLSStreamLayer(t *testing.T) {
@@ -131,21 +132,20 @@ func TestTLSStreamLayer(t *testing.T) {
 	}
 }
 
-// TestPendingHandshakesAreBounded: idle connections that never start a TLS
-// handshake hold at most max slots, each for at most the handshake timeout;
-// the rest are closed at accept, and a real peer gets through once the
-// idle ones have timed out.
-func TestPendingHandshakesAreBounded(t *testing.T) {
+// TestPendingHandshakesNeverLockPeersOut: idle connections that never
+// start a TLS handshake, from ten addresses (more than the table holds),
+// take at most max slots: each new one pushes the oldest out. A real peer
+// that dials while the table is full of fresh idle connections gets
+// through at once, without waiting for any of them to time out; then the
+// idle ones left are closed at the first-byte deadline.
+func TestPendingHandshakesNeverLockPeersOut(t *testing.T) {
 	ca := newTestCA(t, "cluster-ca")
 	srv, err := newTLSStreamLayer("127.0.0.1:0", "", tlsConfig(ca.nodeCert(t, "server"), ca), testLogger(),
-		handshakeLimits{max: 4, timeout: 300 * time.Millisecond})
+		handshakeLimits{max: 4, timeout: time.Hour, firstByte: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	refused := make(chan error, 100)
-	hook := func(err error) { refused <- err }
-	srv.rejectHook.Store(&hook)
 
 	var idle []net.Conn
 	defer func() {
@@ -153,30 +153,28 @@ func TestPendingHandshakesAreBounded(t *testing.T) {
 			c.Close()
 		}
 	}()
-	for range 10 {
-		c, err := net.Dial("tcp", srv.Addr().String())
+	for i := range 10 {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(20+i))}}
+		c, err := d.Dial("tcp", srv.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
 		idle = append(idle, c)
+		// One at a time, so that which is oldest is well defined.
+		waitFor(t, "the idle connection to be tracked", func() bool {
+			return srv.pending.Pending()+int(srv.pending.Dropped(connlimit.Evicted)) == i+1
+		})
 	}
-	// Six are refused at accept, four time out in their handshake.
-	var full, timedOut int
-	deadline := time.After(10 * time.Second)
-	for full < 6 || timedOut < 4 {
-		select {
-		case err := <-refused:
-			if strings.Contains(err.Error(), "in their TLS handshake already") {
-				full++
-			} else {
-				timedOut++
+	if p, e := srv.pending.Pending(), srv.pending.Dropped(connlimit.Evicted); p != 4 || e != 6 {
+		t.Fatalf("%d pending and %d evicted, want 4 and 6", p, e)
+	}
+	for i, c := range idle {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if i < 6 {
+			if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+				t.Fatalf("idle connection %d: %v, want closed (it was among the oldest)", i, err)
 			}
-		case <-deadline:
-			t.Fatalf("after 10s: %d refused as over the bound, %d timed out; want 6 and 4", full, timedOut)
 		}
-	}
-	if full != 6 {
-		t.Fatalf("%d connections refused as over the bound, want 6", full)
 	}
 
 	cli, err := newTLSStreamLayer("127.0.0.1:0", "", tlsConfig(ca.nodeCert(t, "client"), ca), testLogger(), handshakeLimits{})
@@ -192,7 +190,7 @@ func TestPendingHandshakesAreBounded(t *testing.T) {
 	}()
 	conn, err := cli.Dial(raft.ServerAddress(srv.Addr().String()), 5*time.Second)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("a real peer was kept out by idle connections: %v", err)
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
@@ -201,7 +199,44 @@ func TestPendingHandshakesAreBounded(t *testing.T) {
 	}
 	buf := make([]byte, 4)
 	if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != "pong" {
-		t.Fatalf("a real peer after the flood: %q %v", buf, err)
+		t.Fatalf("a real peer while the table was full: %q %v", buf, err)
+	}
+	if e := srv.pending.Dropped(connlimit.Evicted); e != 7 {
+		t.Fatalf("%d evicted, want 7 (the peer pushed out the oldest idle connection)", e)
+	}
+}
+
+// TestPendingHandshakesFirstByteDeadline: a connection that sends nothing
+// is closed at the first-byte deadline, though its handshake time is
+// long; a TLS handshake that fails is counted as rejected.
+func TestPendingHandshakesFirstByteDeadline(t *testing.T) {
+	ca := newTestCA(t, "cluster-ca")
+	srv, err := newTLSStreamLayer("127.0.0.1:0", "", tlsConfig(ca.nodeCert(t, "server"), ca), testLogger(),
+		handshakeLimits{max: 8, timeout: time.Hour, firstByte: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	silent, err := net.Dial("tcp", srv.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	_ = silent.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := silent.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("a silent connection: %v, want closed by the server", err)
+	}
+	waitFor(t, "the first-byte timeout to be counted", func() bool { return srv.pending.Dropped(connlimit.FirstByteTimeout) == 1 })
+
+	garbage, err := net.Dial("tcp", srv.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer garbage.Close()
+	_, _ = garbage.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+	waitFor(t, "the failed handshake to be counted", func() bool { return srv.pending.Dropped(connlimit.Rejected) == 1 })
+	if n := srv.pending.Pending(); n != 0 {
+		t.Fatalf("%d still pending", n)
 	}
 }
 

@@ -15,7 +15,8 @@ import (
 )
 
 // nodeCollectors are the metrics only this node can report, served at
-// /metrics beside kube's registry: its raft figures.
+// /metrics beside kube's registry: its raft figures, and its raft and
+// gossip ports' pending-connection tables.
 func nodeCollectors(node *cluster.Node) []prometheus.Collector {
-	return []prometheus.Collector{node.Collector()}
+	return []prometheus.Collector{node.Collector(), node.ConnCollector()}
 }

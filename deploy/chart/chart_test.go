@@ -25,7 +25,7 @@ import (
 
 // TestLint: helm lint passes, plain and --strict, with every values file.
 func TestLint(t *testing.T) {
-	files := []string{"", "five.yaml", "existing-secret.yaml", "netpol-servicemonitor.yaml", "required-anti-affinity.yaml", "configured.yaml"}
+	files := []string{"", "five.yaml", "existing-secret.yaml", "netpol-servicemonitor.yaml", "required-anti-affinity.yaml", "configured.yaml", "no-netpol.yaml"}
 	for _, f := range files {
 		for _, strict := range []bool{false, true} {
 			name := fmt.Sprintf("%s strict=%v", f, strict)
@@ -62,7 +62,7 @@ type want struct {
 }
 
 func defaults() want {
-	return want{replicas: 3, caSecret: "trustplane-ca", hook: true, antiAffinity: "preferred"}
+	return want{replicas: 3, caSecret: "trustplane-ca", hook: true, antiAffinity: "preferred", networkPolicy: true}
 }
 
 // TestTemplate renders the chart with each values file, validates every
@@ -77,6 +77,7 @@ func TestTemplate(t *testing.T) {
 		{"five replicas", []string{"five.yaml"}, func(w *want) { w.replicas = 5 }},
 		{"existing secret", []string{"existing-secret.yaml"}, func(w *want) { w.caSecret, w.hook = "my-trustplane-ca", false }},
 		{"network policy and service monitor", []string{"netpol-servicemonitor.yaml"}, func(w *want) { w.networkPolicy, w.serviceMonitor = true, true }},
+		{"network policy off", []string{"no-netpol.yaml"}, func(w *want) { w.networkPolicy = false }},
 		{"required anti-affinity", []string{"required-anti-affinity.yaml"}, func(w *want) { w.antiAffinity = "required" }},
 		{"every setting", []string{"configured.yaml"}, func(w *want) {
 			w.encryption = true
@@ -367,7 +368,11 @@ func checkChart(t *testing.T, ms []manifest, objs map[string]any, w want) {
 		t.Errorf("NetworkPolicy rendered %v, want %v", np, w.networkPolicy)
 	}
 	if np {
-		checkNetworkPolicy(t, only(t, ms, "NetworkPolicy", "trustplane"), c, podLabels)
+		var hookPod labels.Set
+		if job, ok := objs["Job/trustplane-certs-init"].(*batchv1.Job); ok {
+			hookPod = labels.Set(job.Spec.Template.Labels)
+		}
+		checkNetworkPolicy(t, only(t, ms, "NetworkPolicy", "trustplane"), c, podLabels, hookPod)
 	}
 	_, sm := objs["ServiceMonitor/trustplane"]
 	if sm != w.serviceMonitor {
@@ -398,6 +403,41 @@ func checkChart(t *testing.T, ms []manifest, objs map[string]any, w want) {
 func checkHook(t *testing.T, ms []manifest, objs map[string]any, w want) {
 	t.Helper()
 	job, hasJob := objs["Job/trustplane-certs-init"].(*batchv1.Job)
+	if hasJob {
+		checkHookPodSelectedByNone(t, objs, labels.Set(job.Spec.Template.Labels))
+	}
+	checkHookObjects(t, ms, objs, w)
+}
+
+// checkHookPodSelectedByNone: the hook's pod matches none of the chart's
+// selectors. The PodDisruptionBudget's would block every drain (the
+// disruption controller fails on a pod owned by a Job), the Services'
+// would make it an endpoint, the NetworkPolicy's peer selector would let
+// it reach the Raft and gossip ports.
+func checkHookPodSelectedByNone(t *testing.T, objs map[string]any, hookPod labels.Set) {
+	t.Helper()
+	ss := objs["StatefulSet/trustplane"].(*appsv1.StatefulSet)
+	if s, err := metav1.LabelSelectorAsSelector(ss.Spec.Selector); err != nil || s.Matches(hookPod) {
+		t.Errorf("the StatefulSet's selector %v selects the certs-init pod %v", ss.Spec.Selector, hookPod)
+	}
+	if pdb, ok := objs["PodDisruptionBudget/trustplane"].(*policyv1.PodDisruptionBudget); ok {
+		if s, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err != nil || s.Matches(hookPod) {
+			t.Errorf("the PodDisruptionBudget selects the certs-init pod %v: drains and evictions would fail", hookPod)
+		}
+	}
+	for _, name := range []string{"Service/trustplane", "Service/trustplane-headless"} {
+		if svc := objs[name].(*corev1.Service); labels.SelectorFromSet(svc.Spec.Selector).Matches(hookPod) {
+			t.Errorf("%s selects the certs-init pod %v", name, hookPod)
+		}
+	}
+	if hookPod["app.kubernetes.io/instance"] != releaseName || hookPod["app.kubernetes.io/component"] != "certs-init" {
+		t.Errorf("the certs-init pod's labels %v do not name its release and component", hookPod)
+	}
+}
+
+func checkHookObjects(t *testing.T, ms []manifest, objs map[string]any, w want) {
+	t.Helper()
+	job, hasJob := objs["Job/trustplane-certs-init"].(*batchv1.Job)
 	hookObjs := []string{"ServiceAccount/trustplane-certs-init", "Role/trustplane-certs-init", "RoleBinding/trustplane-certs-init", "Job/trustplane-certs-init"}
 	for _, k := range hookObjs {
 		if _, ok := objs[k]; ok != w.hook {
@@ -421,8 +461,10 @@ func checkHook(t *testing.T, ms []manifest, objs map[string]any, w want) {
 			t.Fatal(err)
 		}
 		a := meta.Metadata.Annotations
-		if !strings.Contains(a["helm.sh/hook"], "pre-install") || a["helm.sh/hook-delete-policy"] != "before-hook-creation" {
-			t.Errorf("%s hook annotations %v", kind, a)
+		policies := strings.Split(a["helm.sh/hook-delete-policy"], ",")
+		slices.Sort(policies)
+		if !strings.Contains(a["helm.sh/hook"], "pre-install") || !slices.Equal(policies, []string{"before-hook-creation", "hook-succeeded"}) {
+			t.Errorf("%s hook annotations %v: want it deleted before the next run and once the hooks succeeded", kind, a)
 		}
 		n, err := strconv.Atoi(a["helm.sh/hook-weight"])
 		if err != nil {
@@ -500,19 +542,27 @@ func checkSecurity(t *testing.T, what string, pod corev1.PodSpec) {
 }
 
 // checkNetworkPolicy: Raft, gossip (TCP and UDP) and the API from the
-// pods themselves; the API port from apiFrom.
-func checkNetworkPolicy(t *testing.T, m manifest, c corev1.Container, podLabels labels.Set) {
+// pods themselves; the API port from apiFrom; and the Raft and gossip
+// ports from nothing else: every rule names its ports, and a rule that
+// opens a Raft or gossip port admits the trustplane pods alone (not the
+// certs-init hook's pod, hookPod, when there is one).
+func checkNetworkPolicy(t *testing.T, m manifest, c corev1.Container, podLabels, hookPod labels.Set) {
 	t.Helper()
 	var np struct {
 		Spec struct {
 			PodSelector struct {
 				MatchLabels map[string]string `json:"matchLabels"`
 			} `json:"podSelector"`
-			Ingress []struct {
+			PolicyTypes []string `json:"policyTypes"`
+			Ingress     []struct {
 				From []struct {
 					PodSelector *struct {
 						MatchLabels map[string]string `json:"matchLabels"`
 					} `json:"podSelector"`
+					NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector"`
+					IPBlock           *struct {
+						CIDR string `json:"cidr"`
+					} `json:"ipBlock"`
 				} `json:"from"`
 				Ports []struct {
 					Port     int    `json:"port"`
@@ -527,14 +577,30 @@ func checkNetworkPolicy(t *testing.T, m manifest, c corev1.Container, podLabels 
 	if !labels.SelectorFromSet(np.Spec.PodSelector.MatchLabels).Matches(podLabels) {
 		t.Error("the NetworkPolicy does not apply to the pods")
 	}
+	if !slices.Contains(np.Spec.PolicyTypes, "Ingress") {
+		t.Errorf("the NetworkPolicy's policyTypes %v leave ingress unrestricted", np.Spec.PolicyTypes)
+	}
+	internal := map[int]bool{containerPort(t, c, "raft"): true, containerPort(t, c, "gossip-tcp"): true, containerPort(t, c, "gossip-udp"): true}
 	peerPorts := map[string]bool{}
 	apiOpen := false
-	for _, in := range np.Spec.Ingress {
-		fromPods := len(in.From) == 1 && in.From[0].PodSelector != nil && labels.SelectorFromSet(in.From[0].PodSelector.MatchLabels).Matches(podLabels)
+	for i, in := range np.Spec.Ingress {
+		fromPods := len(in.From) == 1 && in.From[0].PodSelector != nil && in.From[0].NamespaceSelector == nil && in.From[0].IPBlock == nil &&
+			len(in.From[0].PodSelector.MatchLabels) > 0 && labels.SelectorFromSet(in.From[0].PodSelector.MatchLabels).Matches(podLabels)
+		if fromPods && hookPod != nil && labels.SelectorFromSet(in.From[0].PodSelector.MatchLabels).Matches(hookPod) {
+			t.Errorf("ingress rule %d admits the certs-init pod %v as a peer", i, hookPod)
+		}
+		if len(in.Ports) == 0 {
+			t.Errorf("ingress rule %d names no port, so it opens every port, Raft and gossip included", i)
+		}
 		for _, p := range in.Ports {
 			if fromPods {
 				peerPorts[fmt.Sprintf("%d/%s", p.Port, p.Protocol)] = true
-			} else if p.Port == containerPort(t, c, "api") {
+				continue
+			}
+			if internal[p.Port] {
+				t.Errorf("ingress rule %d opens the Raft or gossip port %d/%s to sources other than the trustplane pods", i, p.Port, p.Protocol)
+			}
+			if p.Port == containerPort(t, c, "api") {
 				apiOpen = true
 			}
 		}

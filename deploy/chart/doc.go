@@ -18,7 +18,10 @@
 //     the template text: replicas, bootstrap-expect and the seeds agree;
 //     probes use the health paths; the security context is locked down; no
 //     key material is in any manifest; every environment variable is a
-//     serve flag's TRUSTPLANE_* twin, as `trustplane serve -h` lists them.
+//     serve flag's TRUSTPLANE_* twin, as `trustplane serve -h` lists them;
+//     the NetworkPolicy (on by default) opens the Raft and gossip ports to
+//     the trustplane pods alone; the certs-init hook's pod matches none of
+//     the chart's selectors, and its objects are deleted once it succeeds.
 //   - The rendered StatefulSet is run: its command, arguments and
 //     environment (fieldRefs, configMapKeyRefs and $(VAR) expansion
 //     resolved as the kubelet does) start three real processes on

@@ -61,6 +61,24 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
+{{/*
+certsInitLabels label the certs-init hook's objects and its pod. They must
+not match trustplane.selectorLabels: the StatefulSet, the Services, the
+PodDisruptionBudget and the NetworkPolicy's peers select by those, and a
+hook pod among them would be a Service endpoint, reach the Raft and gossip
+ports, and block drains (the disruption controller cannot handle a pod
+owned by a Job it selects).
+*/}}
+{{- define "trustplane.certsInitLabels" -}}
+helm.sh/chart: {{ include "trustplane.chart" . }}
+app.kubernetes.io/name: {{ include "trustplane.name" . }}-certs-init
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: certs-init
+app.kubernetes.io/part-of: {{ include "trustplane.name" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
 {{- define "trustplane.image" -}}
 {{- if .Values.image.digest }}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
