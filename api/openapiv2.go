@@ -2,10 +2,14 @@ package api
 
 import (
 	"fmt"
-	apiextensionsbuilder "k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	"net/http"
+	"slices"
+	"strconv"
+	"sync"
 
+	apiextensionsbuilder "k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	"k8s.io/kube-openapi/pkg/builder"
+	"k8s.io/kube-openapi/pkg/cached"
 	"k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/handler"
 	"k8s.io/kube-openapi/pkg/validation/spec"
@@ -27,27 +31,57 @@ import (
 // openAPIV2 is the v2 document of the built-in kinds and, merged into it,
 // the custom resources served now (withCustom), behind kube-openapi's
 // handler.
+//
+// v2 is one document, as in kube: a change of the custom resources only
+// hands the handler the per-version specs the definitions were built with
+// (registry.CustomResources builds each once, when its definition
+// changes), and the handler merges them on the next request that needs
+// the document, as kube's apiextensions OpenAPI controller does with its
+// per-definition spec caches. The handler then marshals and hashes the
+// result once (kube-openapi's cached values), and serves it until the
+// next change.
 type openAPIV2 struct {
 	http.Handler
 	static  *spec.Swagger
 	service *handler.OpenAPIService
+	// mu serialises withCustom; specs are the custom specs it last
+	// handed to the handler, gen counts its generations.
+	mu    sync.Mutex
+	specs []*spec.Swagger
+	gen   uint64
 }
 
 // withCustom serves the static document merged with the custom stores'
-// definitions and paths, as kube's apiextensions server merges them.
-func (o *openAPIV2) withCustom(stores []*registry.Store) error {
+// definitions and paths, as kube's apiextensions server merges them, from
+// the next request on; the merge is left to that request. When the specs
+// are the ones served already, nothing changes. A merge that fails leaves
+// the handler serving the last document it built (kube-openapi's
+// LastSuccess), as kube does.
+func (o *openAPIV2) withCustom(stores []*registry.Store) {
 	var specs []*spec.Swagger
 	for _, st := range stores {
 		if st.Custom != nil && st.Custom.OpenAPIV2 != nil {
 			specs = append(specs, st.Custom.OpenAPIV2)
 		}
 	}
-	merged, err := apiextensionsbuilder.MergeSpecs(o.static, specs...)
-	if err != nil {
-		return fmt.Errorf("openapi v2: %w", err)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if slices.Equal(specs, o.specs) {
+		return
 	}
-	o.service.UpdateSpec(merged)
-	return nil
+	o.specs = specs
+	o.gen++
+	// The generation is the merged spec's etag: the handler marshals the
+	// spec anew when it changes.
+	etag := "custom-" + strconv.FormatUint(o.gen, 10)
+	static := o.static
+	o.service.UpdateSpecLazy(cached.Once(cached.Func(func() (*spec.Swagger, string, error) {
+		merged, err := apiextensionsbuilder.MergeSpecs(static, specs...)
+		if err != nil {
+			return nil, "", fmt.Errorf("openapi v2: %w", err)
+		}
+		return merged, etag, nil
+	})))
 }
 
 // newOpenAPIV2 builds the v2 handler for the served kinds.
