@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	apiextensionsbuilder "k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	"k8s.io/kube-openapi/pkg/builder"
@@ -49,14 +50,21 @@ type openAPIV2 struct {
 	mu    sync.Mutex
 	specs []*spec.Swagger
 	gen   uint64
+	// lastGood is the last merge that succeeded, served in place of one
+	// that fails.
+	lastGood atomic.Pointer[mergedV2]
+}
+
+// mergedV2 is one merged document and its etag.
+type mergedV2 struct {
+	spec *spec.Swagger
+	etag string
 }
 
 // withCustom serves the static document merged with the custom stores'
 // definitions and paths, as kube's apiextensions server merges them, from
 // the next request on; the merge is left to that request. When the specs
-// are the ones served already, nothing changes. A merge that fails leaves
-// the handler serving the last document it built (kube-openapi's
-// LastSuccess), as kube does.
+// are the ones served already, nothing changes.
 func (o *openAPIV2) withCustom(stores []*registry.Store) {
 	var specs []*spec.Swagger
 	for _, st := range stores {
@@ -74,14 +82,25 @@ func (o *openAPIV2) withCustom(stores []*registry.Store) {
 	// The generation is the merged spec's etag: the handler marshals the
 	// spec anew when it changes.
 	etag := "custom-" + strconv.FormatUint(o.gen, 10)
-	static := o.static
 	o.service.UpdateSpecLazy(cached.Once(cached.Func(func() (*spec.Swagger, string, error) {
-		merged, err := apiextensionsbuilder.MergeSpecs(static, specs...)
-		if err != nil {
-			return nil, "", fmt.Errorf("openapi v2: %w", err)
-		}
-		return merged, etag, nil
+		return o.merge(specs, etag)
 	})))
+}
+
+// merge is the static document merged with specs. A merge that fails
+// (kube's merge renames conflicting definitions, so it should not) leaves
+// the last document that merged served, as the node served it before
+// this change.
+func (o *openAPIV2) merge(specs []*spec.Swagger, etag string) (*spec.Swagger, string, error) {
+	merged, err := apiextensionsbuilder.MergeSpecs(o.static, specs...)
+	if err != nil {
+		if last := o.lastGood.Load(); last != nil {
+			return last.spec, last.etag, nil
+		}
+		return nil, "", fmt.Errorf("openapi v2: %w", err)
+	}
+	o.lastGood.Store(&mergedV2{spec: merged, etag: etag})
+	return merged, etag, nil
 }
 
 // newOpenAPIV2 builds the v2 handler for the served kinds.
@@ -125,7 +144,9 @@ func newOpenAPIV2(stores []*registry.Store, virtuals []*registry.Virtual) (*open
 	var h onePath
 	service := handler.NewOpenAPIService(swagger)
 	service.RegisterOpenAPIVersionedService("/openapi/v2", &h)
-	return &openAPIV2{Handler: h.handler, static: swagger, service: service}, nil
+	o := &openAPIV2{Handler: h.handler, static: swagger, service: service}
+	o.lastGood.Store(&mergedV2{spec: swagger, etag: "static"})
+	return o, nil
 }
 
 // onePath receives the one handler kube-openapi registers.
