@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -302,6 +303,49 @@ func freshServer(t *testing.T, s *Server, served map[types.UID][]*registry.Resou
 	}
 	env.s.CustomResourcesChanged()
 	return env.s
+}
+
+// TestCustomResourcesChangedWhileRead: documents are read (and so built)
+// while definitions change: every read of a served group version's
+// document, the index and /openapi/v2 succeeds (run with -race, reads
+// and changes share the lazily built documents).
+func TestCustomResourcesChangedWhileRead(t *testing.T) {
+	env, err := buildFuzzEnv(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := env.s
+	serveDefinition(t, s, benchDefinition(0, 0))
+	serveDefinition(t, s, benchDefinition(1, 0))
+	done := make(chan struct{})
+	failed := make(chan string, 3)
+	var wg sync.WaitGroup
+	for _, path := range []string{"/openapi/v3", "/openapi/v3/apis/g0.bench.example.com/v1", "/openapi/v2"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if rec := getRec(s, path); rec.Code != http.StatusOK {
+					failed <- fmt.Sprintf("GET %s: %d", path, rec.Code)
+					return
+				}
+			}
+		}()
+	}
+	for gen := 1; gen <= 5; gen++ {
+		serveDefinition(t, s, benchDefinition(gen%2, gen))
+	}
+	close(done)
+	wg.Wait()
+	close(failed)
+	for f := range failed {
+		t.Error(f)
+	}
 }
 
 // compareServed fails unless s serves what want does: the aggregated /apis
