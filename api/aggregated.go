@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
@@ -10,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/endpoints"
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
+
+	"github.com/trustplane/trustplane/api/registry"
 )
 
 // discoveryHandlers serve /api and /apis: the aggregated discovery document
@@ -29,10 +32,18 @@ type discoveryHandlers struct {
 }
 
 // customDiscovery are the group versions of custom resources the /apis
-// document lists.
+// document lists, each with what it was listed from.
 type customDiscovery struct {
 	mu  sync.Mutex
-	gvs map[schema.GroupVersion]bool
+	gvs map[schema.GroupVersion]customGV
+}
+
+// customGV is what a custom group version was listed from: the stores
+// serving it (a definition served anew has new stores) and its version
+// priority.
+type customGV struct {
+	stores   []*registry.Store
+	priority int
 }
 
 func (s *Server) newDiscoveryHandlers() (discoveryHandlers, error) {
@@ -55,7 +66,7 @@ func (s *Server) newDiscoveryHandlers() (discoveryHandlers, error) {
 	return discoveryHandlers{
 		core:   aggregated.WrapAggregatedDiscoveryToHandler(http.HandlerFunc(s.legacyAPIVersions), core),
 		groups: aggregated.WrapAggregatedDiscoveryToHandler(http.HandlerFunc(s.legacyAPIGroupList), named),
-		named:  named, custom: &customDiscovery{gvs: map[schema.GroupVersion]bool{}},
+		named:  named, custom: &customDiscovery{gvs: map[schema.GroupVersion]customGV{}},
 	}, nil
 }
 
@@ -66,34 +77,71 @@ const customGroupPriority = 1000
 // CustomResourcesChanged brings the aggregated discovery document and the
 // OpenAPI documents up to date with the custom resources served: call it
 // after every change of them (the legacy discovery documents are computed
-// per request).
+// per request). It redoes only the group versions whose stores changed,
+// and the documents are merged when next read, so that a change costs
+// what the changed definition's group versions hold, not what every
+// definition does (kube's apiextensions controllers work per definition
+// too).
 func (s *Server) CustomResourcesChanged() {
+	stores := s.reg.Stores()
+	s.refreshCustomDiscovery(stores)
+	// The OpenAPI documents follow (a definition kube cannot describe is
+	// left out of them, as kube's OpenAPI controller skips it).
+	s.openapi.withCustom(stores)
+	s.openapiV2.withCustom(stores)
+}
+
+// refreshCustomDiscovery lists the custom group versions of stores in the
+// aggregated /apis document: a group version whose stores changed is
+// listed anew, one no longer served is removed, and every other one keeps
+// its entry. Version priorities follow the stores' order, as the legacy
+// document's version order does.
+func (s *Server) refreshCustomDiscovery(stores []*registry.Store) {
 	d := s.discovery
 	d.custom.mu.Lock()
 	defer d.custom.mu.Unlock()
-	now := map[schema.GroupVersion]bool{}
-	var order []schema.GroupVersion
-	for _, st := range s.reg.Stores() {
-		if gv := st.GVR.GroupVersion(); st.Custom != nil && !now[gv] {
-			now[gv] = true
-			order = append(order, gv)
-		}
-	}
+	byGV, order := customStoresByGV(stores)
 	for gv := range d.custom.gvs {
-		if !now[gv] {
+		if _, ok := byGV[gv]; !ok {
 			d.named.RemoveGroupVersion(metav1.GroupVersion{Group: gv.Group, Version: gv.Version})
 		}
 	}
+	now := make(map[schema.GroupVersion]customGV, len(order))
 	for i, gv := range order {
-		// A resource list endpoints cannot convert is left out, as kube
-		// logs and skips it.
-		_ = s.addAggregated(d.named, gv, customGroupPriority, len(order)-i)
+		want := customGV{stores: byGV[gv], priority: len(order) - i}
+		have, listed := d.custom.gvs[gv]
+		switch {
+		case !listed || !slices.Equal(have.stores, want.stores):
+			if err := s.addAggregated(d.named, gv, customGroupPriority, want.priority); err != nil {
+				// A resource list endpoints cannot convert is left
+				// out, as kube logs and skips it; it is tried again
+				// on the next change.
+				want.stores = nil
+			}
+		case have.priority != want.priority:
+			d.named.SetGroupVersionPriority(metav1.GroupVersion{Group: gv.Group, Version: gv.Version}, customGroupPriority, want.priority)
+		}
+		now[gv] = want
 	}
 	d.custom.gvs = now
-	// The OpenAPI documents follow (a definition kube cannot describe is
-	// left out of them, as kube's OpenAPI controller logs and skips it).
-	_ = s.openapi.withCustom(s.reg.Stores())
-	_ = s.openapiV2.withCustom(s.reg.Stores())
+}
+
+// customStoresByGV are the custom stores by group version, and the group
+// versions in the order of their first store.
+func customStoresByGV(stores []*registry.Store) (map[schema.GroupVersion][]*registry.Store, []schema.GroupVersion) {
+	byGV := map[schema.GroupVersion][]*registry.Store{}
+	var order []schema.GroupVersion
+	for _, st := range stores {
+		if st.Custom == nil {
+			continue
+		}
+		gv := st.GVR.GroupVersion()
+		if byGV[gv] == nil {
+			order = append(order, gv)
+		}
+		byGV[gv] = append(byGV[gv], st)
+	}
+	return byGV, order
 }
 
 func (s *Server) addAggregated(rm aggregated.ResourceManager, gv schema.GroupVersion, groupPriority, versionPriority int) error {

@@ -5,9 +5,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	apiextensionsbuilder "k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
@@ -321,17 +324,81 @@ func openAPIV3Docs(stores []*registry.Store, virtuals []*registry.Virtual) (map[
 }
 
 // openAPIV3 holds the documents and the discovery index pointing at them:
-// the built-in kinds' documents, fixed at the start, and with them those
-// of the custom resources served now (withCustom).
+// the built-in kinds' documents, fixed at the start, and with them one per
+// group version of the custom resources served now (withCustom).
+//
+// A change of the custom resources costs only the group versions it
+// touches, and nothing until the next request, as kube's apiextensions
+// OpenAPI v3 controller updates one group version lazily: a group version
+// whose definitions' specs are the ones it was built from keeps its
+// document (and so its hash and the clients' caches); a changed one gets a
+// new document that is merged and marshalled on its first read, by a GET
+// of it or of the index (which names each document by its hash).
 type openAPIV3 struct {
-	static  map[string][]byte
+	static map[string]*v3Doc
+	// mu serialises withCustom; custom is what it last served, per path
+	// prefix of a custom group version.
+	mu      sync.Mutex
+	custom  map[string]*v3Doc
 	current atomic.Pointer[openAPIV3Set]
 }
 
-// openAPIV3Set is one generation of the documents and their index.
+// openAPIV3Set is one generation of the documents, by path prefix, and of
+// their index, which is built on its first read.
 type openAPIV3Set struct {
-	index []byte
-	docs  map[string][]byte
+	docs      map[string]*v3Doc
+	indexOnce sync.Once
+	index     []byte
+}
+
+// v3Doc is one group version's document, built once, on first use, from
+// the specs it names (nil for a built-in document, built at the start).
+type v3Doc struct {
+	specs []*spec3.OpenAPI
+	once  sync.Once
+	body  []byte
+	hash  string // kube's: upper-case hex SHA-512 of body
+	err   error
+}
+
+// builtDoc is a document already built.
+func builtDoc(body []byte) *v3Doc {
+	d := &v3Doc{body: body, hash: docHash(body)}
+	d.once.Do(func() {})
+	return d
+}
+
+// customDoc is the document merging specs, as kube's apiextensions server
+// publishes a group version of custom resources; it is built on first use.
+func customDoc(specs []*spec3.OpenAPI) *v3Doc { return &v3Doc{specs: specs} }
+
+// get builds the document on the first call and returns it with its hash;
+// a document that cannot be built is an error each time (kube logs and
+// leaves out a definition it cannot describe).
+func (d *v3Doc) get() ([]byte, string, error) {
+	d.once.Do(func() {
+		merged, err := apiextensionsbuilder.MergeSpecsV3(d.specs...)
+		if err == nil {
+			d.body, err = json.Marshal(merged)
+		}
+		if err != nil {
+			d.err = err
+			return
+		}
+		d.hash = docHash(d.body)
+	})
+	return d.body, d.hash, d.err
+}
+
+// sameSpecs says whether d was built from exactly specs (the same
+// pointers: a definition served anew has new specs).
+func (d *v3Doc) sameSpecs(specs []*spec3.OpenAPI) bool {
+	return slices.Equal(d.specs, specs)
+}
+
+func docHash(b []byte) string {
+	sum := sha512.Sum512(b)
+	return strings.ToUpper(hex.EncodeToString(sum[:]))
 }
 
 func newOpenAPIV3(stores []*registry.Store, virtuals []*registry.Virtual) (*openAPIV3, error) {
@@ -339,57 +406,76 @@ func newOpenAPIV3(stores []*registry.Store, virtuals []*registry.Virtual) (*open
 	if err != nil {
 		return nil, err
 	}
-	o := &openAPIV3{static: docs}
-	o.current.Store(indexed(docs))
+	o := &openAPIV3{static: make(map[string]*v3Doc, len(docs)), custom: map[string]*v3Doc{}}
+	for prefix, b := range docs {
+		o.static[prefix] = builtDoc(b)
+	}
+	o.current.Store(&openAPIV3Set{docs: o.static})
 	return o, nil
 }
 
-// indexed is docs with the index that names each with its hash.
-func indexed(docs map[string][]byte) *openAPIV3Set {
-	type pathInfo struct {
-		ServerRelativeURL string `json:"serverRelativeURL"`
-	}
-	paths := map[string]pathInfo{}
-	for prefix, b := range docs {
-		sum := sha512.Sum512(b)
-		paths[prefix] = pathInfo{ServerRelativeURL: "/openapi/v3/" + prefix + "?hash=" + strings.ToUpper(hex.EncodeToString(sum[:]))}
-	}
-	index, _ := json.Marshal(map[string]any{"paths": paths}) // map keys marshal sorted
-	return &openAPIV3Set{index: index, docs: docs}
+// getIndex is the discovery index naming each document with its hash,
+// built on the first call; it builds the documents not built yet, and
+// leaves out those that cannot be.
+func (set *openAPIV3Set) getIndex() []byte {
+	set.indexOnce.Do(func() {
+		type pathInfo struct {
+			ServerRelativeURL string `json:"serverRelativeURL"`
+		}
+		paths := make(map[string]pathInfo, len(set.docs))
+		for prefix, d := range set.docs {
+			if _, hash, err := d.get(); err == nil {
+				paths[prefix] = pathInfo{ServerRelativeURL: "/openapi/v3/" + prefix + "?hash=" + hash}
+			}
+		}
+		set.index, _ = json.Marshal(map[string]any{"paths": paths}) // map keys marshal sorted
+	})
+	return set.index
 }
 
 // withCustom serves the built-in documents and one per group version of
-// the custom stores, each merging the documents of the definitions served
-// in it, as kube's apiextensions server publishes them. A group version a
-// built-in kind has keeps the built-in document.
-func (o *openAPIV3) withCustom(stores []*registry.Store) error {
+// the custom stores, each merging the specs of the definitions served in
+// it. A group version a built-in kind has keeps the built-in document.
+// Only group versions whose specs changed get a new (lazy) document; when
+// none did, the served generation stays as it is.
+func (o *openAPIV3) withCustom(stores []*registry.Store) {
+	byGV := customSpecsV3(stores)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	next := make(map[string]*v3Doc, len(byGV))
+	changed := len(byGV) != len(o.custom)
+	for prefix, specs := range byGV {
+		if _, builtin := o.static[prefix]; builtin {
+			continue
+		}
+		d := o.custom[prefix]
+		if d == nil || !d.sameSpecs(specs) {
+			d, changed = customDoc(specs), true
+		}
+		next[prefix] = d
+	}
+	if !changed {
+		return
+	}
+	docs := make(map[string]*v3Doc, len(o.static)+len(next))
+	maps.Copy(docs, o.static)
+	maps.Copy(docs, next)
+	o.custom = next
+	o.current.Store(&openAPIV3Set{docs: docs})
+}
+
+// customSpecsV3 are the OpenAPI v3 specs of the custom stores, by the path
+// prefix of their group version, in the stores' order.
+func customSpecsV3(stores []*registry.Store) map[string][]*spec3.OpenAPI {
 	byGV := map[string][]*spec3.OpenAPI{}
 	for _, st := range stores {
 		if st.Custom == nil || st.Custom.OpenAPIV3 == nil {
 			continue
 		}
-		prefix := strings.TrimPrefix(openAPIPathPrefix(st.GVR.GroupVersion()), "/")
+		prefix := openAPIPathPrefix(st.GVR.GroupVersion())
 		byGV[prefix] = append(byGV[prefix], st.Custom.OpenAPIV3)
 	}
-	docs := make(map[string][]byte, len(o.static)+len(byGV))
-	for k, v := range o.static {
-		docs[k] = v
-	}
-	var first error
-	for prefix, specs := range byGV {
-		if _, builtin := docs[prefix]; builtin {
-			continue
-		}
-		merged, err := apiextensionsbuilder.MergeSpecsV3(specs...)
-		if err == nil {
-			docs[prefix], err = json.Marshal(merged)
-		}
-		if err != nil && first == nil {
-			first = fmt.Errorf("openapi v3 of %s: %w", prefix, err)
-		}
-	}
-	o.current.Store(indexed(docs))
-	return first
+	return byGV
 }
 
 // serveOpenAPIV3 answers /openapi/v3 (the index) and /openapi/v3/<prefix>.
@@ -398,9 +484,15 @@ func (s *Server) serveOpenAPIV3(w http.ResponseWriter, req *http.Request) {
 	var body []byte
 	set := s.openapi.current.Load()
 	if rest == "" {
-		body = set.index
-	} else if b, ok := set.docs[rest]; ok {
-		body = b
+		body = set.getIndex()
+	} else if d, ok := set.docs[rest]; ok {
+		var err error
+		if body, _, err = d.get(); err != nil {
+			// Left out of the index, as kube leaves out what it
+			// cannot describe.
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
 	} else {
 		// kube's OpenAPI v3 handler: 404 without a body.
 		w.WriteHeader(http.StatusNotFound)

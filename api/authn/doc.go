@@ -23,6 +23,10 @@
 //     for secrets (storage.AtRest), on the leader before proposing; every
 //     new leader re-encrypts keys stored with a key that is no longer
 //     first (Reencrypt).
+//   - A stored key is decoded exactly as the key store writes it (strict
+//     JSON of storedKey: its field names, nothing unknown or repeated), so
+//     another object written under a key's name is not a key; errors about
+//     a stored key name its generation, never what it holds.
 //   - Private keys never leave the key store: no error, log line or API
 //     answer carries one, and the JWKS holds public keys only.
 //   - Objects a token is bound to (ServiceAccount, Pod, Secret) are read

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kubernetes/pkg/serviceaccount"
+	kjson "sigs.k8s.io/json"
 
 	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
@@ -81,6 +82,19 @@ type storedKey struct {
 	// and tokens it signed no longer verify. The entry stays so that
 	// generations are never reused and FirstKey keeps existing.
 	Retired bool `json:"retired,omitempty"`
+}
+
+// decodeStoredKey decodes what the key store writes (json.Marshal of a
+// storedKey) and nothing looser: field names exactly as written, no
+// unknown or duplicate fields. Another object written as JSON under a
+// key's name (an API object has apiVersion, kind, metadata) is not a key.
+func decodeStoredKey(plain []byte) (storedKey, error) {
+	var sk storedKey
+	strict, err := kjson.UnmarshalStrict(plain, &sk)
+	if err == nil && len(strict) > 0 {
+		err = errors.Join(strict...)
+	}
+	return sk, err
 }
 
 // keySet is one parsed version of the stored keys; immutable once built.
@@ -227,15 +241,16 @@ func (k *KeyStore) parseKey(kv *fsm.KV) (*ecdsa.PrivateKey, error) {
 		// Open's error names the key, never its bytes.
 		return nil, fmt.Errorf("%w: generation %s: %w", ErrBadKey, kv.Key.Name, err)
 	}
-	var sk storedKey
-	if err := json.Unmarshal(plain, &sk); err != nil {
+	sk, err := decodeStoredKey(plain)
+	if err != nil {
 		return nil, fmt.Errorf("%w: generation %s", ErrBadKey, kv.Key.Name)
 	}
 	if sk.Retired {
 		return nil, nil
 	}
 	if sk.Algorithm != "ES256" {
-		return nil, fmt.Errorf("%w: generation %s has algorithm %q", ErrBadKey, kv.Key.Name, sk.Algorithm)
+		// The stored algorithm is not quoted: errors never carry stored bytes.
+		return nil, fmt.Errorf("%w: generation %s is not an ES256 key", ErrBadKey, kv.Key.Name)
 	}
 	key, err := x509.ParsePKCS8PrivateKey(sk.PKCS8)
 	if err != nil {

@@ -2,6 +2,10 @@ package authn_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -201,6 +205,54 @@ func TestBadStoredKeyNeverEchoed(t *testing.T) {
 		if strings.Contains(err.Error(), leak) {
 			t.Fatalf("error %q carries key material", err)
 		}
+	}
+}
+
+// TestStoredKeyDecodedStrictly: only what the key store writes is a key.
+// A real P-256 key inside a JSON object shaped otherwise (an API object
+// written under the key's name, fields in another case) signs nothing,
+// and the error quotes nothing stored.
+func TestStoredKeyDecodedStrictly(t *testing.T) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkcs8 := base64.StdEncoding.EncodeToString(der)
+	cases := []struct {
+		name, value string
+		signs       bool
+	}{
+		{"as the key store writes it", `{"alg":"ES256","pkcs8":"` + pkcs8 + `"}`, true},
+		{"an API object around it", `{"apiVersion":"trustplane.internal/v1","kind":"Key","metadata":{"name":"1"},"alg":"ES256","pkcs8":"` + pkcs8 + `"}`, false},
+		{"field names in another case", `{"ALG":"ES256","PKCS8":"` + pkcs8 + `"}`, false},
+		{"a field twice", `{"alg":"ES256","pkcs8":"` + pkcs8 + `","alg":"ES256"}`, false},
+		{"another algorithm, not quoted", `{"alg":"stored-marker","pkcs8":"` + pkcs8 + `"}`, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			l := newLocalLog()
+			if _, err := l.Propose(context.Background(), &fsm.Command{Op: fsm.OpPut, Key: authn.FirstKey, Value: []byte(c.value)}); err != nil {
+				t.Fatal(err)
+			}
+			k := authn.NewKeyStore(l, l.f, storage.AtRest{})
+			_, err := k.Generator("https://issuer.example").GenerateToken(context.Background(), mustClaims(), struct{}{})
+			if c.signs {
+				if err != nil {
+					t.Fatalf("a key as written does not sign: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, authn.ErrBadKey) {
+				t.Fatalf("err %v, want ErrBadKey", err)
+			}
+			if strings.Contains(err.Error(), "stored-marker") || strings.Contains(err.Error(), pkcs8[:16]) {
+				t.Fatalf("error %q quotes the stored value", err)
+			}
+		})
 	}
 }
 

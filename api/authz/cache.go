@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/kubernetes/pkg/apis/rbac"
 	rbacvalidation "k8s.io/kubernetes/pkg/registry/rbac/validation"
 
 	"github.com/trustplane/trustplane/api/registry"
@@ -19,8 +21,10 @@ import (
 
 // Sentinel errors of the package.
 var (
-	// ErrDecode: a stored RBAC object could not be decoded. The object is
-	// left out of the cache (it grants nothing) and the error is logged.
+	// ErrDecode: a stored RBAC object could not be opened or decoded with
+	// the RBAC stores' codec, or holds another kind than its key's. The
+	// object is left out of the cache (it grants nothing) and the error,
+	// which names the key and never quotes the value, is logged.
 	ErrDecode = errors.New("authz: cannot decode stored RBAC object")
 	// ErrLoad: the initial or post-restore load of the RBAC objects failed.
 	ErrLoad = errors.New("authz: cannot load RBAC objects")
@@ -58,8 +62,7 @@ type snapshot struct {
 // serves kube's rule resolver interfaces (RoleGetter, RoleBindingLister,
 // ClusterRoleGetter, ClusterRoleBindingLister) from them without locks.
 type Cache struct {
-	src    Source
-	decode runtime.Decoder
+	src Source
 	// open returns the encoded value a KV stores, decrypted at rest
 	// (registry.Registry.Open); nil: the value itself.
 	open func(*fsm.KV) ([]byte, error)
@@ -88,7 +91,7 @@ var (
 // at rest). onError, if not nil, is told about stored objects that could
 // not be decoded.
 func NewCache(src Source, open func(*fsm.KV) ([]byte, error), onError func(error)) (*Cache, error) {
-	c := &Cache{src: src, decode: registry.Codecs.UniversalDeserializer(), open: open, onError: onError}
+	c := &Cache{src: src, open: open, onError: onError}
 	c.cur.Store(&snapshot{})
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -189,34 +192,76 @@ func (c *Cache) report(err error) {
 	}
 }
 
+// storedCodec is the codec the RBAC stores write and read their values
+// with (registry.StorageCodec of the served version: protobuf, decoded into
+// internal objects with defaulting), and the only one the cache decodes
+// with. Bytes in any other encoding under an RBAC key, JSON above all,
+// were not written by an RBAC store and grant nothing: a universal
+// deserializer would make any writer of the key a writer of grants.
+var storedCodec = registry.StorageCodec(registry.RBACGroupVersion)
+
+// heldKind is a resource the cache holds: the internal type its store
+// decodes to, and the v1 type the rule resolver reads.
+type heldKind struct {
+	internal reflect.Type
+	newV1    func() runtime.Object
+}
+
+var heldKinds = map[string]heldKind{
+	"roles":               {reflect.TypeFor[*rbac.Role](), func() runtime.Object { return &rbacv1.Role{} }},
+	"clusterroles":        {reflect.TypeFor[*rbac.ClusterRole](), func() runtime.Object { return &rbacv1.ClusterRole{} }},
+	"rolebindings":        {reflect.TypeFor[*rbac.RoleBinding](), func() runtime.Object { return &rbacv1.RoleBinding{} }},
+	"clusterrolebindings": {reflect.TypeFor[*rbac.ClusterRoleBinding](), func() runtime.Object { return &rbacv1.ClusterRoleBinding{} }},
+}
+
+// decodeStored decodes kv's value as its RBAC store does and returns the v1
+// object the rule resolver reads. The value must be the kind held. Errors
+// name the key and never quote the value (nor the decoder's message,
+// which may).
+func (c *Cache) decodeStored(kv *fsm.KV, held heldKind) (runtime.Object, error) {
+	k := kv.Key
+	data := kv.Value
+	if c.open != nil {
+		var err error
+		if data, err = c.open(kv); err != nil {
+			// Open's errors name the key, never the value.
+			return nil, fmt.Errorf("%w %s: %w", ErrDecode, keyName(k), err)
+		}
+	}
+	internal, _, err := storedCodec.Decode(data, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: not in the RBAC stores' encoding", ErrDecode, keyName(k))
+	}
+	if reflect.TypeOf(internal) != held.internal {
+		return nil, fmt.Errorf("%w %s: not the kind its resource holds", ErrDecode, keyName(k))
+	}
+	out := held.newV1()
+	if err := registry.Scheme.Convert(internal, out, nil); err != nil {
+		return nil, fmt.Errorf("%w %s: not convertible to %s", ErrDecode, keyName(k), registry.RBACGroupVersion)
+	}
+	return out, nil
+}
+
+// keyName names a stored object by its key, quoted.
+func keyName(k fsm.Key) string {
+	if k.Namespace == "" {
+		return fmt.Sprintf("%s %q", k.Resource, k.Name)
+	}
+	return fmt.Sprintf("%s %q", k.Resource, k.Namespace+"/"+k.Name)
+}
+
 // put decodes kv into next, replacing what was at its key. A value that
 // does not decode removes the key: a broken object grants nothing.
 func (c *Cache) put(next *snapshot, kv *fsm.KV) {
 	k := kv.Key
-	var into runtime.Object
-	switch k.Resource {
-	case "roles":
-		into = &rbacv1.Role{}
-	case "clusterroles":
-		into = &rbacv1.ClusterRole{}
-	case "rolebindings":
-		into = &rbacv1.RoleBinding{}
-	case "clusterrolebindings":
-		into = &rbacv1.ClusterRoleBinding{}
-	default:
-		return
+	held, ok := heldKinds[k.Resource]
+	if !ok {
+		return // not a kind the resolver reads
 	}
-	data, err := kv.Value, error(nil)
-	if c.open != nil {
-		data, err = c.open(kv)
-	}
-	var obj runtime.Object
-	if err == nil {
-		obj, _, err = c.decode.Decode(data, nil, into)
-	}
+	obj, err := c.decodeStored(kv, held)
 	if err != nil {
 		next.remove(k)
-		c.report(fmt.Errorf("%w %s %s/%s: %w", ErrDecode, k.Resource, k.Namespace, k.Name, err))
+		c.report(err)
 		return
 	}
 	switch o := obj.(type) {

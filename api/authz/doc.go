@@ -13,6 +13,13 @@
 //     reload on snapshot restore), decodes each RBAC object once when it is
 //     applied, and publishes an immutable snapshot through an atomic
 //     pointer: requests never take a lock and never decode.
+//   - The Cache decodes a stored value with the RBAC stores' own codec and
+//     nothing else (registry.StorageCodec: protobuf, opened first with the
+//     resource's encryption at rest), and only into the kind its key's
+//     resource holds, then converts it to v1 as a read would. A value in
+//     any other encoding (JSON, YAML) or of another kind was not written by
+//     an RBAC store: it is left out (it grants nothing) and reported by its
+//     key, never with its bytes or the decoder's message about them.
 //   - A node's RBAC view may trail the leader by what it has not applied
 //     yet, as kube-apiserver's informer-fed authorizer trails etcd.
 //   - The bootstrap policy is kube's, reconciled as kube-apiserver does it

@@ -55,6 +55,20 @@ type world struct {
 	reg   *registry.Registry
 	cache *Cache
 	authz *Authorizer
+
+	// errs are what the cache reported; a test that expects some takes
+	// them (takeErrs), and any left fail the test.
+	errsMu sync.Mutex
+	errs   []error
+}
+
+// takeErrs returns and forgets what the cache reported.
+func (w *world) takeErrs() []error {
+	w.errsMu.Lock()
+	defer w.errsMu.Unlock()
+	errs := w.errs
+	w.errs = nil
+	return errs
 }
 
 func newWorld(t testing.TB, bootstrap bool) *world {
@@ -64,20 +78,25 @@ func newWorld(t testing.TB, bootstrap bool) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var decodeErrs []error
-	cache, err := NewCache(back.f, stor.Open, func(err error) { decodeErrs = append(decodeErrs, err) })
+	w := &world{t: t, back: back}
+	cache, err := NewCache(back.f, stor.Open, func(err error) {
+		w.errsMu.Lock()
+		defer w.errsMu.Unlock()
+		w.errs = append(w.errs, err)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		cache.Close()
-		if len(decodeErrs) > 0 {
-			t.Errorf("cache errors: %v", decodeErrs)
+		if errs := w.takeErrs(); len(errs) > 0 {
+			t.Errorf("cache errors: %v", errs)
 		}
 	})
 	a := New(cache)
-	reg := registry.New(stor, append(registry.CoreResources(), registry.RBACResources()...), a)
-	w := &world{t: t, back: back, reg: reg, cache: cache, authz: a}
+	w.cache, w.authz = cache, a
+	w.reg = registry.New(stor, append(registry.CoreResources(), registry.RBACResources()...), a)
+	reg := w.reg
 	for _, ns := range []string{"kube-system", "kube-public", "default", "ns1", "ns2"} {
 		w.create(adminCtx(""), schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, &api.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}

@@ -235,7 +235,11 @@ func (c schemaCoercer) apply(u *unstructured.Unstructured) ([]string, error) {
 			return nil, ferr
 		}
 		unknown = append(unknown, paths...)
-		if c.repairGeneration && objectMeta.Generation == 0 {
+		// A stored value without metadata was not written by the store
+		// (it always writes some): there is no generation to repair, and
+		// objectMeta is nil (kube dereferences it; a corrupt or foreign
+		// value must not panic the reader).
+		if c.repairGeneration && foundMeta && objectMeta.Generation == 0 {
 			objectMeta.Generation = 1
 		}
 	}
