@@ -107,13 +107,14 @@ lint:
 test: lint test-unit test-e2e test-failpoints test-deploy chaos-short
 
 # The race detector runs on the concurrent core (fsm, cluster, watchcache:
-# raft, apply and the watch fan-out), whose dependencies are small. The
+# raft, apply and the watch fan-out) and on internal/ (the connection
+# tables every port shares, failpoints, ports), whose dependencies are small. The
 # rest runs without it: a race build of kube's and client-go's packages
 # would add ten minutes to a cold make test for packages (pure patch
 # functions, certificates, the bench and chaos harnesses) whose own
 # concurrency is a mutex or two.
 test-unit:
-	CGO_ENABLED=1 $(GO) test -race -count=1 ./fsm/... ./cluster/... ./watchcache/...
+	CGO_ENABLED=1 $(GO) test -race -count=1 ./fsm/... ./cluster/... ./watchcache/... ./internal/...
 	$(GO) test -count=1 ./certs/... ./apply/... ./chaos/... ./bench/... ./api/...
 
 # test-e2e starts compiling the deploy module (helm, kube's validation) in
