@@ -14,11 +14,15 @@
 //     definition names. They are written only by the leader, through
 //     Raft, with MustNotExist, so two leaders cannot both create a key; every
 //     node reads them from its own applied state, so every node verifies.
-//   - Old keys stay valid for verification after a rotation; only the
-//     newest signs. Retire replaces every older key with a tombstone
-//     (through Raft, so on every node): tokens it signed stop verifying.
-//     Keys are never deleted, so generations are never reused and
-//     FirstKey always exists.
+//   - Every key is pending, active or retiring (phases.go, the rotation
+//     model of api/rotation): all three verify, only the active one signs.
+//     The phases are one record in the internal key space, changed by one
+//     compare-and-swap per step (start, promote, finish, abort), so no node
+//     ever sees two keys sign, or none. Before the first step the newest
+//     key is active and older ones retiring, as earlier builds had it.
+//     Finish replaces a retiring key with a tombstone (through Raft, so on
+//     every node): tokens it signed stop verifying. Keys are never
+//     deleted, so generations are never reused and FirstKey always exists.
 //   - Stored keys are encrypted at rest with the registry's transformer
 //     for secrets (storage.AtRest), on the leader before proposing; every
 //     new leader re-encrypts keys stored with a key that is no longer

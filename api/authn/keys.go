@@ -20,6 +20,7 @@ import (
 	"k8s.io/kubernetes/pkg/serviceaccount"
 	kjson "sigs.k8s.io/json"
 
+	"github.com/trustplane/trustplane/api/rotation"
 	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
 )
@@ -125,6 +126,11 @@ type KeyStore struct {
 
 	lmu       sync.Mutex
 	listeners []serviceaccount.Listener
+
+	// The rotation steps' settings (phases.go).
+	tokenLifetime time.Duration
+	members       func(ctx context.Context) (map[string]uint64, error)
+	now           func() time.Time
 }
 
 // versionedSet is a key set and the version it was read at.
@@ -151,7 +157,7 @@ type keyListener struct{ k *KeyStore }
 
 func (l keyListener) OnApply(events []fsm.Event) {
 	for _, ev := range events {
-		if ev.KV != nil && ev.KV.Key.Space == keyPrefix.Space && ev.KV.Key.Resource == keyPrefix.Resource {
+		if ev.KV != nil && ev.KV.Key.Space == keyPrefix.Space && (ev.KV.Key.Resource == keyPrefix.Resource || ev.KV.Key.Resource == phaseKey.Resource) {
 			l.k.changed()
 			return
 		}
@@ -203,28 +209,41 @@ func (k *KeyStore) keys() (*keySet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("authn: reading signing keys: %w", err)
 	}
+	rec, recKV, err := k.readRecord()
+	if err != nil {
+		return nil, err
+	}
 	revs := ""
 	for _, kv := range res.KVs {
 		revs += kv.Key.Name + "@" + strconv.FormatUint(kv.ModRevision, 10) + ","
+	}
+	if recKV != nil {
+		revs += "phases@" + strconv.FormatUint(recKV.ModRevision, 10)
 	}
 	if c := k.cur.Load(); c != nil && c.set.revs == revs {
 		k.cur.Store(&versionedSet{version: v, set: c.set})
 		return c.set, nil
 	}
-	s := &keySet{revs: revs}
-	var pubs []interface{}
-	for i := len(res.KVs) - 1; i >= 0; i-- {
-		priv, err := k.parseKey(res.KVs[i])
+	entries := make([]keyEntry, 0, len(res.KVs))
+	for _, kv := range res.KVs {
+		priv, err := k.parseKey(kv)
 		if err != nil {
 			return nil, err
 		}
-		if priv == nil {
-			continue // retired
+		entries = append(entries, keyEntry{gen: kv.Key.Name, priv: priv})
+	}
+	// The active key signs; pending, active and retiring keys verify
+	// (phases.go), newest first.
+	s := &keySet{revs: revs}
+	var pubs []interface{}
+	for _, e := range derivePhases(entries, rec) {
+		if e.phase == "" {
+			continue
 		}
-		if s.current == nil {
-			s.current = priv
+		if e.phase == rotation.Active {
+			s.current = e.priv
 		}
-		pubs = append(pubs, priv.Public())
+		pubs = append(pubs, e.priv.Public())
 	}
 	s.public, err = serviceaccount.StaticPublicKeysGetter(pubs)
 	if err != nil {
@@ -281,23 +300,25 @@ func (k *KeyStore) EnsureKey(ctx context.Context) error {
 	return err
 }
 
-// Rotate writes a new signing key, which signs every token from then on;
-// the older keys keep verifying the tokens they signed. It must run on the
+// Rotate makes a new signing key and promotes it at once (rotation's
+// start and promote, forced): it signs every token from then on, and the
+// older keys keep verifying the tokens they signed. It must run on the
 // leader. It returns the new key's id (the JWT "kid").
 func (k *KeyStore) Rotate(ctx context.Context) (string, error) {
-	res, err := k.backend.List(keyPrefix, fsm.ListOptions{})
+	r := k.Root()
+	if _, err := r.Start(ctx, rotation.Options{}); err != nil {
+		return "", err
+	}
+	st, err := r.Promote(ctx, rotation.Options{Force: true})
 	if err != nil {
-		return "", fmt.Errorf("authn: reading signing keys: %w", err)
+		return "", err
 	}
-	next := uint64(1)
-	if n := len(res.KVs); n > 0 {
-		last, err := strconv.ParseUint(res.KVs[n-1].Key.Name, 10, 64)
-		if err != nil {
-			return "", fmt.Errorf("%w: generation %q", ErrBadKey, res.KVs[n-1].Key.Name)
+	for _, key := range st.Keys {
+		if key.Issues {
+			return key.ID, nil
 		}
-		next = last + 1
 	}
-	return k.put(ctx, next)
+	return "", ErrNoSigningKey
 }
 
 // put proposes a new P-256 key as generation gen, with MustNotExist.
@@ -340,41 +361,29 @@ func keyID(ctx context.Context, priv *ecdsa.PrivateKey) (string, error) {
 	return pub.GetPublicKeys(ctx, "")[0].KeyID, nil
 }
 
-// Retire replaces every key but the current one with a tombstone, through
-// Raft: tokens the retired keys signed stop verifying on every node once it
-// has applied the change (and its token cache, CacheTTL, has expired), and
-// their private bytes leave the replicated state. It must run on the
-// leader. It returns the current key's id and the retired keys' ids.
+// Retire removes every retiring key at once (rotation's finish, forced):
+// tokens they signed stop verifying on every node once it has applied the
+// change (and its token cache, CacheTTL, has expired), and their private
+// bytes leave the replicated state. It must run on the leader. It returns
+// the current key's id and the removed keys' ids.
 func (k *KeyStore) Retire(ctx context.Context) (current string, retired []string, err error) {
-	res, err := k.backend.List(keyPrefix, fsm.ListOptions{})
-	if err != nil {
-		return "", nil, fmt.Errorf("authn: reading signing keys: %w", err)
-	}
-	tomb, err := json.Marshal(storedKey{Retired: true})
+	before, err := k.Root().Status(ctx)
 	if err != nil {
 		return "", nil, err
 	}
-	for i := len(res.KVs) - 1; i >= 0; i-- {
-		kv := res.KVs[i]
-		priv, err := k.parseKey(kv)
-		if err != nil {
-			return "", nil, err
+	after, err := k.Root().Finish(ctx, rotation.Options{Force: true})
+	if err != nil {
+		return "", nil, err
+	}
+	for _, key := range before.Keys {
+		if key.Phase == rotation.Retiring {
+			retired = append(retired, key.ID)
 		}
-		if priv == nil {
-			continue
+	}
+	for _, key := range after.Keys {
+		if key.Issues {
+			current = key.ID
 		}
-		kid, err := keyID(ctx, priv)
-		if err != nil {
-			return "", nil, err
-		}
-		if current == "" {
-			current = kid // the newest live key signs and stays
-			continue
-		}
-		if err := k.rewrite(ctx, kv, tomb); err != nil {
-			return "", nil, err
-		}
-		retired = append(retired, kid)
 	}
 	if current == "" {
 		return "", nil, ErrNoSigningKey

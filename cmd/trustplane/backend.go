@@ -19,6 +19,23 @@ type membership struct {
 	clusterID string
 }
 
+// appliedIndexes are the voters' applied indexes by name, for a rotation
+// step that waits until every voter has applied a key (api/authn). A
+// voter that does not answer counts as having applied nothing.
+func (m membership) appliedIndexes(ctx context.Context) (map[string]uint64, error) {
+	ms, err := m.node.Members(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	for _, c := range ms {
+		if c.Voter {
+			out[c.Name] = c.AppliedIndex
+		}
+	}
+	return out, nil
+}
+
 func (m membership) Members(ctx context.Context) ([]api.Member, error) {
 	ms, err := m.node.Members(ctx)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/kubernetes/pkg/serviceaccount"
 
 	"github.com/trustplane/trustplane/api/authn"
+	"github.com/trustplane/trustplane/api/rotation"
 )
 
 // identity is the authentication side of a node: who a bearer token
@@ -46,6 +47,8 @@ func setupIdentity(w *wiring) (*identity, error) {
 	// The signing keys are secret material: the encryption configuration
 	// for secrets encrypts them too (docs/COMPATIBILITY.md).
 	keys := authn.NewKeyStore(w.back, w.fsm, w.reg.AtRest(schema.GroupResource{Resource: "secrets"}))
+	keys.SetTokenLifetime(cfg.MaxTokenExpiration, cfg.ExtendExpiration)
+	keys.SetMembers(membership{node: w.node}.appliedIndexes)
 	id, err := authn.New(cfg, keys, w.reg)
 	if err != nil {
 		return nil, err
@@ -53,18 +56,22 @@ func setupIdentity(w *wiring) (*identity, error) {
 	for _, v := range id.Virtuals {
 		w.reg.AddVirtual(v)
 	}
+	actions := rotation.Handlers(map[string]rotation.Root{authn.SigningKeyRoot: keys.Root()})
+	actions[rotatePath], actions[retirePath] = rotateHandler(keys), retireHandler(keys)
 	return &identity{
 		authenticator: id.Authenticator,
 		legacyTokens:  id.LegacyTokens,
 		paths:         id.Paths,
-		actions:       map[string]http.Handler{rotatePath: rotateHandler(keys), retirePath: retireHandler(keys)},
+		actions:       actions,
 		bootstrap:     []leaderTask{keys.EnsureKey, keys.Reencrypt},
 		keys:          keys,
 	}, nil
 }
 
-// rotatePath rotates the token signing key: POST, system:masters only,
-// served by the leader (e.g. kubectl create --raw <path> -f /dev/null).
+// rotatePath rotates the token signing key at once (rotation's start and
+// promote, forced; trustplane rotate signing-key takes them one at a
+// time): POST, system:masters only, served by the leader (e.g. kubectl
+// create --raw <path> -f /dev/null).
 const rotatePath = "/debug/trustplane/signing-keys/rotate"
 
 // rotateHandler writes a new signing key through Raft and answers with its
@@ -81,8 +88,8 @@ func rotateHandler(keys *authn.KeyStore) http.Handler {
 	})
 }
 
-// retirePath retires every signing key but the current one: POST,
-// system:masters only, served by the leader. Tokens the retired keys
+// retirePath retires every retiring signing key at once (rotation's
+// finish, forced): POST, system:masters only, served by the leader. Tokens the retired keys
 // signed stop verifying on every node.
 const retirePath = "/debug/trustplane/signing-keys/retire"
 

@@ -19,6 +19,8 @@ func main() {
 		err = certsCmd(args)
 	case "members":
 		err = membersCmd(args)
+	case "rotate":
+		err = rotateCmd(args, os.Stdout)
 	case "snapshot":
 		err = snapshotCmd(args)
 	case "kubeconfig":
@@ -52,6 +54,9 @@ Usage:
   trustplane kubeconfig [--data-dir D] [--server URL]
                                     print the node's admin kubeconfig
   trustplane members [remove NAME]  list the cluster's nodes, or remove a dead one
+  trustplane rotate ROOT STEP [--force]
+                                    rotate a trust root online: signing-key; steps status,
+                                    start, promote, finish, abort (docs/SECURITY.md §6)
   trustplane snapshot save|inspect|restore
                                     back up a running cluster, check a backup, seed a
                                     new cluster from one (docs/OPERATIONS.md)

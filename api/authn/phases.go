@@ -1,0 +1,533 @@
+package authn
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/trustplane/trustplane/api/rotation"
+	"github.com/trustplane/trustplane/fsm"
+)
+
+// The token signing keys as a rotation root (api/rotation): every key is
+// pending, active or retiring, and phases move in steps (start, promote,
+// finish, abort) that an operator takes and that each node applies as
+// soon as it applies the entry, without a restart.
+//
+// The phases of every key live in one record, phaseKey, beside the keys'
+// material (one record per generation under keyPrefix). A step rewrites
+// that record with one compare-and-swap, so every transition, however many
+// keys it moves, is atomic: no node ever sees two keys active, or none,
+// half-way through a step. Material is written before the record names it
+// and tombstoned after the record drops it, so the record only ever names
+// keys every node can load:
+//
+//   - a key whose material exists but which the record does not name
+//     (a start that crashed between its two writes) is trusted by no one;
+//     the next start adopts it;
+//   - a key the record dropped (a finish that crashed before tombstoning)
+//     is trusted by no one; the next step tombstones it.
+//
+// Before the first step the record does not exist: the newest key is
+// active and the older ones retiring, which is what every earlier build
+// did (the newest signs, all verify).
+
+// phaseKey is the record of the keys' phases, in the internal key space.
+var phaseKey = fsm.Key{Space: fsm.SpaceInternal, Resource: "signingkeyphases", Name: "phases"}
+
+// phaseRecord is phaseKey's value: each listed generation's phase.
+type phaseRecord struct {
+	Keys map[string]keyPhase `json:"keys"`
+}
+
+// keyPhase is one key's phase and when it entered it, in Unix seconds as
+// the leader's clock read them (0: unknown, a key made before phases).
+type keyPhase struct {
+	Phase   rotation.Phase `json:"phase"`
+	Since   int64          `json:"since,omitempty"`
+	Created int64          `json:"created,omitempty"`
+}
+
+// SigningKeyRoot is the root's name in the operator interface.
+const SigningKeyRoot = "signing-key"
+
+// keyEntry is one stored key as the phases make it.
+type keyEntry struct {
+	gen  string
+	kv   *fsm.KV
+	priv *ecdsa.PrivateKey // nil: a tombstone
+	kid  string
+	// phase is "" for a key nobody trusts (a tombstone, or material the
+	// record does not name).
+	phase          rotation.Phase
+	since, created int64
+}
+
+// derivePhases applies the record (nil: none yet) to the stored keys,
+// oldest first, and returns them newest first. Of several keys recorded
+// active, only the newest is: the others are retiring, so that a record
+// can never make two keys sign.
+func derivePhases(entries []keyEntry, rec *phaseRecord) []keyEntry {
+	out := make([]keyEntry, 0, len(entries))
+	for i := len(entries) - 1; i >= 0; i-- {
+		out = append(out, entries[i])
+	}
+	active := false
+	for i := range out {
+		e := &out[i]
+		if e.priv == nil {
+			e.phase = ""
+			continue
+		}
+		if rec == nil {
+			e.phase = rotation.Retiring
+			if !active {
+				e.phase = rotation.Active
+			}
+		} else if p, ok := rec.Keys[e.gen]; ok {
+			e.phase, e.since, e.created = p.Phase, p.Since, p.Created
+		} else {
+			e.phase = ""
+		}
+		if e.phase == rotation.Active {
+			if active {
+				e.phase = rotation.Retiring
+			}
+			active = true
+		}
+	}
+	return out
+}
+
+// SetTokenLifetime tells finish how long a token a key signed may stay
+// valid: kube's cap on TokenRequest (--service-account-max-token-expiration)
+// or, when pod-bound tokens are extended, a year if longer. 0 means no
+// bound, so finish needs --force (and token Secrets, which never expire,
+// stop verifying at finish in any case, as they do in kube when their key
+// file is removed).
+func (k *KeyStore) SetTokenLifetime(maxExpiration time.Duration, extended bool) {
+	d := maxExpiration
+	if d > 0 && extended && d < extensionLifetime {
+		d = extensionLifetime
+	}
+	k.tokenLifetime = d
+}
+
+// extensionLifetime is kube's extended expiration of pod-bound tokens.
+const extensionLifetime = 365 * 24 * time.Hour
+
+// SetMembers gives promote the members' applied indexes, by node name, so
+// that it refuses until every member has applied the pending key. nil (one
+// node, tests): the leader's own state is everyone's.
+func (k *KeyStore) SetMembers(f func(ctx context.Context) (map[string]uint64, error)) { k.members = f }
+
+// SetClock replaces the clock that stamps phases (tests).
+func (k *KeyStore) SetClock(now func() time.Time) { k.now = now }
+
+// Root is the token signing keys as a rotation root.
+func (k *KeyStore) Root() rotation.Root { return keyRoot{k} }
+
+type keyRoot struct{ k *KeyStore }
+
+// state reads the stored keys and the phase record, as every step starts.
+type keyState struct {
+	entries []keyEntry // newest first
+	rec     *phaseRecord
+	recKV   *fsm.KV
+}
+
+func (k *KeyStore) state() (*keyState, error) {
+	res, err := k.backend.List(keyPrefix, fsm.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("authn: reading signing keys: %w", err)
+	}
+	rec, recKV, err := k.readRecord()
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]keyEntry, 0, len(res.KVs))
+	for _, kv := range res.KVs {
+		priv, err := k.parseKey(kv)
+		if err != nil {
+			return nil, err
+		}
+		e := keyEntry{gen: kv.Key.Name, kv: kv, priv: priv}
+		if priv != nil {
+			if e.kid, err = keyID(context.Background(), priv); err != nil {
+				return nil, err
+			}
+		}
+		entries = append(entries, e)
+	}
+	return &keyState{entries: derivePhases(entries, rec), rec: rec, recKV: recKV}, nil
+}
+
+// readRecord reads the phase record; nil when no step has been taken.
+func (k *KeyStore) readRecord() (*phaseRecord, *fsm.KV, error) {
+	res, err := k.backend.List(fsm.Prefix{Space: phaseKey.Space, Resource: phaseKey.Resource}, fsm.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("authn: reading signing key phases: %w", err)
+	}
+	for _, kv := range res.KVs {
+		if kv.Key != phaseKey {
+			continue
+		}
+		var rec phaseRecord
+		if err := json.Unmarshal(kv.Value, &rec); err != nil || rec.Keys == nil {
+			// The message names the record, never its bytes.
+			return nil, nil, fmt.Errorf("%w: the phase record is unreadable", ErrBadKey)
+		}
+		return &rec, kv, nil
+	}
+	return nil, nil, nil
+}
+
+// record is the phase record st implies, to be changed by a step: the
+// trusted keys with their phases (a record for keys derived before any).
+func (st *keyState) record() *phaseRecord {
+	rec := &phaseRecord{Keys: map[string]keyPhase{}}
+	for _, e := range st.entries {
+		if e.phase != "" {
+			rec.Keys[e.gen] = keyPhase{Phase: e.phase, Since: e.since, Created: e.created}
+		}
+	}
+	return rec
+}
+
+// writeRecord stores rec with a compare-and-swap on the record st read.
+func (k *KeyStore) writeRecord(ctx context.Context, st *keyState, rec *phaseRecord) error {
+	val, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	cmd := &fsm.Command{Op: fsm.OpPut, Key: phaseKey, Value: val}
+	if st.recKV == nil {
+		cmd.MustNotExist = true
+	} else {
+		cmd.ModRevision = st.recKV.ModRevision
+	}
+	res, err := k.backend.Propose(ctx, cmd)
+	if err != nil {
+		return fmt.Errorf("authn: writing signing key phases: %w", err)
+	}
+	if res.Err != nil {
+		return fmt.Errorf("%w: the phases changed meanwhile (%v)", ErrKeyConflict, res.Err)
+	}
+	return nil
+}
+
+// first returns the newest entry in phase p, or nil.
+func (st *keyState) first(p rotation.Phase) *keyEntry {
+	for i := range st.entries {
+		if st.entries[i].phase == p {
+			return &st.entries[i]
+		}
+	}
+	return nil
+}
+
+func (k *KeyStore) clock() time.Time {
+	if k.now != nil {
+		return k.now()
+	}
+	return time.Now()
+}
+
+// Status reports each key's phase, the members' view and the next step.
+func (r keyRoot) Status(ctx context.Context) (*rotation.Status, error) {
+	st, err := r.k.state()
+	if err != nil {
+		return nil, err
+	}
+	return r.k.status(ctx, st, ""), nil
+}
+
+func (k *KeyStore) status(ctx context.Context, st *keyState, done string) *rotation.Status {
+	out := &rotation.Status{Root: SigningKeyRoot, Done: done, Keys: []rotation.Key{}}
+	for _, e := range st.entries {
+		if e.phase == "" {
+			continue
+		}
+		key := rotation.Key{ID: e.kid, Phase: e.phase, Issues: e.phase == rotation.Active}
+		if e.since > 0 {
+			key.Since = time.Unix(e.since, 0).UTC()
+		}
+		if e.created > 0 {
+			key.Created = time.Unix(e.created, 0).UTC()
+		}
+		out.Keys = append(out.Keys, key)
+	}
+	members, lacking := k.memberView(ctx, st)
+	out.Members = members
+	switch {
+	case st.first(rotation.Pending) != nil:
+		out.Next, out.Waiting = rotation.StepPromote, lacking
+	case st.first(rotation.Retiring) != nil:
+		out.Next = rotation.StepFinish
+		if err := k.finishReady(st); err != nil {
+			out.Waiting = err.Error()
+		}
+	}
+	return out
+}
+
+// memberView is every member's view of the keys: whether it has applied
+// the phase record the leader holds, and so trusts what it trusts. lacking
+// names those that have not ("" when all have).
+func (k *KeyStore) memberView(ctx context.Context, st *keyState) ([]rotation.Member, string) {
+	if k.members == nil || st.recKV == nil {
+		return nil, ""
+	}
+	applied, err := k.members(ctx)
+	if err != nil {
+		return nil, "the members' applied indexes are unknown: " + err.Error()
+	}
+	names := make([]string, 0, len(applied))
+	for n := range applied {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []rotation.Member
+	var lacking []string
+	for _, n := range names {
+		m := rotation.Member{Name: n, Trusts: applied[n] >= st.recKV.ModRevision}
+		if !m.Trusts {
+			m.Detail = fmt.Sprintf("applied %d of %d", applied[n], st.recKV.ModRevision)
+			lacking = append(lacking, n)
+		}
+		out = append(out, m)
+	}
+	if len(lacking) > 0 {
+		return out, fmt.Sprintf("members %v have not applied the pending key yet", lacking)
+	}
+	return out, ""
+}
+
+// Start makes a new pending key: trusted on every node (published in the
+// JWKS) once applied, signing nothing until promote. With a pending key
+// already there it changes nothing.
+func (r keyRoot) Start(ctx context.Context, _ rotation.Options) (*rotation.Status, error) {
+	k := r.k
+	st, err := k.state()
+	if err != nil {
+		return nil, err
+	}
+	if p := st.first(rotation.Pending); p != nil {
+		return k.status(ctx, st, "key "+p.kid+" is pending already"), nil
+	}
+	if st.first(rotation.Retiring) != nil {
+		return nil, fmt.Errorf("%w: a retiring key is still trusted; finish (or abort) the last rotation first", rotation.ErrNotReady)
+	}
+	if st.recKV == nil {
+		// The first step: record the phases derived so far, so that the
+		// key made below is judged against a record (unnamed, untrusted)
+		// if this start stops before naming it.
+		if err := k.writeRecord(ctx, st, st.record()); err != nil {
+			return nil, err
+		}
+		if st, err = k.state(); err != nil {
+			return nil, err
+		}
+	}
+	// Material the record does not name yet, newer than every key it
+	// names: a start that stopped between its writes. Adopt it.
+	rec := st.record()
+	var gen, kid string
+	if len(st.entries) > 0 && st.entries[0].priv != nil && st.entries[0].phase == "" {
+		gen, kid = st.entries[0].gen, st.entries[0].kid
+	} else {
+		next := uint64(1)
+		if len(st.entries) > 0 {
+			last, err := strconv.ParseUint(st.entries[0].gen, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%w: generation %q", ErrBadKey, st.entries[0].gen)
+			}
+			next = last + 1
+		}
+		if kid, err = k.put(ctx, next); err != nil {
+			return nil, err
+		}
+		gen = keyName(next).Name
+	}
+	now := k.clock().Unix()
+	rec.Keys[gen] = keyPhase{Phase: rotation.Pending, Since: now, Created: now}
+	if err := k.writeRecord(ctx, st, rec); err != nil {
+		return nil, err
+	}
+	return k.after(ctx, "started: key "+kid+" is pending")
+}
+
+// after re-reads the state for the status a step answers with.
+func (k *KeyStore) after(ctx context.Context, done string) (*rotation.Status, error) {
+	st, err := k.state()
+	if err != nil {
+		return nil, err
+	}
+	return k.status(ctx, st, done), nil
+}
+
+// Promote makes the pending key active and the active one retiring, in one
+// write: new tokens are signed by the new key on every node as it applies
+// it, and tokens the old one signed keep verifying. It refuses until every
+// member has applied the pending key (unless forced), so that no node
+// meets a token signed by a key it does not trust yet.
+func (r keyRoot) Promote(ctx context.Context, o rotation.Options) (*rotation.Status, error) {
+	k := r.k
+	st, err := k.state()
+	if err != nil {
+		return nil, err
+	}
+	p := st.first(rotation.Pending)
+	if p == nil {
+		return nil, fmt.Errorf("%w: no pending key to promote; start first", rotation.ErrNoRotation)
+	}
+	if _, lacking := k.memberView(ctx, st); lacking != "" && !o.Force {
+		return nil, fmt.Errorf("%w: %s", rotation.ErrNotReady, lacking)
+	}
+	rec := st.record()
+	now := k.clock().Unix()
+	for gen, ph := range rec.Keys {
+		if ph.Phase == rotation.Active {
+			rec.Keys[gen] = keyPhase{Phase: rotation.Retiring, Since: now, Created: ph.Created}
+		}
+	}
+	rec.Keys[p.gen] = keyPhase{Phase: rotation.Active, Since: now, Created: rec.Keys[p.gen].Created}
+	if err := k.writeRecord(ctx, st, rec); err != nil {
+		return nil, err
+	}
+	return k.after(ctx, "promoted: key "+p.kid+" signs new tokens")
+}
+
+// finishReady says why finish must wait: a retiring key may still have
+// valid tokens out.
+func (k *KeyStore) finishReady(st *keyState) error {
+	now := k.clock()
+	for _, e := range st.entries {
+		if e.phase != rotation.Retiring {
+			continue
+		}
+		switch {
+		case k.tokenLifetime <= 0:
+			return fmt.Errorf("%w: tokens signed by key %s have no bounded lifetime (no --service-account-max-token-expiration); finish stops them verifying: pass --force", rotation.ErrNotReady, e.kid)
+		case e.since == 0:
+			return fmt.Errorf("%w: key %s was retired before phases were recorded, so when its last token expires is unknown: pass --force", rotation.ErrNotReady, e.kid)
+		}
+		if until := time.Unix(e.since, 0).Add(k.tokenLifetime); now.Before(until) {
+			return fmt.Errorf("%w: tokens signed by key %s may be valid until %s; finish then, or pass --force", rotation.ErrNotReady, e.kid, until.UTC().Format(time.RFC3339))
+		}
+	}
+	return nil
+}
+
+// Finish removes the retiring keys: tokens they signed stop verifying on
+// every node once it applies the step (and its token cache expires), and
+// their private bytes leave the replicated state. It refuses while their
+// tokens may be valid, unless forced.
+func (r keyRoot) Finish(ctx context.Context, o rotation.Options) (*rotation.Status, error) {
+	k := r.k
+	st, err := k.state()
+	if err != nil {
+		return nil, err
+	}
+	var gone []string
+	if st.first(rotation.Retiring) != nil {
+		if err := k.finishReady(st); err != nil && !o.Force {
+			return nil, err
+		}
+		rec := st.record()
+		for _, e := range st.entries {
+			if e.phase == rotation.Retiring {
+				delete(rec.Keys, e.gen)
+				gone = append(gone, e.kid)
+			}
+		}
+		if err := k.writeRecord(ctx, st, rec); err != nil {
+			return nil, err
+		}
+		if st, err = k.state(); err != nil {
+			return nil, err
+		}
+	}
+	if err := k.tombstoneUntrusted(ctx, st); err != nil {
+		return nil, err
+	}
+	if len(gone) == 0 {
+		return k.after(ctx, "no retiring key to remove")
+	}
+	return k.after(ctx, fmt.Sprintf("finished: keys %v removed", gone))
+}
+
+// tombstoneUntrusted replaces the material of every key the record no
+// longer names, older than the newest it names, with a tombstone: its
+// private bytes leave the replicated state. (Newer unnamed material is a
+// start in progress; start adopts it.)
+func (k *KeyStore) tombstoneUntrusted(ctx context.Context, st *keyState) error {
+	if st.rec == nil {
+		return nil
+	}
+	tomb, err := json.Marshal(storedKey{Retired: true})
+	if err != nil {
+		return err
+	}
+	named := false
+	for _, e := range st.entries { // newest first
+		if e.phase != "" {
+			named = true
+			continue
+		}
+		if !named || e.priv == nil {
+			continue
+		}
+		if err := k.rewrite(ctx, e.kv, tomb); err != nil && !errors.Is(err, ErrKeyConflict) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Abort undoes the rotation in progress: a pending key is dropped (it
+// signed nothing); after promote, the retiring key signs again and the
+// promoted one retires, so the tokens it signed keep verifying until a
+// finish removes it.
+func (r keyRoot) Abort(ctx context.Context, _ rotation.Options) (*rotation.Status, error) {
+	k := r.k
+	st, err := k.state()
+	if err != nil {
+		return nil, err
+	}
+	rec := st.record()
+	now := k.clock().Unix()
+	var done string
+	var drop *fsm.KV
+	if p := st.first(rotation.Pending); p != nil {
+		delete(rec.Keys, p.gen)
+		drop = p.kv
+		done = "aborted: pending key " + p.kid + " dropped"
+	} else if old, cur := st.first(rotation.Retiring), st.first(rotation.Active); old != nil && cur != nil {
+		rec.Keys[old.gen] = keyPhase{Phase: rotation.Active, Since: now, Created: rec.Keys[old.gen].Created}
+		rec.Keys[cur.gen] = keyPhase{Phase: rotation.Retiring, Since: now, Created: rec.Keys[cur.gen].Created}
+		done = "aborted: key " + old.kid + " signs again; " + cur.kid + " is retiring"
+	} else {
+		return nil, fmt.Errorf("%w: nothing to abort", rotation.ErrNoRotation)
+	}
+	if err := k.writeRecord(ctx, st, rec); err != nil {
+		return nil, err
+	}
+	if drop != nil {
+		// The dropped key is the newest material: tombstone it here, or
+		// the next start would adopt it as a start in progress.
+		tomb, err := json.Marshal(storedKey{Retired: true})
+		if err != nil {
+			return nil, err
+		}
+		if err := k.rewrite(ctx, drop, tomb); err != nil && !errors.Is(err, ErrKeyConflict) {
+			return nil, err
+		}
+	}
+	return k.after(ctx, done)
+}

@@ -1,0 +1,85 @@
+package rotation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// fakeRoot records the steps it is asked and answers as told.
+type fakeRoot struct {
+	took []string
+	err  error
+}
+
+func (f *fakeRoot) answer(step string, o Options) (*Status, error) {
+	f.took = append(f.took, fmt.Sprintf("%s force=%v", step, o.Force))
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &Status{Root: "fake", Done: step}, nil
+}
+
+func (f *fakeRoot) Status(context.Context) (*Status, error) { return f.answer("status", Options{}) }
+func (f *fakeRoot) Start(_ context.Context, o Options) (*Status, error) {
+	return f.answer("start", o)
+}
+func (f *fakeRoot) Promote(_ context.Context, o Options) (*Status, error) {
+	return f.answer("promote", o)
+}
+func (f *fakeRoot) Finish(_ context.Context, o Options) (*Status, error) {
+	return f.answer("finish", o)
+}
+func (f *fakeRoot) Abort(_ context.Context, o Options) (*Status, error) {
+	return f.answer("abort", o)
+}
+
+func TestHandlers(t *testing.T) {
+	for _, tc := range []struct {
+		name, path string
+		err        error
+		code       int
+		took       string
+	}{
+		{"status", "/debug/trustplane/rotate/fake/status", nil, http.StatusOK, "status force=false"},
+		{"a forced finish", "/debug/trustplane/rotate/fake/finish?force=true", nil, http.StatusOK, "finish force=true"},
+		{"a step the cluster is not ready for", "/debug/trustplane/rotate/fake/promote", fmt.Errorf("%w: n2 lags", ErrNotReady), http.StatusConflict, "promote force=false"},
+		{"nothing to act on", "/debug/trustplane/rotate/fake/abort", fmt.Errorf("%w: nothing", ErrNoRotation), http.StatusConflict, "abort force=false"},
+		{"another failure", "/debug/trustplane/rotate/fake/start", fmt.Errorf("no quorum"), http.StatusServiceUnavailable, "start force=false"},
+		{"a force that is not a boolean", "/debug/trustplane/rotate/fake/finish?force=maybe", nil, http.StatusBadRequest, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := &fakeRoot{err: tc.err}
+			hs := Handlers(map[string]Root{"fake": root})
+			if len(hs) != len(Steps) {
+				t.Fatalf("%d handlers, want one per step", len(hs))
+			}
+			path, _, _ := strings.Cut(tc.path, "?")
+			h := hs[path]
+			if h == nil {
+				t.Fatalf("no handler for %s", path)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, tc.path, nil))
+			if rec.Code != tc.code {
+				t.Fatalf("code %d (%s), want %d", rec.Code, rec.Body, tc.code)
+			}
+			if got := strings.Join(root.took, ","); got != tc.took {
+				t.Fatalf("steps taken %q, want %q", got, tc.took)
+			}
+			if tc.err != nil && !strings.Contains(rec.Body.String(), tc.err.Error()) {
+				t.Fatalf("the refusal does not say why: %s", rec.Body)
+			}
+			if tc.code == http.StatusOK {
+				var st Status
+				if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil || st.Root != "fake" {
+					t.Fatalf("answer %s: %v", rec.Body, err)
+				}
+			}
+		})
+	}
+}
