@@ -112,6 +112,12 @@ func TestE2ERotateSigningKey(t *testing.T) {
 	if !verifies(oldToken) {
 		t.Fatal("a token of the retiring key no longer verifies")
 	}
+	r := do(t, n.httpClient(), http.MethodGet, n.url()+"/metrics", nil, nil)
+	for _, want := range []string{`trustplane_trust_root_keys{phase="active",root="signing-key"} 1`, `trustplane_trust_root_keys{phase="retiring",root="signing-key"} 1`} {
+		if !strings.Contains(string(r.body), want) {
+			t.Fatalf("/metrics lacks %s", want)
+		}
+	}
 
 	// finish refuses while the old key's tokens may be valid (no bound
 	// is configured), changes nothing, and removes it when forced.
@@ -144,7 +150,7 @@ func TestE2ERotateSigningKey(t *testing.T) {
 	if out, err := rotate("gossip-key", "status"); err == nil || !strings.Contains(out, "cannot be rotated online") {
 		t.Fatalf("an unknown root: %v\n%s", err, out)
 	}
-	r := do(t, n.userHTTP(t, "someone"), http.MethodPost, n.url()+"/debug/trustplane/rotate/signing-key/start", nil, nil)
+	r = do(t, n.userHTTP(t, "someone"), http.MethodPost, n.url()+"/debug/trustplane/rotate/signing-key/start", nil, nil)
 	if r.code != http.StatusForbidden {
 		t.Fatalf("a step by someone else: %d %s", r.code, r.body)
 	}

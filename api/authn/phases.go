@@ -531,3 +531,19 @@ func (r keyRoot) Abort(ctx context.Context, _ rotation.Options) (*rotation.Statu
 	}
 	return k.after(ctx, done)
 }
+
+// PhaseCounts counts this node's signing keys by phase, as it has applied
+// them (the trustplane_trust_root_keys gauge).
+func (k *KeyStore) PhaseCounts() (map[rotation.Phase]int, error) {
+	st, err := k.state()
+	if err != nil {
+		return nil, err
+	}
+	out := map[rotation.Phase]int{rotation.Pending: 0, rotation.Active: 0, rotation.Retiring: 0}
+	for _, e := range st.entries {
+		if e.phase != "" {
+			out[e.phase]++
+		}
+	}
+	return out, nil
+}

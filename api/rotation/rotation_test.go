@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // fakeRoot records the steps it is asked and answers as told.
@@ -81,5 +83,21 @@ func TestHandlers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestCollector(t *testing.T) {
+	c := Collector(map[string]Counter{"signing-key": func() (map[Phase]int, error) {
+		return map[Phase]int{Active: 1, Retiring: 1}, nil
+	}})
+	want := `
+# HELP trustplane_trust_root_keys Keys of each trust root by phase (pending, active, retiring), as this node has applied them.
+# TYPE trustplane_trust_root_keys gauge
+trustplane_trust_root_keys{phase="active",root="signing-key"} 1
+trustplane_trust_root_keys{phase="pending",root="signing-key"} 0
+trustplane_trust_root_keys{phase="retiring",root="signing-key"} 1
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+		t.Fatal(err)
 	}
 }

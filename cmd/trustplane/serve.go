@@ -26,6 +26,7 @@ import (
 
 	"github.com/trustplane/trustplane/api"
 	"github.com/trustplane/trustplane/api/authn"
+	"github.com/trustplane/trustplane/api/rotation"
 	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/certs"
@@ -416,7 +417,8 @@ func serve(args []string) error {
 	acfg.Paths = ident.paths
 	acfg.Actions = ident.actions
 	acfg.Authorizer = az.authorizer
-	acfg.Collectors = nodeCollectors(node)
+	acfg.Collectors = append(nodeCollectors(node),
+		rotation.Collector(map[string]rotation.Counter{authn.SigningKeyRoot: ident.keys.PhaseCounts}))
 	auditLog, err := o.audit.open(log, acfg)
 	if err != nil {
 		return err
