@@ -26,8 +26,8 @@ import (
 
 	"github.com/trustplane/trustplane/api"
 	"github.com/trustplane/trustplane/api/authn"
-	"github.com/trustplane/trustplane/api/rotation"
 	"github.com/trustplane/trustplane/api/registry"
+	"github.com/trustplane/trustplane/api/rotation"
 	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/certs"
 	"github.com/trustplane/trustplane/cluster"
