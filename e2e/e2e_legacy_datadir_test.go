@@ -108,7 +108,7 @@ func TestE2ELegacyDataDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ name, want string }{
-		{"clusterroles.rbac.authorization.k8s.io", "clusterroles.rbac.authorization.k8s.io is a built-in resource of this server"},
+		{"clusterroles.rbac.authorization.k8s.io", "the group has built-in resources of this server"},
 		{"signingkeys.trustplane.internal", "the group trustplane.internal and the groups under it are reserved for trustplane"},
 	} {
 		waitFor(t, 60*time.Second, tc.name+" Refused", func() bool {

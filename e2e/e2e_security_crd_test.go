@@ -10,8 +10,11 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 )
 
 // crdFor is a definition of plural.group that an attacker writes: one
@@ -139,15 +142,21 @@ func TestE2ESecurityCustomResourceDefinitions(t *testing.T) {
 		{"a group under the internal one", crdFor("keys.trustplane.internal", "signingkeys", "", ""),
 			`spec.group: Invalid value: "keys.trustplane.internal"`},
 		{"cluster roles", crdFor("rbac.authorization.k8s.io", "clusterroles", "", ""),
-			`The CustomResourceDefinition "clusterroles.rbac.authorization.k8s.io" is invalid: spec.names.plural: Invalid value: "clusterroles": clusterroles.rbac.authorization.k8s.io is a built-in resource of this server`},
+			`The CustomResourceDefinition "clusterroles.rbac.authorization.k8s.io" is invalid: spec.group: Invalid value: "rbac.authorization.k8s.io": the group has built-in resources of this server; custom resources need a group of their own`},
 		{"cluster role bindings in a version of their own", crdFor("rbac.authorization.k8s.io", "clusterrolebindings", hostile, ""),
-			`spec.names.plural: Invalid value: "clusterrolebindings": clusterrolebindings.rbac.authorization.k8s.io is a built-in resource of this server`},
+			`spec.group: Invalid value: "rbac.authorization.k8s.io": the group has built-in resources of this server`},
 		{"certificate signing requests", crdFor("certificates.k8s.io", "certificatesigningrequests", "", ""),
-			`certificatesigningrequests.certificates.k8s.io is a built-in resource of this server`},
+			`spec.group: Invalid value: "certificates.k8s.io": the group has built-in resources of this server`},
 		{"leases", crdFor("coordination.k8s.io", "leases", "", ""),
-			`leases.coordination.k8s.io is a built-in resource of this server`},
+			`spec.group: Invalid value: "coordination.k8s.io": the group has built-in resources of this server`},
 		{"token reviews", crdFor("authentication.k8s.io", "tokenreviews", "", ""),
-			`tokenreviews.authentication.k8s.io is a built-in resource of this server`},
+			`spec.group: Invalid value: "authentication.k8s.io": the group has built-in resources of this server`},
+		// The red team's: a new plural in a built-in group whose kind is a
+		// built-in one, which kubectl then maps to the custom resource.
+		{"a built-in kind under another plural", strings.Replace(crdFor("rbac.authorization.k8s.io", "widgets", "", ""), "kind: Xwidgets", "kind: ClusterRole", 1),
+			`spec.group: Invalid value: "rbac.authorization.k8s.io": the group has built-in resources of this server`},
+		{"admission policies under another plural", strings.Replace(crdFor("admissionregistration.k8s.io", "vaps", "", ""), "kind: Xvaps", "kind: ValidatingAdmissionPolicy", 1),
+			`spec.group: Invalid value: "admissionregistration.k8s.io": the group has built-in resources of this server`},
 		{"a conversion webhook by service", crdFor("example.com", "hooks", "", `  conversion:
     strategy: Webhook
     webhook:
@@ -188,4 +197,126 @@ func TestE2ESecurityCustomResourceDefinitions(t *testing.T) {
 		t.Fatal("the node restarted")
 	}
 	n.mustBeReady(t)
+}
+
+// TestE2ESecurityAcceptedNames performs the red team's attack on issue
+// 28's fixes: a user who may write definitions and their status forges a
+// definition's status.acceptedNames to name another team's resource, so
+// that its store reads the other objects and its cleanup deletes them. The
+// forged definition is not served, and deleting it deletes nothing of the
+// other team's.
+func TestE2ESecurityAcceptedNames(t *testing.T) {
+	n := startNode(t)
+	n.needsProcess("storage by the spec's plural is trustplane's own (docs/COMPATIBILITY.md)")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cs := n.clientset()
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "crd-status-author"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions", "customresourcedefinitions/status"},
+			Verbs: []string{"create", "delete", "get", "list", "watch", "update", "patch"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "crd-status-author"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "crd-status-author"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "mallory"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	admin := n.dynamicClient()
+	mallory, err := dynamic.NewForConfig(n.userConfig(t, "mallory"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	define := func(c dynamic.Interface, plural, kind string, versions []any, shortNames ...string) {
+		t.Helper()
+		names := map[string]any{"plural": plural, "singular": strings.ToLower(kind), "kind": kind, "listKind": kind + "List"}
+		if len(shortNames) > 0 {
+			names["shortNames"] = shortNames
+		}
+		crd := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+			"metadata": map[string]any{"name": plural + ".team.example"},
+			"spec":     map[string]any{"group": "team.example", "scope": "Namespaced", "names": names, "versions": versions},
+		}}
+		if _, err := c.Resource(crds).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("define %s: %v", plural, err)
+		}
+	}
+	version := func(name string, served, storage bool) any {
+		return map[string]any{"name": name, "served": served, "storage": storage,
+			"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}
+	}
+
+	// The victim's resource and objects.
+	define(admin, "widgets", "Widget", []any{version("v1", true, true)})
+	widgets := admin.Resource(schema.GroupVersionResource{Group: "team.example", Version: "v1", Resource: "widgets"}).Namespace("default")
+	waitFor(t, 60*time.Second, "widgets served", func() bool {
+		_, err := widgets.List(ctx, metav1.ListOptions{})
+		return err == nil
+	})
+	for _, name := range []string{"w1", "w2", "w3"} {
+		w := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "team.example/v1", "kind": "Widget", "metadata": map[string]any{"name": name}}}
+		if _, err := widgets.Create(ctx, w, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The attack: a blocker that takes evils as a short name, so that the
+	// naming controller leaves evils' accepted names alone; then evils'
+	// status forged to accept the plural widgets.
+	define(mallory, "blockers", "Blocker", []any{version("v9", true, true)}, "evils")
+	define(mallory, "evils", "Evil", []any{version("v2", true, true), version("v1", false, false)})
+	waitFor(t, 30*time.Second, "evils refused its plural", func() bool {
+		crd, err := admin.Resource(crds).Get(ctx, "evils.team.example", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, _ := c.(map[string]any); m["type"] == "NamesAccepted" && m["status"] == "False" {
+				return true
+			}
+		}
+		return false
+	})
+	crd, err := mallory.Resource(crds).Get(ctx, "evils.team.example", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedMap(crd.Object, map[string]any{"plural": "widgets", "singular": "evil", "kind": "Evil", "listKind": "EvilList"}, "status", "acceptedNames")
+	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] == "NamesAccepted" || m["type"] == "Established" {
+			m["status"], m["reason"], m["message"] = "True", "Forged", "forged"
+		}
+	}
+	_ = unstructured.SetNestedSlice(crd.Object, conds, "status", "conditions")
+	if _, err := mallory.Resource(crds).UpdateStatus(ctx, crd, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("forging the status: %v", err)
+	}
+
+	// The forged names serve nothing: the victim's objects cannot be read
+	// through them, and deleting the forged definition deletes none.
+	alias := admin.Resource(schema.GroupVersionResource{Group: "team.example", Version: "v2", Resource: "widgets"}).Namespace("default")
+	for i := 0; i < 10; i++ {
+		if l, err := alias.List(ctx, metav1.ListOptions{}); err == nil {
+			t.Fatalf("the forged names serve %d objects", len(l.Items))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := mallory.Resource(crds).Delete(ctx, "evils.team.example", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "evils deleted", func() bool {
+		_, err := admin.Resource(crds).Get(ctx, "evils.team.example", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	l, err := widgets.List(ctx, metav1.ListOptions{})
+	if err != nil || len(l.Items) != 3 {
+		t.Fatalf("the victim's widgets after the attack: %v %v", l, err)
+	}
 }

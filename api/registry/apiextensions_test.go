@@ -76,9 +76,13 @@ func TestCustomResourceDefinitionValidation(t *testing.T) {
 		{name: "groups under the internal group are reserved", crd: named("x.trustplane.internal", "things"),
 			want: []string{`spec.group: Invalid value: "x.trustplane.internal": the group trustplane.internal and the groups under it are reserved`}},
 		{name: "a built-in resource cannot be defined", crd: named("rbac.authorization.k8s.io", "clusterroles"),
-			want: []string{`spec.names.plural: Invalid value: "clusterroles": clusterroles.rbac.authorization.k8s.io is a built-in resource of this server`}},
+			want: []string{`spec.group: Invalid value: "rbac.authorization.k8s.io": the group has built-in resources of this server; custom resources need a group of their own`}},
 		{name: "a built-in resource of another group cannot be defined", crd: named("apiextensions.k8s.io", "customresourcedefinitions"),
-			want: []string{`spec.names.plural: Invalid value: "customresourcedefinitions": customresourcedefinitions.apiextensions.k8s.io is a built-in resource of this server`}},
+			want: []string{`spec.group: Invalid value: "apiextensions.k8s.io": the group has built-in resources of this server`}},
+		// A new resource in a built-in group could claim a built-in kind
+		// there (kind ClusterRole), which kubectl would map to it.
+		{name: "no other resource in a built-in group", crd: named("rbac.authorization.k8s.io", "widgets"),
+			want: []string{`spec.group: Invalid value: "rbac.authorization.k8s.io": the group has built-in resources of this server`}},
 		{name: "a conversion webhook is refused", crd: webhook,
 			want: []string{`spec.conversion.strategy: Unsupported value: "Webhook": supported values: "None"`}},
 		{name: "a schema that is not structural is refused", crd: notStructural,

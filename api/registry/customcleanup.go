@@ -14,6 +14,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/trustplane/trustplane/api/storage"
 )
 
 // ErrNoCustomStore: the node serves no version of a definition, so its
@@ -30,22 +32,25 @@ var _ finalizer.CRClientGetter = (*Registry)(nil)
 // resource is not the definition's (issue 28: a definition named
 // clusterroles.rbac.authorization.k8s.io, deleted, wiped every ClusterRole).
 //
-// A refused definition (DefinitionRefusal) has no objects of its own to
-// delete: nothing was ever stored through it. Its deleter deletes nothing,
-// so the definition itself can still be deleted.
+// When the node serves none of the definition's versions (a definition
+// refused, or whose accepted names are not its spec's), its objects are
+// deleted by their keys (storage.CustomKeys): the custom key space, the
+// definition's group and spec plural, which its name fixes and no other
+// definition shares. Nothing is decoded; finalizers are ignored, since no
+// store serves the objects that could ever remove one.
 func (r *Registry) GetCustomResourceListerCollectionDeleter(crd *apiextensionsv1.CustomResourceDefinition) (finalizer.ListerCollectionDeleter, error) {
-	if r.DefinitionRefusal(crd) != nil {
-		return customObjects{}, nil
+	if stores := r.custom.storesOf(crd.UID); len(stores) > 0 {
+		return customObjects{store: stores[0]}, nil
 	}
-	stores := r.custom.storesOf(crd.UID)
-	if len(stores) == 0 {
-		return nil, fmt.Errorf("%w: %s (uid %s)", ErrNoCustomStore, crd.Name, crd.UID)
+	keys, err := r.storage.CustomKeys(crd.Spec.Group, crd.Spec.Names.Plural)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s (uid %s): %w", ErrNoCustomStore, crd.Name, crd.UID, err)
 	}
-	return customObjects{store: stores[0]}, nil
+	return unservedObjects{keys: keys}, nil
 }
 
 // customObjects lists and deletes one definition's objects through its
-// store (nil: none), as the API server (system:apiserver), so that the
+// store, as the API server (system:apiserver), so that the
 // store's deletion rules (finalizers, graceful deletion) hold. Every
 // version's store shares the same stored objects.
 type customObjects struct {
@@ -60,9 +65,6 @@ func finalizerContext(ctx context.Context) context.Context {
 func (c customObjects) NewList() runtime.Object { return &unstructured.UnstructuredList{} }
 
 func (c customObjects) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
-	if c.store == nil {
-		return &unstructured.UnstructuredList{}, nil
-	}
 	if opts == nil {
 		opts = &metainternalversion.ListOptions{}
 	}
@@ -76,9 +78,6 @@ func (c customObjects) ConvertToTable(context.Context, runtime.Object, runtime.O
 // DeleteCollection deletes the objects of the context's namespace (all of
 // a cluster-scoped resource's).
 func (c customObjects) DeleteCollection(ctx context.Context, _ rest.ValidateObjectFunc, opts *metav1.DeleteOptions, listOpts *metainternalversion.ListOptions) (runtime.Object, error) {
-	if c.store == nil {
-		return &unstructured.UnstructuredList{}, nil
-	}
 	if opts == nil {
 		opts = &metav1.DeleteOptions{}
 	}
@@ -86,4 +85,41 @@ func (c customObjects) DeleteCollection(ctx context.Context, _ rest.ValidateObje
 		listOpts = &metainternalversion.ListOptions{}
 	}
 	return c.store.DeleteCollection(finalizerContext(ctx), listOpts, opts, false)
+}
+
+// unservedObjects lists and deletes the objects of a definition no store
+// serves, by their keys.
+type unservedObjects struct {
+	keys *storage.CustomKeys
+}
+
+func (u unservedObjects) NewList() runtime.Object { return &unstructured.UnstructuredList{} }
+
+// List returns the objects' names and namespaces only: the finalizer reads
+// nothing else, and nothing is decoded.
+func (u unservedObjects) List(ctx context.Context, _ *metainternalversion.ListOptions) (runtime.Object, error) {
+	kvs, err := u.keys.Live("")
+	if err != nil {
+		return nil, err
+	}
+	out := &unstructured.UnstructuredList{}
+	for _, kv := range kvs {
+		item := unstructured.Unstructured{}
+		item.SetName(kv.Key.Name)
+		item.SetNamespace(kv.Key.Namespace)
+		out.Items = append(out.Items, item)
+	}
+	return out, nil
+}
+
+func (u unservedObjects) ConvertToTable(context.Context, runtime.Object, runtime.Object) (*metav1.Table, error) {
+	return nil, errors.New("custom objects: no table here")
+}
+
+// DeleteCollection deletes the objects of the context's namespace (all of
+// a cluster-scoped resource's).
+func (u unservedObjects) DeleteCollection(ctx context.Context, _ rest.ValidateObjectFunc, _ *metav1.DeleteOptions, _ *metainternalversion.ListOptions) (runtime.Object, error) {
+	ns, _ := genericapirequest.NamespaceFrom(ctx)
+	_, err := u.keys.Purge(ctx, ns)
+	return &unstructured.UnstructuredList{}, err
 }

@@ -3,6 +3,7 @@ package registry
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -44,8 +45,14 @@ var ErrNotServable = errors.New("registry: the custom resource definition cannot
 // pruning and defaulting, apiextensions' own strategy (schema validation,
 // x-kubernetes-validations, ratcheting, status and scale), its printer
 // columns and its selectable fields. Every version stores its objects
-// under the definition's group and plural, in the storage version; the
-// definition's conversion (None) converts between them.
+// under the definition's group and spec plural, in the storage version;
+// the definition's conversion (None) converts between them.
+//
+// The accepted names must be the spec's (acceptedNamesMatch): status is
+// written by whoever may update customresourcedefinitions/status, so
+// accepted names that differ from what the naming controller would accept
+// could name another definition's resource (issue 28's red team). Until
+// they match, the definition is not servable.
 //
 // static are the OpenAPI schemas of the built-in types a definition's
 // schema refers to (ObjectMeta and what it references), from which, with
@@ -55,6 +62,9 @@ func CustomResources(crd *apiextensionsv1.CustomResourceDefinition, static map[s
 	names := crd.Status.AcceptedNames
 	if names.Plural == "" || names.Singular == "" || names.Kind == "" || names.ListKind == "" {
 		return nil, fmt.Errorf("%w: %s has no accepted names", ErrNotServable, crd.Name)
+	}
+	if err := acceptedNamesMatch(crd); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrNotServable, crd.Name, err)
 	}
 	storageVersion, err := apihelpers.GetCRDStorageVersion(crd)
 	if err != nil {
@@ -83,7 +93,10 @@ func CustomResources(crd *apiextensionsv1.CustomResourceDefinition, static map[s
 		return nil, err
 	}
 	gk := schema.GroupKind{Group: crd.Spec.Group, Kind: names.Kind}
-	stored := schema.GroupVersionResource{Group: crd.Spec.Group, Version: storageVersion, Resource: names.Plural}
+	// The keys are the spec plural's, which the definition's name fixes
+	// (plural.group, immutable and unique): no status write can point a
+	// definition at another's objects.
+	stored := schema.GroupVersionResource{Group: crd.Spec.Group, Version: storageVersion, Resource: crd.Spec.Names.Plural}
 	typer := crdserverscheme.NewUnstructuredObjectTyper()
 	namespaced := crd.Spec.Scope == apiextensionsv1.NamespaceScoped
 
@@ -351,4 +364,41 @@ func (p *ScalePaths) ScaleOf(cr *unstructured.Unstructured) (scale *autoscalingv
 // SetReplicas sets cr's spec replicas.
 func (p *ScalePaths) SetReplicas(cr *unstructured.Unstructured, replicas int32) error {
 	return unstructured.SetNestedField(cr.Object, int64(replicas), splitPath(p.SpecReplicasPath)...)
+}
+
+// acceptedNamesMatch checks that crd's accepted names are those of its
+// spec, as the naming controller accepts them: the same plural, singular,
+// kind and list kind, and short names and categories among the spec's (the
+// controller may leave out a conflicting short name).
+func acceptedNamesMatch(crd *apiextensionsv1.CustomResourceDefinition) error {
+	a, s := crd.Status.AcceptedNames, crd.Spec.Names
+	singular := s.Singular
+	if singular == "" {
+		singular = strings.ToLower(s.Kind)
+	}
+	listKind := s.ListKind
+	if listKind == "" {
+		listKind = s.Kind + "List"
+	}
+	switch {
+	case a.Plural != s.Plural:
+		return fmt.Errorf("status.acceptedNames.plural %q is not spec.names.plural %q", a.Plural, s.Plural)
+	case a.Singular != singular:
+		return fmt.Errorf("status.acceptedNames.singular %q is not spec.names.singular %q", a.Singular, singular)
+	case a.Kind != s.Kind:
+		return fmt.Errorf("status.acceptedNames.kind %q is not spec.names.kind %q", a.Kind, s.Kind)
+	case a.ListKind != listKind:
+		return fmt.Errorf("status.acceptedNames.listKind %q is not spec.names.listKind %q", a.ListKind, listKind)
+	}
+	for _, n := range a.ShortNames {
+		if !slices.Contains(s.ShortNames, n) {
+			return fmt.Errorf("status.acceptedNames.shortNames holds %q, which spec.names.shortNames does not", n)
+		}
+	}
+	for _, c := range a.Categories {
+		if !slices.Contains(s.Categories, c) {
+			return fmt.Errorf("status.acceptedNames.categories holds %q, which spec.names.categories does not", c)
+		}
+	}
+	return nil
 }

@@ -327,7 +327,7 @@ func TestCustomObjectsAreTheirOwn(t *testing.T) {
 		t.Fatalf("the built-in store's key is taken: %v", err)
 	}
 
-	// The finalizer of the refused definition deletes nothing.
+	// The alias's cleanup deletes its own objects, in the custom space.
 	refused, err := e.reg.GetCustomResourceListerCollectionDeleter(alias)
 	if err != nil {
 		t.Fatal(err)
@@ -374,10 +374,94 @@ func TestCustomObjectsAreTheirOwn(t *testing.T) {
 	if _, err := v1.Get(e.in("ns"), "g", &metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the gizmo survived its definition's cleanup: %v", err)
 	}
-	// Not served on this node: an error, never another store.
+	// A definition no store serves (refused, or names not accepted): its
+	// objects go by their keys, the custom space's group and spec plural.
+	obj, err = decodeCustom(t, v1, `{"apiVersion":"example.com/v1","kind":"Gizmo","metadata":{"name":"g2","namespace":"ns"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v1.Create(e.in("ns"), obj, false); err != nil {
+		t.Fatal(err)
+	}
+	unserved := gizmoDefinition()
+	unserved.UID = "uid-unserved"
+	del, err = e.reg.GetCustomResourceListerCollectionDeleter(unserved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all, err = del.List(e.in(""), nil); err != nil || len(all.(*unstructured.UnstructuredList).Items) != 1 ||
+		all.(*unstructured.UnstructuredList).Items[0].GetNamespace() != "ns" {
+		t.Fatalf("the unserved definition's objects: %v %v", all, err)
+	}
+	if _, err := del.DeleteCollection(genericapirequest.WithNamespace(e.in(""), "ns"), nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v1.Get(e.in("ns"), "g2", &metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the gizmo survived the cleanup by keys: %v", err)
+	}
+	if _, err := builtin.Get(e.in(""), "admin", &metav1.GetOptions{}); err != nil {
+		t.Fatalf("the built-in ClusterRole is gone: %v", err)
+	}
+}
+
+// A definition is served under its spec's names only: status is written by
+// whoever may update customresourcedefinitions/status, and accepted names
+// of another definition's resource would make its store theirs (issue 28's
+// red team).
+func TestCustomResourcesAcceptedNamesAreTheSpecs(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*apiextensionsv1.CustomResourceDefinitionNames)
+		want   string
+	}{
+		{"the spec's names", func(*apiextensionsv1.CustomResourceDefinitionNames) {}, ""},
+		{"another plural", func(n *apiextensionsv1.CustomResourceDefinitionNames) { n.Plural = "widgets" }, `status.acceptedNames.plural "widgets" is not spec.names.plural "gizmos"`},
+		{"another kind", func(n *apiextensionsv1.CustomResourceDefinitionNames) { n.Kind = "ClusterRole" }, `status.acceptedNames.kind "ClusterRole" is not spec.names.kind "Gizmo"`},
+		{"another list kind", func(n *apiextensionsv1.CustomResourceDefinitionNames) { n.ListKind = "X" }, "status.acceptedNames.listKind"},
+		{"another singular", func(n *apiextensionsv1.CustomResourceDefinitionNames) { n.Singular = "x" }, "status.acceptedNames.singular"},
+		{"a short name the spec lacks", func(n *apiextensionsv1.CustomResourceDefinitionNames) { n.ShortNames = []string{"cm"} }, `status.acceptedNames.shortNames holds "cm"`},
+		{"a category the spec lacks", func(n *apiextensionsv1.CustomResourceDefinitionNames) { n.Categories = []string{"all"} }, `status.acceptedNames.categories holds "all"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			crd := gizmoDefinition()
+			tc.mutate(&crd.Status.AcceptedNames)
+			_, err := CustomResources(crd, nil)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrNotServable) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("CustomResources = %v, want ErrNotServable: %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// Two definitions never share a stored resource or a kind: the second is
+// not served.
+func TestCustomResourcesKindsAreNotShared(t *testing.T) {
+	e := newEnvWith(t, CoreResources(), nil)
+	first, err := CustomResources(gizmoDefinition(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.reg.ServeCustom("uid-1", first); err != nil {
+		t.Fatal(err)
+	}
 	other := gizmoDefinition()
-	other.UID = "uid-unknown"
-	if _, err := e.reg.GetCustomResourceListerCollectionDeleter(other); !errors.Is(err, ErrNoCustomStore) {
-		t.Fatalf("an unserved definition's deleter: %v", err)
+	other.Name, other.UID = "gadgets.example.com", "uid-2"
+	other.Spec.Names.Plural, other.Status.AcceptedNames.Plural = "gadgets", "gadgets"
+	other.Spec.Versions[0].Name, other.Spec.Versions[1].Name = "v7", "v8"
+	second, err := CustomResources(other, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.reg.ServeCustom("uid-2", second); !errors.Is(err, ErrNotServable) || !strings.Contains(err.Error(), "Gizmo.example.com is served by definition uid-1") {
+		t.Fatalf("a second definition of kind Gizmo: %v", err)
+	}
+	if e.reg.Store(schema.GroupVersionResource{Group: "example.com", Version: "v7", Resource: "gadgets"}) != nil {
+		t.Fatal("the second definition is served")
 	}
 }

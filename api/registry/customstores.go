@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -75,6 +76,13 @@ func (r *Registry) ServeCustom(uid types.UID, resources []*Resource) error {
 		if next.byGVR[res.GVR] != nil || r.stores[res.GVR] != nil {
 			continue
 		}
+		if other := next.claimedBy(uid, res); other != "" {
+			// Another definition serves this stored resource or kind
+			// already: first come, first served, as kube's naming
+			// controller accepts one of two conflicting names.
+			err = fmt.Errorf("%w: %s %s is served by definition %s", ErrNotServable, res.Stored().GroupResource(), res.Kind(), other)
+			break
+		}
 		var s *Store
 		if s, err = r.newStore(res, r.adm); err != nil {
 			break
@@ -99,6 +107,22 @@ func (r *Registry) ServeCustom(uid types.UID, resources []*Resource) error {
 	next.ordered = append(next.ordered, next.byUID[uid]...)
 	c.set.Store(next)
 	return err
+}
+
+// claimedBy names another definition than self (its UID) whose stores
+// already keep res's stored resource or serve its group and kind, or "".
+func (set *customSet) claimedBy(self types.UID, res *Resource) types.UID {
+	for uid, stores := range set.byUID {
+		if uid == self {
+			continue
+		}
+		for _, s := range stores {
+			if s.Stored().GroupResource() == res.Stored().GroupResource() || s.Kind() == res.Kind() {
+				return uid
+			}
+		}
+	}
+	return ""
 }
 
 // storesOf returns the stores of the definition uid, nil when the node

@@ -11,7 +11,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/trustplane/trustplane/fsm"
@@ -24,10 +23,14 @@ import (
 //   - its group is not reserved: trustplane's internal group
 //     (fsm.InternalGroup, where the signing keys, removal markers and
 //     data-directory records are written) or any group under it;
-//   - its group and plural are not a built-in resource's, served or
-//     stored, in any version, whatever --runtime-config serves: a built-in
-//     store always wins the URL, so such a definition could only ever
-//     alias or shadow it;
+//   - its group is not a group of built-in resources (served or stored,
+//     in any version, whatever --runtime-config serves): a built-in store
+//     always wins the URL, so a definition of a built-in resource could
+//     only alias or shadow it, and one of another resource in a built-in
+//     group could claim a built-in kind or short name there, so that
+//     clients mapping kinds through discovery (kubectl) send a built-in
+//     kind's writes to it (issue 28's red team: a ClusterRole applied with
+//     kubectl landed in a custom resource);
 //   - its conversion is None. trustplane runs no conversion webhooks: a
 //     webhook would make every node dial wherever a definition says, on
 //     every read of the resource, with no identity of its own to present.
@@ -52,17 +55,18 @@ func reservedGroup(group string) bool {
 	return group == fsm.InternalGroup || strings.HasSuffix(group, "."+fsm.InternalGroup)
 }
 
-// builtinResource reports whether a built-in store or virtual resource of
-// the node serves or stores gr, in any version, served or not.
-func (r *Registry) builtinResource(gr schema.GroupResource) bool {
+// builtinGroup reports whether a built-in store or virtual resource of
+// the node serves or stores a resource of group, in any version, served or
+// not.
+func (r *Registry) builtinGroup(group string) bool {
 	root := r.root()
 	for gvr, s := range root.stores {
-		if gvr.GroupResource() == gr || s.Stored().GroupResource() == gr {
+		if gvr.Group == group || s.Stored().Group == group {
 			return true
 		}
 	}
 	for k := range root.virtuals {
-		if k.gvr.GroupResource() == gr {
+		if k.gvr.Group == group {
 			return true
 		}
 	}
@@ -70,15 +74,15 @@ func (r *Registry) builtinResource(gr schema.GroupResource) bool {
 }
 
 // definitionErrors are the rules above as field errors of the spec.
-func (r *Registry) definitionErrors(group, plural string, conversion string) field.ErrorList {
+func (r *Registry) definitionErrors(group, conversion string) field.ErrorList {
 	spec := field.NewPath("spec")
 	var errs field.ErrorList
 	if reservedGroup(group) {
 		errs = append(errs, field.Invalid(spec.Child("group"), group,
 			fmt.Sprintf("the group %s and the groups under it are reserved for trustplane", fsm.InternalGroup)))
-	} else if plural != "" && r.builtinResource(schema.GroupResource{Group: group, Resource: plural}) {
-		errs = append(errs, field.Invalid(spec.Child("names", "plural"), plural,
-			fmt.Sprintf("%s.%s is a built-in resource of this server", plural, group)))
+	} else if r.builtinGroup(group) {
+		errs = append(errs, field.Invalid(spec.Child("group"), group,
+			"the group has built-in resources of this server; custom resources need a group of their own"))
 	}
 	if conversion != "" && conversion != string(apiextensionsv1.NoneConverter) {
 		errs = append(errs, field.NotSupported(spec.Child("conversion", "strategy"), conversion,
@@ -90,7 +94,7 @@ func (r *Registry) definitionErrors(group, plural string, conversion string) fie
 // validateDefinition is the rules' validating step of the
 // CustomResourceDefinition store (registry.New adds it): 422 Invalid with
 // kube's wording, as a strategy's validation error reads. An update that
-// keeps the group, plural and conversion of the stored definition passes,
+// keeps the group and conversion of the stored definition passes,
 // as kube's validation ratchets: a definition stored before the rules must
 // still take its status, its finalizer's removal and its deletion, or it
 // could never go.
@@ -103,17 +107,17 @@ func (r *Registry) validateDefinition(_ context.Context, obj, old runtime.Object
 		return nil
 	}
 	f := ruledFields(crd)
-	if errs := r.definitionErrors(f.group, f.plural, f.conversion); len(errs) > 0 {
+	if errs := r.definitionErrors(f.group, f.conversion); len(errs) > 0 {
 		return apierrors.NewInvalid(apiextensions.Kind("CustomResourceDefinition"), crd.Name, errs)
 	}
 	return nil
 }
 
 // definitionFields are what the rules read of a definition.
-type definitionFields struct{ group, plural, conversion string }
+type definitionFields struct{ group, conversion string }
 
 func ruledFields(crd *apiextensions.CustomResourceDefinition) definitionFields {
-	f := definitionFields{group: crd.Spec.Group, plural: crd.Spec.Names.Plural}
+	f := definitionFields{group: crd.Spec.Group}
 	if crd.Spec.Conversion != nil {
 		f.conversion = string(crd.Spec.Conversion.Strategy)
 	}
@@ -129,7 +133,7 @@ func (r *Registry) DefinitionRefusal(crd *apiextensionsv1.CustomResourceDefiniti
 	if crd.Spec.Conversion != nil {
 		conversion = string(crd.Spec.Conversion.Strategy)
 	}
-	errs := r.definitionErrors(crd.Spec.Group, crd.Spec.Names.Plural, conversion)
+	errs := r.definitionErrors(crd.Spec.Group, conversion)
 	if len(errs) == 0 {
 		return nil
 	}

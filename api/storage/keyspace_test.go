@@ -122,3 +122,46 @@ func TestUndecodableValueIsNotQuoted(t *testing.T) {
 		})
 	}
 }
+
+// A definition's cleanup by keys reaches its own custom keys and nothing
+// else: not a built-in object of the same group and resource, not another
+// namespace when one is named.
+func TestCustomKeysPurgeOnlyTheirOwn(t *testing.T) {
+	l := memlog.New()
+	stor, err := storage.New(nil, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stor.Close()
+	if _, err := stor.CustomKeys("", "gizmos"); !errors.Is(err, storage.ErrNotCustom) {
+		t.Fatalf("a custom resource without a group: %v", err)
+	}
+	ctx := context.Background()
+	put := func(k fsm.Key) {
+		if _, err := l.Propose(ctx, &fsm.Command{Op: fsm.OpPut, Key: k, Value: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	custom := func(ns, name string) fsm.Key {
+		return fsm.Key{Space: fsm.SpaceCustom, Group: "rbac.authorization.k8s.io", Resource: "roles", Namespace: ns, Name: name}
+	}
+	builtin := fsm.Key{Group: "rbac.authorization.k8s.io", Resource: "roles", Namespace: "a", Name: "r"}
+	put(custom("a", "r"))
+	put(custom("b", "r"))
+	put(builtin)
+	keys, err := stor.CustomKeys("rbac.authorization.k8s.io", "roles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := keys.Purge(ctx, "a"); err != nil || n != 1 {
+		t.Fatalf("Purge(a) = %d, %v; want 1", n, err)
+	}
+	for k, want := range map[fsm.Key]bool{custom("a", "r"): false, custom("b", "r"): true, builtin: true} {
+		if kv, _, _ := l.Get(k, 0); (kv != nil) != want {
+			t.Errorf("%v live = %v, want %v", k, kv != nil, want)
+		}
+	}
+	if live, err := keys.Live(""); err != nil || len(live) != 1 {
+		t.Fatalf("Live = %v, %v; want the one in b", live, err)
+	}
+}
