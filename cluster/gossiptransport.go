@@ -130,8 +130,14 @@ type boundTransport struct {
 
 	streams chan net.Conn
 	packets chan *memberlist.Packet
-	done    chan struct{}
-	once    sync.Once
+	// stopping is closed when Shutdown starts: from then on the loops
+	// drop what the NetTransport hands them instead of passing it on, but
+	// keep reading, because its listeners block sending into unbuffered
+	// channels and would never see it stop (its Shutdown waits for them).
+	// done is closed once the NetTransport has stopped, and ends the loops.
+	stopping chan struct{}
+	done     chan struct{}
+	once     sync.Once
 
 	refusedPackets atomic.Uint64
 	packetLog      struct {
@@ -188,10 +194,16 @@ func (t *boundTransport) StreamCh() <-chan net.Conn { return t.streams }
 // their label header.
 func (t *boundTransport) PacketCh() <-chan *memberlist.Packet { return t.packets }
 
-// Shutdown stops the loops and the NetTransport.
+// Shutdown stops the NetTransport, then the loops (see stopping). It may
+// be called more than once.
 func (t *boundTransport) Shutdown() error {
-	t.once.Do(func() { close(t.done) })
-	return t.NetTransport.Shutdown()
+	var err error
+	t.once.Do(func() {
+		close(t.stopping)
+		err = t.NetTransport.Shutdown()
+		close(t.done)
+	})
+	return err
 }
 
 // labelHeader is memberlist's label header (label.go) before rest.
@@ -209,7 +221,12 @@ func (t *boundTransport) acceptStreams() {
 	for {
 		select {
 		case c := <-in:
-			go t.guardStream(t.conns.Track(c))
+			select {
+			case <-t.stopping:
+				_ = c.Close()
+			default:
+				go t.guardStream(t.conns.Track(c))
+			}
 		case <-t.done:
 			return
 		}
@@ -234,7 +251,7 @@ func (t *boundTransport) guardStream(c *connlimit.Conn) {
 	rc := &replayConn{Conn: c, pre: pre}
 	select {
 	case t.streams <- rc:
-	case <-t.done:
+	case <-t.stopping:
 		_ = c.Close()
 	}
 }
@@ -306,8 +323,7 @@ func (t *boundTransport) acceptPackets() {
 			}
 			select {
 			case t.packets <- p:
-			case <-t.done:
-				return
+			case <-t.stopping: // dropped: the transport is stopping
 			}
 		case <-t.done:
 			return
@@ -383,7 +399,7 @@ func newBoundTransport(mc *memberlist.Config, logger *log.Logger, conns *connlim
 			t := &boundTransport{
 				NetTransport: nt, bind: mc.BindAddr, conns: conns,
 				send: send, require: mode == GossipLabelRequire, logger: slogger,
-				streams: make(chan net.Conn), packets: make(chan *memberlist.Packet), done: make(chan struct{}),
+				streams: make(chan net.Conn), packets: make(chan *memberlist.Packet), stopping: make(chan struct{}), done: make(chan struct{}),
 			}
 			go t.acceptStreams()
 			go t.acceptPackets()

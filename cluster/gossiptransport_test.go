@@ -9,6 +9,7 @@ import (
 	"io"
 	"log"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -315,5 +316,56 @@ func TestGossipLabelRollingUpgrade(t *testing.T) {
 				t.Fatalf("join error %v, want success %v", err, tc.ok)
 			}
 		})
+	}
+}
+
+// TestGossipTransportShutdownWithTrafficInFlight: Shutdown returns while
+// packets and streams keep arriving and nothing reads them. NetTransport's
+// listeners block sending into unbuffered channels, and its Shutdown waits
+// for them; once the loops that read those channels had stopped first,
+// a packet arriving during shutdown hung it (and with it Leave) for good.
+func TestGossipTransportShutdownWithTrafficInFlight(t *testing.T) {
+	mc := memberlist.DefaultLANConfig()
+	mc.BindAddr, mc.BindPort = "127.0.0.13", 0
+	bt, err := newBoundTransport(mc, log.New(io.Discard, "", 0), testGossipConns(t, 8, 0), GossipLabelAccept, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort(mc.BindAddr, strconv.Itoa(mc.BindPort))
+	udp, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	stop := make(chan struct{})
+	sent := make(chan struct{})
+	go func() { // packets and streams until Shutdown has returned, bounded
+		defer close(sent)
+		for i := 0; i < 2000; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, _ = udp.Write([]byte{gossipEncryptMsg, 1, 2, 3})
+			if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+				_, _ = c.Write([]byte{gossipEncryptMsg, 0, 0, 0, 4})
+				c.Close()
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	time.Sleep(50 * time.Millisecond) // some traffic is in flight, unread
+	done := make(chan error, 1)
+	go func() { done <- bt.Shutdown() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Shutdown hung with traffic in flight")
+	}
+	close(stop)
+	<-sent
+	if err := bt.Shutdown(); err != nil { // a second call is harmless
+		t.Fatal(err)
 	}
 }
