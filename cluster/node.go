@@ -416,6 +416,15 @@ func (n *Node) Shutdown() error {
 // hint (leadership can end at any moment); writes and reads confirm it.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
+// LeaderTerm returns raft's current term and whether this node leads in
+// it, so that work done once per leadership can tell a new term from the
+// one it already served, even if leadership was lost and won back between
+// two looks.
+func (n *Node) LeaderTerm() (term uint64, leader bool) {
+	term = n.raft.CurrentTerm()
+	return term, n.raft.State() == raft.Leader && n.raft.CurrentTerm() == term
+}
+
 // Leader returns the current leader's server ID and raft address, or empty
 // strings when no leader is known.
 func (n *Node) Leader() (id, addr string) {

@@ -35,41 +35,57 @@ func bootstrappedLocally(f *fsm.FSM) bool {
 
 // bootstrap waits until the bootstrap objects exist: the leader creates the
 // default namespaces and the kubernetes Service, a follower waits until it
-// has applied them. It retries until ctx ends.
-func bootstrap(ctx context.Context, log *slog.Logger, node *cluster.Node, f *fsm.FSM, tasks []leaderTask) error {
+// has applied them. It retries until ctx ends. It returns the raft term in
+// which it ran the leader tasks, 0 when it returned as a follower: that term
+// is served, and rebootstrapOnLeadership serves every later one.
+func bootstrap(ctx context.Context, log *slog.Logger, node *cluster.Node, f *fsm.FSM, tasks []leaderTask) (uint64, error) {
 	for {
-		if !node.IsLeader() && bootstrappedLocally(f) {
-			return nil
+		term, leader := node.LeaderTerm()
+		// A follower is done once it has applied the objects; a node that
+		// knows no leader yet waits, since it may be about to lead (a
+		// restarted single node) and then owes the leader tasks.
+		if other, _ := node.Leader(); !leader && other != "" && bootstrappedLocally(f) {
+			return 0, nil
 		}
-		if node.IsLeader() {
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			var err error
-			for _, task := range tasks {
-				if err = task(rctx); err != nil {
-					break
-				}
-			}
-			cancel()
+		if leader {
+			err := runLeaderTasks(ctx, tasks)
 			if err == nil {
-				return nil
+				return term, nil
 			}
 			log.Warn("bootstrap failed, retrying", "error", err)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return 0, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
 
-// rebootstrapOnLeadership runs the leader tasks again each time this node
-// becomes leader, as kube-apiserver reconciles its bootstrap policy at every
+// runLeaderTasks runs tasks in order, each bounded, until one fails.
+func runLeaderTasks(ctx context.Context, tasks []leaderTask) error {
+	for _, task := range tasks {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := task(rctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rebootstrapOnLeadership runs the leader tasks again in every raft term
+// in which this node leads, after served (the term bootstrap ran them in;
+// 0: none), as kube-apiserver reconciles its bootstrap policy at every
 // start: a leader running a newer version brings the RBAC policy and the
-// default objects up to date. The tasks are idempotent and write nothing
-// when all is in place. It returns when ctx ends.
-func rebootstrapOnLeadership(ctx context.Context, log *slog.Logger, node *cluster.Node, tasks []leaderTask) {
-	done := node.IsLeader() // the start-up bootstrap covered this term
+// default objects up to date, and re-encrypts the signing keys stored with
+// a key that is no longer first. Terms, not leadership flips, decide: a
+// node that started as a follower and was elected before this loop first
+// looked still runs them (a start-up race that once skipped the
+// re-encryption). The tasks are idempotent and write nothing when all is in
+// place. It returns when ctx ends.
+func rebootstrapOnLeadership(ctx context.Context, log *slog.Logger, node *cluster.Node, tasks []leaderTask, served uint64) {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -78,24 +94,15 @@ func rebootstrapOnLeadership(ctx context.Context, log *slog.Logger, node *cluste
 			return
 		case <-tick.C:
 		}
-		if !node.IsLeader() {
-			done = false
+		term, leader := node.LeaderTerm()
+		if !leader || term == served {
 			continue
 		}
-		if done {
+		if err := runLeaderTasks(ctx, tasks); err != nil {
+			// Try again on the next tick while this node still leads.
+			log.Warn("re-running a bootstrap task as the new leader", "error", err)
 			continue
 		}
-		done = true
-		for _, task := range tasks {
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err := task(rctx)
-			cancel()
-			if err != nil {
-				// Try again on the next tick while this node still leads.
-				log.Warn("re-running a bootstrap task as the new leader", "error", err)
-				done = false
-				break
-			}
-		}
+		served = term
 	}
 }

@@ -466,11 +466,12 @@ func serve(args []string) error {
 	go func() {
 		tasks := append(append([]leaderTask{func(ctx context.Context) error { return reg.Bootstrap(ctx, clusterIP, int32(port)) }},
 			az.bootstrap...), ident.bootstrap...)
-		if err := bootstrap(ctx, log, node, f, tasks); err != nil {
+		served, err := bootstrap(ctx, log, node, f, tasks)
+		if err != nil {
 			return
 		}
 		bootstrapped.Store(true)
-		go rebootstrapOnLeadership(ctx, log, node, tasks)
+		go rebootstrapOnLeadership(ctx, log, node, tasks, served)
 		go runControllers(ctx, wired, ident, apiURL(srv.Addr().String(), listenHost))
 		go runEventExpiry(ctx, log, node, stor)
 		kubeconfig := filepath.Join(o.dataDir, "admin.kubeconfig")
