@@ -117,6 +117,11 @@ type Config struct {
 	// GossipAddr is set. A node with another key cannot join: its messages
 	// fail to decrypt and are logged as refused.
 	GossipKey []byte
+	// GossipKeys are further keys gossip decrypts with, besides GossipKey:
+	// the keys of a gossip-key rotation in progress, as this node last
+	// applied them (api/gossipkeys; Node.SetGossipKeys changes the set
+	// live). Each is 32 bytes.
+	GossipKeys [][]byte
 	// Join lists gossip addresses (host:port) of existing or starting
 	// nodes to join through. The node retries them in the background until
 	// one answers, so they need not be up yet. May include this node.
@@ -380,6 +385,11 @@ func (c *Config) validateGossip() error {
 	}
 	if len(c.GossipKey) != 32 {
 		return bad("GossipKey must be 32 bytes (AES-256), got %d", len(c.GossipKey))
+	}
+	for i, k := range c.GossipKeys {
+		if len(k) != 32 {
+			return bad("GossipKeys[%d] must be 32 bytes (AES-256), got %d", i, len(k))
+		}
 	}
 	for _, j := range c.Join {
 		if _, _, err := net.SplitHostPort(j); err != nil {

@@ -126,8 +126,11 @@ type member struct {
 
 // gossip is the node's memberlist and its view of the peers.
 type gossip struct {
-	ml   *memberlist.Memberlist
-	addr string // advertised gossip address, set once at start
+	ml *memberlist.Memberlist
+	// keyring is memberlist's: the key gossip encrypts with (primary) and
+	// those it decrypts with (SetGossipKeys).
+	keyring *memberlist.Keyring
+	addr    string // advertised gossip address, set once at start
 	// conns is the gossip port's table of inbound streams
 	// (gossiptransport.go); nil when a test supplies its own transport.
 	conns *connlimit.Limiter
@@ -218,7 +221,16 @@ func (n *Node) startGossip(tune func(*memberlist.Config)) error {
 		mc.AdvertiseAddr = ahost
 		mc.AdvertisePort, _ = strconv.Atoi(aport)
 	}
-	mc.SecretKey = append([]byte(nil), n.cfg.GossipKey...)
+	keys := [][]byte{append([]byte(nil), n.cfg.GossipKey...)}
+	for _, k := range n.cfg.GossipKeys {
+		keys = append(keys, append([]byte(nil), k...))
+	}
+	kr, err := memberlist.NewKeyring(keys, keys[0])
+	if err != nil {
+		return fmt.Errorf("%w: gossip keys: %v", ErrInvalidConfig, err)
+	}
+	mc.Keyring = kr
+	g.keyring = kr
 	mc.GossipVerifyIncoming = true
 	mc.GossipVerifyOutgoing = true
 	mc.DeadNodeReclaimTime = gossipDeadNodeReclaim

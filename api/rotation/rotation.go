@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"strconv"
@@ -92,7 +93,14 @@ type Options struct {
 	// retiring key's credentials have expired). The check's reason is
 	// still reported.
 	Force bool
+	// Key is the new key start brings in, for a root whose keys the
+	// operator keeps a copy of (the gossip key, for nodes that join
+	// later); nil makes one. Never echoed, logged or returned.
+	Key []byte
 }
+
+// maxStepBody bounds a step's request body (a key, as JSON).
+const maxStepBody = 64 << 10
 
 // Root is one trust root. Every step runs on the leader, is idempotent,
 // and returns the root's Status after it; a step the cluster is not ready
@@ -139,6 +147,24 @@ func stepHandler(root Root, step Step) http.Handler {
 			}
 			o.Force = force
 		}
+		if req.Body != nil {
+			body, err := io.ReadAll(io.LimitReader(req.Body, maxStepBody+1))
+			if err != nil || len(body) > maxStepBody {
+				http.Error(w, "the request body is unreadable or over 64 KiB", http.StatusBadRequest)
+				return
+			}
+			if len(body) > 0 {
+				var in struct {
+					Key []byte `json:"key"`
+				}
+				// The error never quotes the body: it may hold a key.
+				if json.Unmarshal(body, &in) != nil {
+					http.Error(w, `the request body is not {"key": "<base64>"}`, http.StatusBadRequest)
+					return
+				}
+				o.Key = in.Key
+			}
+		}
 		st, err := Run(req.Context(), root, step, o)
 		switch {
 		case errors.Is(err, ErrNotReady), errors.Is(err, ErrNoRotation):
@@ -169,3 +195,5 @@ func Run(ctx context.Context, root Root, step Step, o Options) (*Status, error) 
 	}
 	return nil, fmt.Errorf("rotation: unknown step %q", step)
 }
+
+func unix(s int64) time.Time { return time.Unix(s, 0).UTC() }
