@@ -101,3 +101,31 @@ trustplane_trust_root_keys{phase="retiring",root="signing-key"} 1
 		t.Fatal(err)
 	}
 }
+
+// A start may bring the operator's key, as JSON; a body that is not is
+// refused without being quoted.
+func TestHandlerKeyBody(t *testing.T) {
+	var got []byte
+	root := &keyRoot{got: &got}
+	h := Handlers(map[string]Root{"k": root})[Path("k", StepStart)]
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path("k", StepStart), strings.NewReader(`{"key":"c2VjcmV0LWtleQ=="}`)))
+	if rec.Code != http.StatusOK || string(got) != "secret-key" || strings.Contains(rec.Body.String(), "secret") {
+		t.Fatalf("start with a key: %d %s, key %q", rec.Code, rec.Body, got)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path("k", StepStart), strings.NewReader(`secret-bytes`)))
+	if rec.Code != http.StatusBadRequest || strings.Contains(rec.Body.String(), "secret") {
+		t.Fatalf("a body that is not JSON: %d %s", rec.Code, rec.Body)
+	}
+}
+
+type keyRoot struct {
+	fakeRoot
+	got *[]byte
+}
+
+func (k *keyRoot) Start(_ context.Context, o Options) (*Status, error) {
+	*k.got = o.Key
+	return &Status{Root: "k"}, nil
+}

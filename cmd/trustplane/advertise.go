@@ -123,13 +123,22 @@ func hostOf(addr string) string {
 
 // readGossipKey reads <ca-dir>/gossip.key (trustplane certs init writes it).
 func readGossipKey(caDir string) ([]byte, error) {
-	b, err := os.ReadFile(filepath.Join(caDir, gossipKeyFile))
-	if err != nil {
+	if _, err := os.Stat(filepath.Join(caDir, gossipKeyFile)); err != nil {
 		return nil, fmt.Errorf("gossip key (create it with trustplane certs init --dir %s): %w", caDir, err)
+	}
+	return parseGossipKeyFile(filepath.Join(caDir, gossipKeyFile))
+}
+
+// parseGossipKeyFile reads a gossip key file: base64 of 32 bytes. Its
+// errors never quote the file's contents.
+func parseGossipKeyFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("gossip key: %w", err)
 	}
 	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
 	if err != nil || len(key) != 32 {
-		return nil, fmt.Errorf("gossip key %s: want base64 of 32 bytes", filepath.Join(caDir, gossipKeyFile))
+		return nil, fmt.Errorf("gossip key %s: want base64 of 32 bytes", path)
 	}
 	return key, nil
 }

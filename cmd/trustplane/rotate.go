@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -15,8 +16,8 @@ import (
 )
 
 // rotateUsage is the command's synopsis.
-const rotateUsage = "usage: trustplane rotate ROOT STEP [--kubeconfig F] [--force]\n" +
-	"  ROOT: signing-key (cluster-ca, signer-ca, node-ca, encryption-key and gossip-key: not online yet, docs/SECURITY.md §6)\n" +
+const rotateUsage = "usage: trustplane rotate ROOT STEP [--kubeconfig F] [--force] [--key-file F]\n" +
+	"  ROOT: signing-key, gossip-key (cluster-ca, signer-ca, node-ca and encryption-key: not online yet, docs/SECURITY.md §6)\n" +
 	"  STEP: status, start, promote, finish, abort"
 
 // rotateCmd implements "trustplane rotate ROOT STEP": one step of a trust
@@ -27,6 +28,7 @@ func rotateCmd(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("rotate", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", defaultKubeconfig(), "admin kubeconfig of any node")
 	force := fs.Bool("force", false, "take the step even though a safety check refuses it (finish before the retiring key's tokens expire)")
+	keyFile := fs.String("key-file", "", "start only: the new key, for a root whose key you keep a copy of (gossip-key: base64 of 32 bytes, as gossip.key)")
 	var pos []string
 	for rest := args; ; {
 		if err := fs.Parse(rest); err != nil {
@@ -57,7 +59,19 @@ func rotateCmd(args []string, out io.Writer) error {
 		return err
 	}
 	client.Timeout = 60 * time.Second
-	resp, err := client.Post(url, "application/json", nil)
+	var reqBody io.Reader
+	if *keyFile != "" {
+		if step != rotation.StepStart {
+			return errors.New("--key-file is for start only")
+		}
+		key, err := parseGossipKeyFile(*keyFile)
+		if err != nil {
+			return err
+		}
+		b, _ := json.Marshal(map[string][]byte{"key": key})
+		reqBody = bytes.NewReader(b)
+	}
+	resp, err := client.Post(url, "application/json", reqBody)
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/trustplane/trustplane/api"
 	"github.com/trustplane/trustplane/api/authn"
+	"github.com/trustplane/trustplane/api/gossipkeys"
 	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/api/rotation"
 	"github.com/trustplane/trustplane/api/storage"
@@ -307,13 +308,13 @@ func serve(args []string) error {
 	ccfg.CompactInterval = o.compactInterval
 	o.limits.setCluster(ccfg)
 	if o.multiNode() {
-		key, err := readGossipKey(caDir)
+		primary, more, err := gossipKeysAtStart(log, caDir, o.dataDir)
 		if err != nil {
 			return err
 		}
 		ccfg.GossipAddr = o.gossipAddr
 		ccfg.GossipAdvertise = o.addrs.gossip
-		ccfg.GossipKey = key
+		ccfg.GossipKey, ccfg.GossipKeys = primary, more
 		ccfg.Join = splitList(o.join)
 		ccfg.APIAddr = o.addrs.api
 		ccfg.ClusterID = ca.ID()
@@ -417,8 +418,16 @@ func serve(args []string) error {
 	acfg.Paths = ident.paths
 	acfg.Actions = ident.actions
 	acfg.Authorizer = az.authorizer
-	acfg.Collectors = append(nodeCollectors(node),
-		rotation.Collector(map[string]rotation.Counter{authn.SigningKeyRoot: ident.keys.PhaseCounts}))
+	counters := map[string]rotation.Counter{authn.SigningKeyRoot: ident.keys.PhaseCounts}
+	var gossipKeys *gossipkeys.Store
+	if o.multiNode() {
+		gossipKeys = setupGossipKeys(wired)
+		for p, h := range rotation.Handlers(map[string]rotation.Root{gossipkeys.Root: gossipKeys.Root()}) {
+			acfg.Actions[p] = h
+		}
+		counters[gossipkeys.Root] = gossipKeys.PhaseCounts
+	}
+	acfg.Collectors = append(nodeCollectors(node), rotation.Collector(counters))
 	auditLog, err := o.audit.open(log, acfg)
 	if err != nil {
 		return err
@@ -466,6 +475,10 @@ func serve(args []string) error {
 	go func() {
 		tasks := append(append([]leaderTask{func(ctx context.Context) error { return reg.Bootstrap(ctx, clusterIP, int32(port)) }},
 			az.bootstrap...), ident.bootstrap...)
+		if gossipKeys != nil {
+			tasks = append(tasks, seedGossipKeys(gossipKeys, ccfg.GossipKey))
+			go gossipKeys.Run(ctx)
+		}
 		served, err := bootstrap(ctx, log, node, f, tasks)
 		if err != nil {
 			return
