@@ -187,12 +187,19 @@ func seed(dir string, cfg SeedConfig, exp *fsm.Export) error {
 	return nil
 }
 
-// isMembershipRecord says whether k is a removal marker (removed.go) or a
-// data-directory record (datadir.go): both describe the source cluster's
-// members.
+// isMembershipRecord says whether k is a removal marker (removed.go), a
+// data-directory record (datadir.go) or the gossip keyring (api/gossipkeys'
+// record, GossipKeysResource): all describe the source cluster's
+// members, and a cluster seeded from the backup has its own (its nodes'
+// gossip.key seeds its keyring).
 func isMembershipRecord(k fsm.Key) bool {
-	return k.Space == fsm.SpaceInternal && (k.Resource == removedPrefix.Resource || k.Resource == dataDirPrefix.Resource)
+	return k.Space == fsm.SpaceInternal &&
+		(k.Resource == removedPrefix.Resource || k.Resource == dataDirPrefix.Resource || k.Resource == GossipKeysResource)
 }
+
+// GossipKeysResource is the internal resource api/gossipkeys keeps the
+// gossip keyring under; a restore leaves it out (isMembershipRecord).
+const GossipKeysResource = "gossipkeys"
 
 // privatise makes dir's tree 0700/0600: raft's snapshot store asks for
 // 0755 and 0644, and a snapshot holds every Secret.

@@ -34,6 +34,10 @@ func TestSeedDataDir(t *testing.T) {
 	if err := src.markRemoved(ctx, "old-peer"); err != nil {
 		t.Fatal(err)
 	}
+	gossipKeys := fsm.Key{Space: fsm.SpaceInternal, Resource: GossipKeysResource, Name: "keyring"}
+	if res, err := src.Propose(ctx, &fsm.Command{Op: fsm.OpPut, Key: gossipKeys, Value: []byte("sealed")}); err != nil || res.Err != nil {
+		t.Fatalf("Propose: %v %v", err, res)
+	}
 	exp, term, err := src.Export(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +98,9 @@ func TestSeedDataDir(t *testing.T) {
 	}
 	if n.isRemoved("old-peer") {
 		t.Fatal("the source's removal marker was carried to the new cluster")
+	}
+	if kv, _, _ := f.Get(gossipKeys, 0); kv != nil {
+		t.Fatal("the source's gossip keyring was carried to the new cluster, whose gossip.key seeds its own")
 	}
 	res, err := n.Propose(ctx, putCmd("new", "v"))
 	if err != nil || res.Err != nil {

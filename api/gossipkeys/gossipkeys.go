@@ -16,6 +16,7 @@ import (
 
 	"github.com/trustplane/trustplane/api/rotation"
 	"github.com/trustplane/trustplane/api/storage"
+	"github.com/trustplane/trustplane/cluster"
 	"github.com/trustplane/trustplane/fsm"
 )
 
@@ -23,7 +24,8 @@ import (
 const Root = "gossip-key"
 
 // recordKey is the keyring's record, in the internal key space.
-var recordKey = fsm.Key{Space: fsm.SpaceInternal, Resource: "gossipkeys", Name: "keyring"}
+// A restore into a new cluster leaves it out (cluster.GossipKeysResource).
+var recordKey = fsm.Key{Space: fsm.SpaceInternal, Resource: cluster.GossipKeysResource, Name: "keyring"}
 
 // Sentinel errors.
 var (
