@@ -142,7 +142,7 @@ func TestE2ERotateSigningKey(t *testing.T) {
 	mustRotate("signing-key", "promote")
 	aborted := token()
 	out = mustRotate("signing-key", "abort")
-	if !strings.Contains(out, "signs again") || jwtKid(t, token()) != pending || !verifies(aborted) {
+	if !strings.Contains(out, "is active again") || jwtKid(t, token()) != pending || !verifies(aborted) {
 		t.Fatalf("abort after promote:\n%s", out)
 	}
 

@@ -199,6 +199,35 @@ func (st *keyState) record() *phaseRecord {
 	return rec
 }
 
+// rotationEntries are the trusted keys as the shared transitions take them
+// (api/rotation): newest first, named by kid.
+func (st *keyState) rotationEntries() []rotation.Entry {
+	var out []rotation.Entry
+	for _, e := range st.entries {
+		if e.phase != "" {
+			out = append(out, rotation.Entry{ID: e.kid, Phase: e.phase, Since: e.since, Created: e.created})
+		}
+	}
+	return out
+}
+
+// recordFrom is the phase record of es, by generation; added names the
+// generation of a kid st does not hold yet (a key start just made).
+func (st *keyState) recordFrom(es []rotation.Entry, added map[string]string) *phaseRecord {
+	gens := map[string]string{}
+	for _, e := range st.entries {
+		gens[e.kid] = e.gen
+	}
+	for kid, gen := range added {
+		gens[kid] = gen
+	}
+	rec := &phaseRecord{Keys: map[string]keyPhase{}}
+	for _, e := range es {
+		rec.Keys[gens[e.ID]] = keyPhase{Phase: e.Phase, Since: e.Since, Created: e.Created}
+	}
+	return rec
+}
+
 // writeRecord stores rec with a compare-and-swap on the record st read.
 func (k *KeyStore) writeRecord(ctx context.Context, st *keyState, rec *phaseRecord) error {
 	val, err := json.Marshal(rec)
@@ -336,7 +365,6 @@ func (r keyRoot) Start(ctx context.Context, _ rotation.Options) (*rotation.Statu
 	}
 	// Material the record does not name yet, newer than every key it
 	// names: a start that stopped between its writes. Adopt it.
-	rec := st.record()
 	var gen, kid string
 	if len(st.entries) > 0 && st.entries[0].priv != nil && st.entries[0].phase == "" {
 		gen, kid = st.entries[0].gen, st.entries[0].kid
@@ -354,9 +382,11 @@ func (r keyRoot) Start(ctx context.Context, _ rotation.Options) (*rotation.Statu
 		}
 		gen = keyName(next).Name
 	}
-	now := k.clock().Unix()
-	rec.Keys[gen] = keyPhase{Phase: rotation.Pending, Since: now, Created: now}
-	if err := k.writeRecord(ctx, st, rec); err != nil {
+	es, err := rotation.AddPending(st.rotationEntries(), kid, k.clock().Unix())
+	if err != nil {
+		return nil, err
+	}
+	if err := k.writeRecord(ctx, st, st.recordFrom(es, map[string]string{kid: gen})); err != nil {
 		return nil, err
 	}
 	return k.after(ctx, "started: key "+kid+" is pending")
@@ -382,25 +412,17 @@ func (r keyRoot) Promote(ctx context.Context, o rotation.Options) (*rotation.Sta
 	if err != nil {
 		return nil, err
 	}
-	p := st.first(rotation.Pending)
-	if p == nil {
-		return nil, fmt.Errorf("%w: no pending key to promote; start first", rotation.ErrNoRotation)
+	es, p, err := rotation.Promote(st.rotationEntries(), k.clock().Unix())
+	if err != nil {
+		return nil, err
 	}
 	if _, lacking := k.memberView(ctx, st); lacking != "" && !o.Force {
 		return nil, fmt.Errorf("%w: %s", rotation.ErrNotReady, lacking)
 	}
-	rec := st.record()
-	now := k.clock().Unix()
-	for gen, ph := range rec.Keys {
-		if ph.Phase == rotation.Active {
-			rec.Keys[gen] = keyPhase{Phase: rotation.Retiring, Since: now, Created: ph.Created}
-		}
-	}
-	rec.Keys[p.gen] = keyPhase{Phase: rotation.Active, Since: now, Created: rec.Keys[p.gen].Created}
-	if err := k.writeRecord(ctx, st, rec); err != nil {
+	if err := k.writeRecord(ctx, st, st.recordFrom(es, nil)); err != nil {
 		return nil, err
 	}
-	return k.after(ctx, "promoted: key "+p.kid+" signs new tokens")
+	return k.after(ctx, "promoted: key "+p.ID+" signs new tokens")
 }
 
 // finishReady says why finish must wait: a retiring key may still have
@@ -439,14 +461,11 @@ func (r keyRoot) Finish(ctx context.Context, o rotation.Options) (*rotation.Stat
 		if err := k.finishReady(st); err != nil && !o.Force {
 			return nil, err
 		}
-		rec := st.record()
-		for _, e := range st.entries {
-			if e.phase == rotation.Retiring {
-				delete(rec.Keys, e.gen)
-				gone = append(gone, e.kid)
-			}
+		kept, removed := rotation.Finish(st.rotationEntries())
+		for _, e := range removed {
+			gone = append(gone, e.ID)
 		}
-		if err := k.writeRecord(ctx, st, rec); err != nil {
+		if err := k.writeRecord(ctx, st, st.recordFrom(kept, nil)); err != nil {
 			return nil, err
 		}
 		if st, err = k.state(); err != nil {
@@ -500,22 +519,15 @@ func (r keyRoot) Abort(ctx context.Context, _ rotation.Options) (*rotation.Statu
 	if err != nil {
 		return nil, err
 	}
-	rec := st.record()
-	now := k.clock().Unix()
-	var done string
 	var drop *fsm.KV
 	if p := st.first(rotation.Pending); p != nil {
-		delete(rec.Keys, p.gen)
 		drop = p.kv
-		done = "aborted: pending key " + p.kid + " dropped"
-	} else if old, cur := st.first(rotation.Retiring), st.first(rotation.Active); old != nil && cur != nil {
-		rec.Keys[old.gen] = keyPhase{Phase: rotation.Active, Since: now, Created: rec.Keys[old.gen].Created}
-		rec.Keys[cur.gen] = keyPhase{Phase: rotation.Retiring, Since: now, Created: rec.Keys[cur.gen].Created}
-		done = "aborted: key " + old.kid + " signs again; " + cur.kid + " is retiring"
-	} else {
-		return nil, fmt.Errorf("%w: nothing to abort", rotation.ErrNoRotation)
 	}
-	if err := k.writeRecord(ctx, st, rec); err != nil {
+	es, done, err := rotation.Abort(st.rotationEntries(), k.clock().Unix())
+	if err != nil {
+		return nil, err
+	}
+	if err := k.writeRecord(ctx, st, st.recordFrom(es, nil)); err != nil {
 		return nil, err
 	}
 	if drop != nil {
@@ -529,7 +541,7 @@ func (r keyRoot) Abort(ctx context.Context, _ rotation.Options) (*rotation.Statu
 			return nil, err
 		}
 	}
-	return k.after(ctx, done)
+	return k.after(ctx, "aborted: "+done)
 }
 
 // PhaseCounts counts this node's signing keys by phase, as it has applied
