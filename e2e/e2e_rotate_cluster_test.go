@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"encoding/base64"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,18 +21,7 @@ import (
 func TestE2ERotateOnCluster(t *testing.T) {
 	nodes := startCluster(t, 3)
 	leader := leaderOf(t, nodes)
-	rotate := func(args ...string) (string, error) {
-		out, err := exec.Command(binPath, append([]string{"rotate", "--kubeconfig", nodes[0].kubeconfigPath()}, args...)...).CombinedOutput()
-		return string(out), err
-	}
-	mustRotate := func(args ...string) string {
-		t.Helper()
-		out, err := rotate(args...)
-		if err != nil {
-			t.Fatalf("trustplane rotate %v: %v\n%s", args, err, out)
-		}
-		return out
-	}
+	rotate, mustRotate := nodes[0].rotate, func(args ...string) string { t.Helper(); return nodes[0].mustRotate(t, args...) }
 	// allAlive checks, for a while, that every node sees every member
 	// alive and the same leader.
 	allAlive := func(step string) {

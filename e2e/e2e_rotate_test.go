@@ -26,18 +26,7 @@ func TestE2ERotateSigningKey(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cs := n.clientset()
-	rotate := func(args ...string) (string, error) {
-		out, err := exec.Command(binPath, append([]string{"rotate", "--kubeconfig", n.kubeconfigPath()}, args...)...).CombinedOutput()
-		return string(out), err
-	}
-	mustRotate := func(args ...string) string {
-		t.Helper()
-		out, err := rotate(args...)
-		if err != nil {
-			t.Fatalf("trustplane rotate %v: %v\n%s", args, err, out)
-		}
-		return out
-	}
+	rotate, mustRotate := n.rotate, func(args ...string) string { t.Helper(); return n.mustRotate(t, args...) }
 	token := func() string {
 		t.Helper()
 		tr, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, "default", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
@@ -154,6 +143,22 @@ func TestE2ERotateSigningKey(t *testing.T) {
 	if r.code != http.StatusForbidden {
 		t.Fatalf("a step by someone else: %d %s", r.code, r.body)
 	}
+}
+
+// rotate runs trustplane rotate against n with its admin kubeconfig.
+func (n *node) rotate(args ...string) (string, error) {
+	out, err := exec.Command(binPath, append([]string{"rotate", "--kubeconfig", n.kubeconfigPath()}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// mustRotate is rotate, failing t on an error.
+func (n *node) mustRotate(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := n.rotate(args...)
+	if err != nil {
+		t.Fatalf("trustplane rotate %v: %v\n%s", args, err, out)
+	}
+	return out
 }
 
 // jwtKid is the kid header of a compact JWS.

@@ -129,7 +129,7 @@ type KeyStore struct {
 
 	// The rotation steps' settings (phases.go).
 	tokenLifetime time.Duration
-	members       func(ctx context.Context) (map[string]uint64, error)
+	members       rotation.Applied
 	now           func() time.Time
 }
 
@@ -224,13 +224,9 @@ func (k *KeyStore) keys() (*keySet, error) {
 		k.cur.Store(&versionedSet{version: v, set: c.set})
 		return c.set, nil
 	}
-	entries := make([]keyEntry, 0, len(res.KVs))
-	for _, kv := range res.KVs {
-		priv, err := k.parseKey(kv)
-		if err != nil {
-			return nil, err
-		}
-		entries = append(entries, keyEntry{gen: kv.Key.Name, priv: priv})
+	entries, err := k.parseEntries(res.KVs)
+	if err != nil {
+		return nil, err
 	}
 	// The active key signs; pending, active and retiring keys verify
 	// (phases.go), newest first.

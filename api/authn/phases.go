@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"time"
 
@@ -124,7 +123,7 @@ const extensionLifetime = 365 * 24 * time.Hour
 // SetMembers gives promote the members' applied indexes, by node name, so
 // that it refuses until every member has applied the pending key. nil (one
 // node, tests): the leader's own state is everyone's.
-func (k *KeyStore) SetMembers(f func(ctx context.Context) (map[string]uint64, error)) { k.members = f }
+func (k *KeyStore) SetMembers(f rotation.Applied) { k.members = f }
 
 // SetClock replaces the clock that stamps phases (tests).
 func (k *KeyStore) SetClock(now func() time.Time) { k.now = now }
@@ -150,21 +149,31 @@ func (k *KeyStore) state() (*keyState, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries := make([]keyEntry, 0, len(res.KVs))
-	for _, kv := range res.KVs {
+	entries, err := k.parseEntries(res.KVs)
+	if err != nil {
+		return nil, err
+	}
+	for i := range entries {
+		if p := entries[i].priv; p != nil {
+			if entries[i].kid, err = keyID(context.Background(), p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return &keyState{entries: derivePhases(entries, rec), rec: rec, recKV: recKV}, nil
+}
+
+// parseEntries decrypts and parses the stored keys kvs, oldest first.
+func (k *KeyStore) parseEntries(kvs []*fsm.KV) ([]keyEntry, error) {
+	entries := make([]keyEntry, 0, len(kvs))
+	for _, kv := range kvs {
 		priv, err := k.parseKey(kv)
 		if err != nil {
 			return nil, err
 		}
-		e := keyEntry{gen: kv.Key.Name, kv: kv, priv: priv}
-		if priv != nil {
-			if e.kid, err = keyID(context.Background(), priv); err != nil {
-				return nil, err
-			}
-		}
-		entries = append(entries, e)
+		entries = append(entries, keyEntry{gen: kv.Key.Name, kv: kv, priv: priv})
 	}
-	return &keyState{entries: derivePhases(entries, rec), rec: rec, recKV: recKV}, nil
+	return entries, nil
 }
 
 // readRecord reads the phase record; nil when no step has been taken.
@@ -305,36 +314,14 @@ func (k *KeyStore) status(ctx context.Context, st *keyState, done string) *rotat
 	return out
 }
 
-// memberView is every member's view of the keys: whether it has applied
-// the phase record the leader holds, and so trusts what it trusts. lacking
-// names those that have not ("" when all have).
+// memberView is every voter's view of the keys (rotation.Members): whether
+// it has applied the phase record the leader holds.
 func (k *KeyStore) memberView(ctx context.Context, st *keyState) ([]rotation.Member, string) {
-	if k.members == nil || st.recKV == nil {
-		return nil, ""
+	var rev uint64
+	if st.recKV != nil {
+		rev = st.recKV.ModRevision
 	}
-	applied, err := k.members(ctx)
-	if err != nil {
-		return nil, "the members' applied indexes are unknown: " + err.Error()
-	}
-	names := make([]string, 0, len(applied))
-	for n := range applied {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var out []rotation.Member
-	var lacking []string
-	for _, n := range names {
-		m := rotation.Member{Name: n, Trusts: applied[n] >= st.recKV.ModRevision}
-		if !m.Trusts {
-			m.Detail = fmt.Sprintf("applied %d of %d", applied[n], st.recKV.ModRevision)
-			lacking = append(lacking, n)
-		}
-		out = append(out, m)
-	}
-	if len(lacking) > 0 {
-		return out, fmt.Sprintf("members %v have not applied the pending key yet", lacking)
-	}
-	return out, ""
+	return rotation.Members(ctx, k.members, rev, "the pending key")
 }
 
 // Start makes a new pending key: trusted on every node (published in the

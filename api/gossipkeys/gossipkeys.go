@@ -57,7 +57,7 @@ type Config struct {
 	Keyring Keyring
 	// Members returns the voters' applied indexes by name, for the steps
 	// that wait until every voter has applied the keyring.
-	Members func(ctx context.Context) (map[string]uint64, error)
+	Members rotation.Applied
 	// Path is the node's copy of the keyring it last applied (Local),
 	// with which it starts gossip before it has replayed the log.
 	Path string

@@ -3,9 +3,9 @@ package gossipkeys
 import (
 	"context"
 	"fmt"
-	"sort"
 
 	"github.com/trustplane/trustplane/api/rotation"
+	"github.com/trustplane/trustplane/fsm"
 )
 
 // Root is the gossip key as a rotation root.
@@ -13,51 +13,28 @@ func (s *Store) Root() rotation.Root { return root{s} }
 
 type root struct{ s *Store }
 
-func (r root) state() (*record, error) {
-	rec, _, err := r.s.read()
-	if err != nil {
-		return nil, err
+// load reads the record a step starts from; a keyring not seeded yet
+// refuses every step.
+func (r root) load() (*record, *fsm.KV, error) {
+	rec, kv, err := r.s.read()
+	if err == nil && rec == nil {
+		err = fmt.Errorf("%w: the gossip keyring is not seeded yet (the leader seeds it at start)", rotation.ErrNotReady)
 	}
-	if rec == nil {
-		return nil, fmt.Errorf("%w: the gossip keyring is not seeded yet (the leader seeds it at start)", rotation.ErrNotReady)
-	}
-	return rec, nil
+	return rec, kv, err
 }
 
-// members says which voters have not applied the keyring the leader
-// holds ("" when all have), and every voter's view.
+// members is every voter's view of the keyring (rotation.Members):
+// whether it has applied the record the leader holds.
 func (s *Store) members(ctx context.Context) ([]rotation.Member, string) {
 	_, kv, err := s.read()
-	if err != nil || kv == nil || s.cfg.Members == nil {
+	if err != nil || kv == nil {
 		return nil, ""
 	}
-	applied, err := s.cfg.Members(ctx)
-	if err != nil {
-		return nil, "the members' applied indexes are unknown: " + err.Error()
-	}
-	names := make([]string, 0, len(applied))
-	for n := range applied {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var out []rotation.Member
-	var lacking []string
-	for _, n := range names {
-		m := rotation.Member{Name: n, Trusts: applied[n] >= kv.ModRevision}
-		if !m.Trusts {
-			m.Detail = fmt.Sprintf("applied %d of %d", applied[n], kv.ModRevision)
-			lacking = append(lacking, n)
-		}
-		out = append(out, m)
-	}
-	if len(lacking) > 0 {
-		return out, fmt.Sprintf("members %v have not applied the gossip keyring yet", lacking)
-	}
-	return out, ""
+	return rotation.Members(ctx, s.cfg.Members, kv.ModRevision, "the gossip keyring")
 }
 
 func (r root) status(ctx context.Context, done string) (*rotation.Status, error) {
-	rec, err := r.state()
+	rec, _, err := r.load()
 	if err != nil {
 		return nil, err
 	}
@@ -81,12 +58,8 @@ func (r root) Status(ctx context.Context) (*rotation.Status, error) { return r.s
 // Start adds a pending key (the operator's, or a new one): every node
 // decrypts with it once applied, none encrypts with it yet.
 func (r root) Start(ctx context.Context, o rotation.Options) (*rotation.Status, error) {
-	rec, kv, err := r.s.read()
+	rec, kv, err := r.load()
 	if err != nil {
-		return nil, err
-	}
-	if rec == nil {
-		_, err := r.state()
 		return nil, err
 	}
 	key := o.Key
@@ -116,12 +89,8 @@ func (r root) Start(ctx context.Context, o rotation.Options) (*rotation.Status, 
 // decrypts with it (unless forced): no node ever sends what a peer cannot
 // read, so membership does not flap.
 func (r root) Promote(ctx context.Context, o rotation.Options) (*rotation.Status, error) {
-	rec, kv, err := r.s.read()
+	rec, kv, err := r.load()
 	if err != nil {
-		return nil, err
-	}
-	if rec == nil {
-		_, err := r.state()
 		return nil, err
 	}
 	es, p, err := rotation.Promote(rec.entries(), r.s.cfg.Now().Unix())
@@ -141,12 +110,8 @@ func (r root) Promote(ctx context.Context, o rotation.Options) (*rotation.Status
 // active one (unless forced): after it, a node or a stranger with only the
 // old key can no longer join or read gossip.
 func (r root) Finish(ctx context.Context, o rotation.Options) (*rotation.Status, error) {
-	rec, kv, err := r.s.read()
+	rec, kv, err := r.load()
 	if err != nil {
-		return nil, err
-	}
-	if rec == nil {
-		_, err := r.state()
 		return nil, err
 	}
 	kept, removed := rotation.Finish(rec.entries())
@@ -168,12 +133,8 @@ func (r root) Finish(ctx context.Context, o rotation.Options) (*rotation.Status,
 
 // Abort undoes the rotation in progress.
 func (r root) Abort(ctx context.Context, _ rotation.Options) (*rotation.Status, error) {
-	rec, kv, err := r.s.read()
+	rec, kv, err := r.load()
 	if err != nil {
-		return nil, err
-	}
-	if rec == nil {
-		_, err := r.state()
 		return nil, err
 	}
 	es, done, err := rotation.Abort(rec.entries(), r.s.cfg.Now().Unix())
