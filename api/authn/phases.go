@@ -350,10 +350,10 @@ func (r keyRoot) Start(ctx context.Context, _ rotation.Options) (*rotation.Statu
 			return nil, err
 		}
 	}
-	// Material the record does not name yet, newer than every key it
-	// names: a start that stopped between its writes. Adopt it.
+	// Material written after the record's last change, which the record
+	// does not name: a start that stopped between its writes. Adopt it.
 	var gen, kid string
-	if len(st.entries) > 0 && st.entries[0].priv != nil && st.entries[0].phase == "" {
+	if len(st.entries) > 0 && st.startInProgress(st.entries[0]) {
 		gen, kid = st.entries[0].gen, st.entries[0].kid
 	} else {
 		next := uint64(1)
@@ -468,10 +468,18 @@ func (r keyRoot) Finish(ctx context.Context, o rotation.Options) (*rotation.Stat
 	return k.after(ctx, fmt.Sprintf("finished: keys %v removed", gone))
 }
 
-// tombstoneUntrusted replaces the material of every key the record no
-// longer names, older than the newest it names, with a tombstone: its
-// private bytes leave the replicated state. (Newer unnamed material is a
-// start in progress; start adopts it.)
+// startInProgress says whether e is the material of a start that stopped
+// between its two writes: live, unnamed by the record, and written after
+// the record's last change, so no step has ever named (or dropped) it.
+// Material the record dropped (finished, aborted) is older than the record
+// and never adopted again.
+func (st *keyState) startInProgress(e keyEntry) bool {
+	return e.priv != nil && e.phase == "" && st.recKV != nil && e.kv.ModRevision > st.recKV.ModRevision
+}
+
+// tombstoneUntrusted replaces the material of every key the record does
+// not name, but a start in progress, with a tombstone: its private bytes
+// leave the replicated state, and it can never be trusted again.
 func (k *KeyStore) tombstoneUntrusted(ctx context.Context, st *keyState) error {
 	if st.rec == nil {
 		return nil
@@ -480,13 +488,8 @@ func (k *KeyStore) tombstoneUntrusted(ctx context.Context, st *keyState) error {
 	if err != nil {
 		return err
 	}
-	named := false
-	for _, e := range st.entries { // newest first
-		if e.phase != "" {
-			named = true
-			continue
-		}
-		if !named || e.priv == nil {
+	for _, e := range st.entries {
+		if e.phase != "" || e.priv == nil || st.startInProgress(e) {
 			continue
 		}
 		if err := k.rewrite(ctx, e.kv, tomb); err != nil && !errors.Is(err, ErrKeyConflict) {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/trustplane/trustplane/api/authn"
 	"github.com/trustplane/trustplane/api/rotation"
-	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
 )
 
@@ -196,31 +195,8 @@ func TestSigningKeyStartResumes(t *testing.T) {
 	w.caughtUp()
 	w.step(rotation.StepPromote, rotation.Options{})
 	w.step(rotation.StepFinish, rotation.Options{Force: true})
-	// Material for generation 3 without the record naming it.
-	other := authn.NewKeyStore(w.log, nil, storage.AtRest{})
-	if _, err := other.Rotate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	// Rotate names it in the record; undo that to make the orphan.
-	res, _ := w.log.List(fsm.Prefix{Space: fsm.SpaceInternal, Resource: "signingkeyphases"}, fsm.ListOptions{})
-	var rec struct {
-		Keys map[string]json.RawMessage `json:"keys"`
-	}
-	if len(res.KVs) != 1 || json.Unmarshal(res.KVs[0].Value, &rec) != nil {
-		t.Fatalf("phase record: %v", res.KVs)
-	}
-	orphan := ""
-	for gen := range rec.Keys {
-		if gen > orphan {
-			orphan = gen
-		}
-	}
-	delete(rec.Keys, orphan)
-	for gen := range rec.Keys {
-		rec.Keys[gen] = json.RawMessage(`{"phase":"active"}`)
-	}
-	val, _ := json.Marshal(rec)
-	if _, err := w.log.Propose(context.Background(), &fsm.Command{Op: fsm.OpPut, Key: res.KVs[0].Key, Value: val}); err != nil {
+	// The crash: generation 3's material is written, the record is not.
+	if _, err := w.log.Propose(context.Background(), legacyKeyCommand(t, 3)); err != nil {
 		t.Fatal(err)
 	}
 	if st := w.step(rotation.StepStatus, rotation.Options{}); len(st.Keys) != 1 {
@@ -231,6 +207,34 @@ func TestSigningKeyStartResumes(t *testing.T) {
 	if keyCount(t, w.log) != before || len(st.Keys) != 2 {
 		t.Fatalf("start did not adopt the orphan: %d keys stored (was %d), status %+v", keyCount(t, w.log), before, st)
 	}
+}
+
+// A key aborted after its promotion and then finished is gone for good:
+// its material is a tombstone, the next start makes another key, and the
+// tokens it signed never verify again (issue 29's red team).
+func TestSigningKeyAbortedThenFinishedStaysGone(t *testing.T) {
+	w := newPhaseWorld(t, time.Hour)
+	sa := w.serviceAccount("default", "app")
+	w.step(rotation.StepStart, rotation.Options{})
+	w.caughtUp()
+	w.step(rotation.StepPromote, rotation.Options{})
+	aborted := w.signer()
+	tok := mint(t, w.id.Tokens, sa, nil, nil, []string{authn.DefaultIssuer}, nil)
+	w.step(rotation.StepAbort, rotation.Options{})
+	w.step(rotation.StepFinish, rotation.Options{Force: true})
+	if _, ok, _ := w.authenticate(tok); ok {
+		t.Fatal("a token of the finished key verifies")
+	}
+	st := w.step(rotation.StepStart, rotation.Options{})
+	for _, k := range st.Keys {
+		if k.ID == aborted {
+			t.Fatalf("start brought the finished key back: %+v", st)
+		}
+	}
+	if _, ok, _ := w.authenticate(tok); ok {
+		t.Fatal("a token of the finished key verifies again")
+	}
+	assertTombstones(t, w.log, 1)
 }
 
 // A record from before any step: the newest key is active, older ones
