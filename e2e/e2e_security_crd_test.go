@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 )
 
 // crdFor is a definition of plural.group that an attacker writes: one
@@ -199,12 +200,14 @@ func TestE2ESecurityCustomResourceDefinitions(t *testing.T) {
 	n.mustBeReady(t)
 }
 
-// TestE2ESecurityAcceptedNames performs the red team's attack on issue
+// TestE2ESecurityAcceptedNames performs the red teams' attacks on issue
 // 28's fixes: a user who may write definitions and their status forges a
-// definition's status.acceptedNames to name another team's resource, so
-// that its store reads the other objects and its cleanup deletes them. The
-// forged definition is not served, and deleting it deletes nothing of the
-// other team's.
+// definition's status.acceptedNames to name another team's resource (so
+// that its store reads the other objects and its cleanup deletes them), or
+// its kind or singular (so that kubectl sends the other team's writes to
+// it). Each forged status is refused with a 422 naming the other
+// definition, the forged names are never served, and deleting the forged
+// definitions deletes nothing of the other team's.
 func TestE2ESecurityAcceptedNames(t *testing.T) {
 	n := startNode(t)
 	n.needsProcess("storage by the spec's plural is trustplane's own (docs/COMPATIBILITY.md)")
@@ -283,20 +286,71 @@ func TestE2ESecurityAcceptedNames(t *testing.T) {
 		}
 		return false
 	})
-	crd, err := mallory.Resource(crds).Get(ctx, "evils.team.example", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crd, err := mallory.Resource(crds).Get(ctx, "evils.team.example", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		_ = unstructured.SetNestedMap(crd.Object, map[string]any{"plural": "widgets", "singular": "evil", "kind": "Evil", "listKind": "EvilList"}, "status", "acceptedNames")
+		conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, _ := c.(map[string]any); m["type"] == "NamesAccepted" || m["type"] == "Established" {
+				m["status"], m["reason"], m["message"] = "True", "Forged", "forged"
+			}
+		}
+		_ = unstructured.SetNestedSlice(crd.Object, conds, "status", "conditions")
+		_, err = mallory.Resource(crds).UpdateStatus(ctx, crd, metav1.UpdateOptions{})
+		return err
+	})
+	if !apierrors.IsInvalid(err) ||
+		!strings.Contains(err.Error(), `status.acceptedNames.plural: Invalid value: "widgets": is accepted by definition widgets.team.example`) {
+		t.Fatalf("forging the status: %v, want 422 naming the victim's definition", err)
 	}
-	_ = unstructured.SetNestedMap(crd.Object, map[string]any{"plural": "widgets", "singular": "evil", "kind": "Evil", "listKind": "EvilList"}, "status", "acceptedNames")
-	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, _ := c.(map[string]any); m["type"] == "NamesAccepted" || m["type"] == "Established" {
-			m["status"], m["reason"], m["message"] = "True", "Forged", "forged"
+	// The red team's second round: accepted names equal to the spec's,
+	// whose kind, or whose singular, is the victim's, so that kubectl sends
+	// the victim's writes of kind Widget, or its "get widgets", to them.
+	for _, forged := range []struct{ plural, kind, singular, want string }{
+		{"aaas", "Widget", "aaa", `status.acceptedNames.kind: Invalid value: "Widget": is accepted by definition widgets.team.example`},
+		{"ccs", "Cc", "widgets", `status.acceptedNames.singular: Invalid value: "widgets": is accepted by definition widgets.team.example`},
+	} {
+		define(mallory, forged.plural, forged.kind, []any{version("v1", true, true)})
+		var d *unstructured.Unstructured
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := mallory.Resource(crds).Get(ctx, forged.plural+".team.example", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			_ = unstructured.SetNestedMap(cur.Object, map[string]any{"plural": forged.plural, "singular": forged.singular, "kind": forged.kind, "listKind": forged.kind + "List"}, "spec", "names")
+			d, err = mallory.Resource(crds).Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if d == nil {
+				var err error
+				if d, err = mallory.Resource(crds).Get(ctx, forged.plural+".team.example", metav1.GetOptions{}); err != nil {
+					return err
+				}
+			}
+			_ = unstructured.SetNestedMap(d.Object, map[string]any{"plural": forged.plural, "singular": forged.singular, "kind": forged.kind, "listKind": forged.kind + "List"}, "status", "acceptedNames")
+			_ = unstructured.SetNestedSlice(d.Object, []any{
+				map[string]any{"type": "NamesAccepted", "status": "True", "reason": "Forged", "message": "forged", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+				map[string]any{"type": "Established", "status": "True", "reason": "Forged", "message": "forged", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+			}, "status", "conditions")
+			_, err := mallory.Resource(crds).UpdateStatus(ctx, d, metav1.UpdateOptions{})
+			d = nil // a conflict reads the definition again
+			return err
+		})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), forged.want) {
+			t.Fatalf("forging %s's names: %v, want 422 with %q", forged.plural, err, forged.want)
+		}
+		if err := mallory.Resource(crds).Delete(ctx, forged.plural+".team.example", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
 		}
 	}
-	_ = unstructured.SetNestedSlice(crd.Object, conds, "status", "conditions")
-	if _, err := mallory.Resource(crds).UpdateStatus(ctx, crd, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("forging the status: %v", err)
+	if l, err := widgets.List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) != 3 {
+		t.Fatalf("the victim's widgets after the forged definitions: %v %v", l, err)
 	}
 
 	// The forged names serve nothing: the victim's objects cannot be read

@@ -148,3 +148,58 @@ func TestCustomResourceDefinitionDeletion(t *testing.T) {
 		t.Fatalf("after the finalizer went: %v, want NotFound", err)
 	}
 }
+
+// Accepted names another definition of the group has accepted are refused
+// on a status write (issue 29's red team forged them to take a kind and a
+// singular that clients map to the other definition).
+func TestCustomResourceDefinitionAcceptedNamesConflict(t *testing.T) {
+	e := newEnvWith(t, append(CoreResources(), CustomResourceDefinitionResources()...), nil)
+	crds := e.reg.Store(CustomResourceDefinitionsGVR)
+	accept := func(crd *apiextensions.CustomResourceDefinition, names apiextensions.CustomResourceDefinitionNames) error {
+		cur, err := crds.Get(e.in(""), crd.Name, &metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := cur.(*apiextensions.CustomResourceDefinition).DeepCopy()
+		c.Status.AcceptedNames = names
+		_, err = crds.UpdateSubresource(e.in(""), "status", c.Name, rest.DefaultUpdatedObjectInfo(c), false)
+		return err
+	}
+	widgets := widgetCRD()
+	if _, err := crds.Create(e.in(""), widgets, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := accept(widgets, widgets.Spec.Names); err != nil {
+		t.Fatalf("the naming controller's write: %v", err)
+	}
+	gadgets := widgetCRD()
+	gadgets.Name = "gadgets.example.com"
+	gadgets.Spec.Names = apiextensions.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList", ShortNames: []string{"gd"}}
+	if _, err := crds.Create(e.in(""), gadgets, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		names apiextensions.CustomResourceDefinitionNames
+		want  string
+	}{
+		{"another's kind", apiextensions.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Widget", ListKind: "GadgetList"},
+			`status.acceptedNames.kind: Invalid value: "Widget": is accepted by definition widgets.example.com`},
+		{"another's plural as a singular", apiextensions.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "widgets", Kind: "Gadget", ListKind: "GadgetList"},
+			`status.acceptedNames.singular: Invalid value: "widgets"`},
+		{"another's singular as a short name", apiextensions.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList", ShortNames: []string{"widget"}},
+			`status.acceptedNames.shortNames[0]: Invalid value: "widget"`},
+		{"another's list kind", apiextensions.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "WidgetList"},
+			`status.acceptedNames.listKind: Invalid value: "WidgetList"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := accept(gadgets, tc.names)
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("status write: %v, want 422 with %q", err, tc.want)
+			}
+		})
+	}
+	if err := accept(gadgets, gadgets.Spec.Names); err != nil {
+		t.Fatalf("names of its own: %v", err)
+	}
+}

@@ -148,7 +148,7 @@ func CustomResources(crd *apiextensionsv1.CustomResourceDefinition, static map[s
 			CreateStrategy: strategy, UpdateStrategy: strategy, DeleteStrategy: strategy,
 			GetAttrs:       strategy.GetAttrs,
 			TableConvertor: table,
-			Custom: &Custom{UID: crd.UID, Codecs: codecs, Storage: codecs.storageCodec(stored.GroupVersion()),
+			Custom: &Custom{UID: crd.UID, Created: crd.CreationTimestamp, Codecs: codecs, Storage: codecs.storageCodec(stored.GroupVersion()),
 				Terminating: apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating)},
 		}
 		if status != nil {
@@ -201,6 +201,9 @@ type Custom struct {
 	// UID is the definition's; a definition deleted and created again
 	// under the same name is served anew.
 	UID types.UID
+	// Created is the definition's creation time: of two definitions
+	// whose names conflict, the older is served (ServeCustom).
+	Created metav1.Time
 	// Terminating: the definition is being deleted; no new objects.
 	Terminating bool
 	Codecs      *CustomCodecs

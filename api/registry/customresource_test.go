@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/kubernetes/pkg/apis/rbac"
 
@@ -167,7 +169,9 @@ func TestCustomResourcesNotServable(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.reg.ServeCustom("uid-1", first)
-	second, err := CustomResources(gizmoDefinition(), nil)
+	again := gizmoDefinition()
+	again.UID = "uid-2"
+	second, err := CustomResources(again, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +300,7 @@ func TestCustomObjectsAreTheirOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.reg.ServeCustom(alias.UID, resources); err != nil {
+	if _, err := e.reg.ServeCustom(alias.UID, resources); err != nil {
 		t.Fatal(err)
 	}
 	custom := e.reg.Store(schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v9", Resource: "clusterroles"})
@@ -345,7 +349,7 @@ func TestCustomObjectsAreTheirOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.reg.ServeCustom(gizmos.UID, resources); err != nil {
+	if _, err := e.reg.ServeCustom(gizmos.UID, resources); err != nil {
 		t.Fatal(err)
 	}
 	v1 := e.reg.Store(gizmosV1)
@@ -439,29 +443,63 @@ func TestCustomResourcesAcceptedNamesAreTheSpecs(t *testing.T) {
 	}
 }
 
-// Two definitions never share a stored resource or a kind: the second is
-// not served.
-func TestCustomResourcesKindsAreNotShared(t *testing.T) {
-	e := newEnvWith(t, CoreResources(), nil)
-	first, err := CustomResources(gizmoDefinition(), nil)
-	if err != nil {
-		t.Fatal(err)
+// Two definitions never share a stored resource, a kind or a name in one
+// group: the older one is served, whatever order they come in, so every
+// node serves the same one.
+func TestCustomResourcesNamesAreNotShared(t *testing.T) {
+	base := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	def := func(uid types.UID, age int, plural, kind string, mutate func(*apiextensionsv1.CustomResourceDefinitionNames)) []*Resource {
+		crd := gizmoDefinition()
+		crd.UID, crd.Name = uid, plural+".example.com"
+		crd.CreationTimestamp = metav1.NewTime(base.Add(time.Duration(age) * time.Minute))
+		crd.Spec.Names = apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: strings.TrimSuffix(plural, "s"), Kind: kind, ListKind: kind + "List"}
+		if mutate != nil {
+			mutate(&crd.Spec.Names)
+		}
+		crd.Status.AcceptedNames = crd.Spec.Names
+		crd.Spec.Versions[0].Name, crd.Spec.Versions[1].Name = "v"+string(uid), "w"+string(uid)
+		res, err := CustomResources(crd, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
 	}
-	if err := e.reg.ServeCustom("uid-1", first); err != nil {
-		t.Fatal(err)
-	}
-	other := gizmoDefinition()
-	other.Name, other.UID = "gadgets.example.com", "uid-2"
-	other.Spec.Names.Plural, other.Status.AcceptedNames.Plural = "gadgets", "gadgets"
-	other.Spec.Versions[0].Name, other.Spec.Versions[1].Name = "v7", "v8"
-	second, err := CustomResources(other, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.reg.ServeCustom("uid-2", second); !errors.Is(err, ErrNotServable) || !strings.Contains(err.Error(), "Gizmo.example.com is served by definition uid-1") {
-		t.Fatalf("a second definition of kind Gizmo: %v", err)
-	}
-	if e.reg.Store(schema.GroupVersionResource{Group: "example.com", Version: "v7", Resource: "gadgets"}) != nil {
-		t.Fatal("the second definition is served")
+	for _, tc := range []struct {
+		name  string
+		clash func(*apiextensionsv1.CustomResourceDefinitionNames)
+		kind  string
+	}{
+		{"the same kind", nil, "Gizmo"},
+		{"a singular that is the other's plural", func(n *apiextensionsv1.CustomResourceDefinitionNames) { n.Singular = "gizmos" }, "Gadget"},
+		{"a short name that is the other's singular", func(n *apiextensionsv1.CustomResourceDefinitionNames) { n.ShortNames = []string{"gizmo"} }, "Gadget"},
+		{"a list kind that is the other's kind", func(n *apiextensionsv1.CustomResourceDefinitionNames) { n.ListKind = "Gizmo" }, "Gadget"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, order := range []string{"older first", "younger first"} {
+				e := newEnvWith(t, CoreResources(), nil)
+				old := def("1", 0, "gizmos", "Gizmo", nil)
+				young := def("2", 1, "gadgets", tc.kind, tc.clash)
+				if order == "older first" {
+					if _, err := e.reg.ServeCustom("1", old); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := e.reg.ServeCustom("2", young); !errors.Is(err, ErrNameConflict) {
+						t.Fatalf("%s: the younger definition: %v", order, err)
+					}
+				} else {
+					if _, err := e.reg.ServeCustom("2", young); err != nil {
+						t.Fatal(err)
+					}
+					evicted, err := e.reg.ServeCustom("1", old)
+					if err != nil || len(evicted) != 1 || evicted[0] != "2" {
+						t.Fatalf("%s: the older definition: evicted %v, %v", order, evicted, err)
+					}
+				}
+				if e.reg.Store(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}) == nil ||
+					e.reg.Store(schema.GroupVersionResource{Group: "example.com", Version: "v2", Resource: "gadgets"}) != nil {
+					t.Fatalf("%s: the older definition is not the one served", order)
+				}
+			}
+		})
 	}
 }

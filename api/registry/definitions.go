@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
 	"strings"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -98,16 +100,76 @@ func (r *Registry) definitionErrors(group, conversion string) field.ErrorList {
 // as kube's validation ratchets: a definition stored before the rules must
 // still take its status, its finalizer's removal and its deletion, or it
 // could never go.
-func (r *Registry) validateDefinition(_ context.Context, obj, old runtime.Object, _ bool) error {
+func (r *Registry) validateDefinition(ctx context.Context, obj, old runtime.Object, _ bool) error {
 	crd, ok := obj.(*apiextensions.CustomResourceDefinition)
 	if !ok {
 		return nil
 	}
-	if prev, ok := old.(*apiextensions.CustomResourceDefinition); ok && ruledFields(prev) == ruledFields(crd) {
+	prev, _ := old.(*apiextensions.CustomResourceDefinition)
+	if prev == nil || !reflect.DeepEqual(prev.Status.AcceptedNames, crd.Status.AcceptedNames) {
+		if err := r.acceptedNamesConflict(ctx, crd); err != nil {
+			return err
+		}
+	}
+	if prev != nil && ruledFields(prev) == ruledFields(crd) {
 		return nil
 	}
 	f := ruledFields(crd)
 	if errs := r.definitionErrors(f.group, f.conversion); len(errs) > 0 {
+		return apierrors.NewInvalid(apiextensions.Kind("CustomResourceDefinition"), crd.Name, errs)
+	}
+	return nil
+}
+
+// acceptedNamesConflict refuses accepted names that another definition of
+// the group has accepted (its plural, singular, short names, kind or list
+// kind), as kube's naming controller would never accept them: status is
+// written by whoever may update customresourcedefinitions/status, and
+// forged names would let one definition answer for another's in clients
+// that map names and kinds through discovery (issue 29's red team: a
+// victim's kubectl writes of kind Widget, stored in the attacker's
+// resource).
+func (r *Registry) acceptedNamesConflict(ctx context.Context, crd *apiextensions.CustomResourceDefinition) error {
+	a := crd.Status.AcceptedNames
+	if a.Plural == "" && a.Kind == "" {
+		return nil
+	}
+	crds := r.root().stores[CustomResourceDefinitionsGVR]
+	if crds == nil {
+		return nil
+	}
+	list, err := crds.List(ctx, &metainternalversion.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return err
+	}
+	path := field.NewPath("status", "acceptedNames")
+	var errs field.ErrorList
+	for _, other := range list.(*apiextensions.CustomResourceDefinitionList).Items {
+		if other.Name == crd.Name || other.Spec.Group != crd.Spec.Group {
+			continue
+		}
+		o := other.Status.AcceptedNames
+		resources := map[string]bool{o.Plural: true, o.Singular: true}
+		for _, n := range o.ShortNames {
+			resources[n] = true
+		}
+		kinds := map[string]bool{o.Kind: true, o.ListKind: true}
+		delete(resources, "")
+		delete(kinds, "")
+		conflict := func(p *field.Path, name string, taken map[string]bool) {
+			if name != "" && taken[name] {
+				errs = append(errs, field.Invalid(p, name, "is accepted by definition "+other.Name))
+			}
+		}
+		conflict(path.Child("plural"), a.Plural, resources)
+		conflict(path.Child("singular"), a.Singular, resources)
+		for i, n := range a.ShortNames {
+			conflict(path.Child("shortNames").Index(i), n, resources)
+		}
+		conflict(path.Child("kind"), a.Kind, kinds)
+		conflict(path.Child("listKind"), a.ListKind, kinds)
+	}
+	if len(errs) > 0 {
 		return apierrors.NewInvalid(apiextensions.Kind("CustomResourceDefinition"), crd.Name, errs)
 	}
 	return nil

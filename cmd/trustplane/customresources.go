@@ -35,6 +35,13 @@ type customResources struct {
 	mu sync.Mutex
 	// served is what each served definition was built from.
 	served map[types.UID]servedDefinition
+	// waiting are the definitions not served because an older one's names
+	// conflict with theirs (registry.ErrNameConflict), by UID, as last
+	// seen: they are tried again whenever the served set changes.
+	waiting map[types.UID]*apiextensionsv1.CustomResourceDefinition
+	// seen is the last version of each served definition, to put back in
+	// waiting when an older one evicts it.
+	seen map[types.UID]*apiextensionsv1.CustomResourceDefinition
 }
 
 // servedDefinition is what the stores of a definition depend on.
@@ -45,7 +52,8 @@ type servedDefinition struct {
 }
 
 func newCustomResources(log *slog.Logger, reg *registry.Registry, srv *api.Server) *customResources {
-	return &customResources{log: log, reg: reg, srv: srv, served: map[types.UID]servedDefinition{}}
+	return &customResources{log: log, reg: reg, srv: srv, served: map[types.UID]servedDefinition{},
+		waiting: map[types.UID]*apiextensionsv1.CustomResourceDefinition{}, seen: map[types.UID]*apiextensionsv1.CustomResourceDefinition{}}
 }
 
 // start runs the informer over cfg (the node's loopback client) until
@@ -87,36 +95,78 @@ func (c *customResources) sync(obj any) {
 	if !ok {
 		return
 	}
-	if !servable(crd) {
-		c.remove(crd.UID)
-		return
-	}
-	want := servedDefinition{spec: crd.Spec, names: crd.Status.AcceptedNames, terminating: apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.syncLocked(crd) {
+		c.retryWaiting()
+	}
+}
+
+// syncLocked serves crd as it now is, or stops serving it, and reports
+// whether the served set changed. c.mu is held.
+func (c *customResources) syncLocked(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	delete(c.waiting, crd.UID)
+	if !servable(crd) {
+		return c.removeLocked(crd.UID)
+	}
+	want := servedDefinition{spec: crd.Spec, names: crd.Status.AcceptedNames, terminating: apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating)}
 	if have, ok := c.served[crd.UID]; ok && reflect.DeepEqual(have, want) {
-		return // a condition changed, not what the stores are built from
+		c.seen[crd.UID] = crd
+		return false // a condition changed, not what the stores are built from
 	}
 	resources, err := c.resources(crd)
+	var evicted []types.UID
 	if err == nil {
-		err = c.reg.ServeCustom(crd.UID, resources)
+		evicted, err = c.reg.ServeCustom(crd.UID, resources)
+	}
+	for _, uid := range evicted {
+		if prev := c.seen[uid]; prev != nil {
+			c.log.Info("custom resources: an older definition's names conflict; not serving", "crd", prev.Name, "older", crd.Name)
+			c.waiting[uid] = prev
+		}
+		delete(c.served, uid)
+		delete(c.seen, uid)
 	}
 	if err != nil {
 		// The definition's conditions say why (a schema that is not
 		// structural, names not accepted); it is served once they clear.
+		// One whose names an older definition holds waits for it to go.
 		level := slog.LevelWarn
 		if errors.Is(err, registry.ErrNotServable) {
 			level = slog.LevelInfo
 		}
+		if errors.Is(err, registry.ErrNameConflict) {
+			c.waiting[crd.UID] = crd
+		}
 		c.log.Log(context.Background(), level, "custom resources: not serving a definition", "crd", crd.Name, "error", err)
-		_ = c.reg.ServeCustom(crd.UID, nil) // serving nothing cannot fail
+		_, _ = c.reg.ServeCustom(crd.UID, nil) // serving nothing cannot fail
+		_, was := c.served[crd.UID]
 		delete(c.served, crd.UID)
+		delete(c.seen, crd.UID)
 		c.srv.CustomResourcesChanged()
-		return
+		return was || len(evicted) > 0
 	}
 	c.served[crd.UID] = want
+	c.seen[crd.UID] = crd
 	c.srv.CustomResourcesChanged()
 	c.log.Info("custom resources: serving", "crd", crd.Name, "versions", len(resources))
+	return true
+}
+
+// retryWaiting tries the waiting definitions again after the served set
+// changed, until a round serves none of them. c.mu is held.
+func (c *customResources) retryWaiting() {
+	for round := 0; round <= len(c.waiting); round++ {
+		changed := false
+		for _, crd := range c.waiting {
+			if c.syncLocked(crd) {
+				changed = true
+			}
+		}
+		if !changed {
+			return
+		}
+	}
 }
 
 // resources builds the stores of crd's served versions, unless the node
@@ -137,10 +187,21 @@ func (c *customResources) resources(crd *apiextensionsv1.CustomResourceDefinitio
 func (c *customResources) remove(uid types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.served[uid]; !ok {
-		return
+	delete(c.waiting, uid)
+	if c.removeLocked(uid) {
+		c.retryWaiting()
 	}
-	_ = c.reg.ServeCustom(uid, nil)
+}
+
+// removeLocked stops serving the definition uid; it reports whether it
+// was served. c.mu is held.
+func (c *customResources) removeLocked(uid types.UID) bool {
+	if _, ok := c.served[uid]; !ok {
+		return false
+	}
+	_, _ = c.reg.ServeCustom(uid, nil)
 	delete(c.served, uid)
+	delete(c.seen, uid)
 	c.srv.CustomResourcesChanged()
+	return true
 }
