@@ -46,6 +46,11 @@ func startCluster(t testing.TB, size int, extraArgs ...string) []*node {
 	for _, n := range nodes {
 		n.waitReady(90 * time.Second)
 	}
+	// The controllers' first objects (the default namespace's
+	// ServiceAccount, its root CA ConfigMap) exist before the scenario
+	// starts, so a watch or a count of the scenario's own never sees
+	// them appear at a moment it did not choose.
+	nodes[0].waitControllers(60 * time.Second)
 	return nodes
 }
 
