@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/server/options/encryptionconfig"
 
 	"github.com/trustplane/trustplane/api/authn"
@@ -40,7 +39,7 @@ func secretsAtRest(t *testing.T, keys ...[2]string) storage.AtRest {
 		t.Fatal(err)
 	}
 	reg := registry.New(stor, nil, nil)
-	return reg.AtRest(schema.GroupResource{Resource: "secrets"})
+	return reg.InternalAtRest()
 }
 
 func aesKey(t *testing.T, name string) [2]string {

@@ -92,15 +92,9 @@ func New(cfg Config) *Store {
 	return &Store{cfg: cfg, kick: make(chan struct{}, 1)}
 }
 
-// entry is one key of the record: its rotation entry and its bytes.
-type entry struct {
-	rotation.Entry
-	Key []byte `json:"key"`
-}
-
 // record is the stored keyring, newest key first.
 type record struct {
-	Keys []entry `json:"keys"`
+	Keys []rotation.Keyed `json:"keys"`
 }
 
 // keyID names a key without revealing it.
@@ -109,29 +103,11 @@ func keyID(key []byte) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-func (r *record) entries() []rotation.Entry {
-	out := make([]rotation.Entry, len(r.Keys))
-	for i, e := range r.Keys {
-		out[i] = e.Entry
-	}
-	return out
-}
+func (r *record) entries() []rotation.Entry { return rotation.EntriesOf(r.Keys) }
 
-// withEntries is r with es's phases, keeping each key's bytes; keys not
-// in es leave. added brings a key's bytes for an entry r lacks.
+// withEntries is r with es's phases (rotation.WithEntries).
 func (r *record) withEntries(es []rotation.Entry, added map[string][]byte) *record {
-	bytesOf := map[string][]byte{}
-	for _, e := range r.Keys {
-		bytesOf[e.ID] = e.Key
-	}
-	for id, k := range added {
-		bytesOf[id] = k
-	}
-	out := &record{}
-	for _, e := range es {
-		out.Keys = append(out.Keys, entry{Entry: e, Key: bytesOf[e.ID]})
-	}
-	return out
+	return &record{Keys: rotation.WithEntries(r.Keys, es, added)}
 }
 
 // keys are the record's active key and every key it trusts.
@@ -208,7 +184,7 @@ func (s *Store) Seed(ctx context.Context, key []byte) error {
 	if err != nil || rec != nil {
 		return err
 	}
-	seed := &record{Keys: []entry{{Entry: rotation.Entry{ID: keyID(key), Phase: rotation.Active}, Key: key}}}
+	seed := &record{Keys: []rotation.Keyed{{Entry: rotation.Entry{ID: keyID(key), Phase: rotation.Active}, Key: key}}}
 	if err := s.write(ctx, nil, seed); err != nil && !errors.Is(err, ErrConflict) {
 		return err
 	}

@@ -115,7 +115,7 @@ func TestAtRest(t *testing.T) {
 
 	t.Run("the key is authenticated data: a value moved to another key does not decrypt", func(t *testing.T) {
 		// aescbc authenticates nothing; aesgcm and secretbox do.
-		gcm := newRegistry(t, encryptionConfigOf(t, "aesgcm", "gcm1"), e.b, CoreResources()).AtRest(secretsGVR.GroupResource())
+		gcm := newRegistry(t, encryptionConfigOf(t, "aesgcm", "gcm1"), e.b, CoreResources()).InternalAtRest()
 		plain := []byte("k8s\x00value")
 		sealed, err := gcm.Seal(key, plain)
 		if err != nil || !bytes.HasPrefix(sealed, []byte("k8s:enc:aesgcm:v1:gcm1:")) {

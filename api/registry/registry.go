@@ -114,9 +114,13 @@ func (r *Registry) Stores() []*Store {
 	return append(r.ordered[:len(r.ordered):len(r.ordered)], custom...)
 }
 
-// AtRest returns the transformation of the stored values of gr, which need
-// not be a served resource (the signing keys use the one of secrets).
-func (r *Registry) AtRest(gr schema.GroupResource) storage.AtRest { return r.storage.AtRest(gr) }
+// InternalAtRest is the transformation of the internal records that hold
+// secret material (storage.Storage.InternalAtRest).
+func (r *Registry) InternalAtRest() storage.AtRest { return r.storage.InternalAtRest() }
+
+// AtRestOf is the transformation the stored value of key is sealed with
+// (storage.Storage.AtRestOf).
+func (r *Registry) AtRestOf(key fsm.Key) storage.AtRest { return r.storage.AtRestOf(key) }
 
 // Open returns the encoded value kv stores, whatever resource it belongs to
 // (the RBAC cache decodes stored values itself).

@@ -85,6 +85,10 @@ type Status struct {
 	Waiting string `json:"waiting,omitempty"`
 	// Done says what the step just taken did.
 	Done string `json:"done,omitempty"`
+	// Progress says how far the background work of a root's last step
+	// has come (the values an encryption key rewrites), "" when it has
+	// none.
+	Progress string `json:"progress,omitempty"`
 }
 
 // Options modify a step.

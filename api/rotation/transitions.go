@@ -122,3 +122,37 @@ func Keys(es []Entry) []Key {
 	}
 	return out
 }
+
+// Keyed is an entry with its key's bytes, for a root whose record holds
+// the keys themselves (the gossip key, the encryption data keys). The
+// bytes never leave the record: status shows entries only.
+type Keyed struct {
+	Entry
+	Key []byte `json:"key,omitempty"`
+}
+
+// EntriesOf are ks's entries, in order.
+func EntriesOf(ks []Keyed) []Entry {
+	out := make([]Entry, len(ks))
+	for i, k := range ks {
+		out[i] = k.Entry
+	}
+	return out
+}
+
+// WithEntries is ks with es's phases, keeping each key's bytes: keys not
+// in es leave, and added brings the bytes of an entry ks lacks.
+func WithEntries(ks []Keyed, es []Entry, added map[string][]byte) []Keyed {
+	bytesOf := map[string][]byte{}
+	for _, k := range ks {
+		bytesOf[k.ID] = k.Key
+	}
+	for id, k := range added {
+		bytesOf[id] = k
+	}
+	out := make([]Keyed, 0, len(es))
+	for _, e := range es {
+		out = append(out, Keyed{Entry: e, Key: bytesOf[e.ID]})
+	}
+	return out
+}

@@ -50,3 +50,18 @@ func TestTransitions(t *testing.T) {
 		t.Fatalf("Keys = %+v", ks)
 	}
 }
+
+func TestWithEntries(t *testing.T) {
+	ks := []Keyed{{Entry: Entry{ID: "a", Phase: Active}, Key: []byte("ka")}, {Entry: Entry{ID: "b", Phase: Retiring}, Key: []byte("kb")}}
+	es := []Entry{{ID: "c", Phase: Pending}, {ID: "a", Phase: Active}}
+	got := WithEntries(ks, es, map[string][]byte{"c": []byte("kc")})
+	if len(got) != 2 || got[0].ID != "c" || string(got[0].Key) != "kc" || got[1].ID != "a" || string(got[1].Key) != "ka" {
+		t.Fatalf("WithEntries = %+v", got)
+	}
+	if es := EntriesOf(got); len(es) != 2 || es[0].Phase != Pending || es[1].Phase != Active {
+		t.Fatalf("EntriesOf = %+v", es)
+	}
+	if string(ks[0].Key) != "ka" || len(ks) != 2 {
+		t.Fatal("WithEntries changed its input")
+	}
+}

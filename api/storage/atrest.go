@@ -64,8 +64,13 @@ func authData(key fsm.Key) value.DefaultContext {
 	return value.DefaultContext(key.String())
 }
 
+// AtRestWith is the transformation t, for a record that must be sealed by
+// a transformer of its own (the encryption keys' record, sealed by the
+// keys of the configuration file alone); nil is identity.
+func AtRestWith(t value.Transformer) AtRest { return AtRest{t: t} }
+
 // AtRest returns the transformation of the stored values of gr, which need
-// not be a served resource (the signing keys use the one of secrets).
+// not be a served resource.
 func (s *Storage) AtRest(gr schema.GroupResource) AtRest {
 	if s.transformers == nil {
 		return AtRest{}
@@ -73,9 +78,28 @@ func (s *Storage) AtRest(gr schema.GroupResource) AtRest {
 	return AtRest{t: s.transformers.TransformerForResource(gr)}
 }
 
+// secretsResource is what internal records are sealed as.
+var secretsResource = schema.GroupResource{Resource: "secrets"}
+
+// InternalAtRest is the transformation of the internal records that hold
+// secret material (the token signing keys, the gossip keyring): that of
+// Secrets, so the encryption configuration for secrets encrypts them too.
+func (s *Storage) InternalAtRest() AtRest { return s.AtRest(secretsResource) }
+
+// AtRestOf is the transformation the stored value of key is sealed with:
+// its own resource's, or for an internal record that of Secrets. It is the
+// one rule that maps a stored value to its transformer, for code that
+// handles values of every resource (the RBAC cache, re-encryption).
+func (s *Storage) AtRestOf(key fsm.Key) AtRest {
+	if key.Space == fsm.SpaceInternal {
+		return s.InternalAtRest()
+	}
+	return s.AtRest(schema.GroupResource{Group: key.Group, Resource: key.Resource})
+}
+
 // Open returns the encoded value kv stores, whatever resource it belongs to
 // (the RBAC cache decodes stored values itself).
 func (s *Storage) Open(kv *fsm.KV) ([]byte, error) {
-	plain, _, err := s.AtRest(schema.GroupResource{Group: kv.Key.Group, Resource: kv.Key.Resource}).Open(kv)
+	plain, _, err := s.AtRestOf(kv.Key).Open(kv)
 	return plain, err
 }

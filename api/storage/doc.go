@@ -45,7 +45,11 @@
 //     the fsm stores, replicates and snapshots only ciphertext and stays
 //     deterministic. Nothing else reads or writes KV.Value of a stored
 //     resource; the RBAC cache and the signing keys go through Open and
-//     AtRest.
+//     AtRest. AtRestOf is the one rule that maps a stored value to its
+//     transformation (its resource's; an internal record's is that of
+//     Secrets, InternalAtRest); the transformers themselves may change
+//     under a store (api/encryptionkeys rotates data keys), so a store
+//     keeps its transformer, never a key.
 //   - The decoded-object cache (objcache.go): one decoded object per
 //     stored version while it is cached, shared and never modified (by
 //     lists, and by the watch cache, which holds none of its own), and its

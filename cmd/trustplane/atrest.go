@@ -9,31 +9,42 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/trustplane/trustplane/api/encryptionkeys"
 	"github.com/trustplane/trustplane/api/storage"
+	"github.com/trustplane/trustplane/cluster"
+	"github.com/trustplane/trustplane/fsm"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apiserver/pkg/apis/apiserver"
 	apiserverinstall "k8s.io/apiserver/pkg/apis/apiserver/install"
 	"k8s.io/apiserver/pkg/server/options/encryptionconfig"
+	"k8s.io/apiserver/pkg/storage/value"
 )
 
 // atRestFlags are the data-at-rest flags of serve.
 type atRestFlags struct {
 	// encryptionConfig is kube's EncryptionConfiguration file.
 	encryptionConfig string
+	// rewriteRate bounds the values an encryption key's rotation rewrites
+	// per second (api/encryptionkeys).
+	rewriteRate float64
 }
 
 func (f *atRestFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.encryptionConfig, "encryption-provider-config", "",
-		"kube-apiserver's EncryptionConfiguration (apiserver.config.k8s.io/v1) for Secrets and the token signing keys: providers aescbc, aesgcm, secretbox, identity (no KMS); every node must be given the same file")
+		"kube-apiserver's EncryptionConfiguration (apiserver.config.k8s.io/v1) for Secrets and the token signing keys: providers aescbc, aesgcm, secretbox, identity (no KMS); every node must be given the same file. Its keys wrap the data keys `trustplane rotate encryption-key` rotates online")
+	fs.Float64Var(&f.rewriteRate, "encryption-rewrite-rate", 200,
+		"stored values per second the leader rewrites under a promoted encryption key (trustplane rotate encryption-key)")
 }
 
-// storageConfig is the storage layer's configuration: kube's defaults,
-// with the transformers the encryption configuration asks for.
-func (f *atRestFlags) storageConfig() (*storage.Config, error) {
-	cfg := storage.DefaultConfig()
+// fileTransformers are the transformers the encryption configuration asks
+// for; nil without one.
+func (f *atRestFlags) fileTransformers() (value.ResourceTransformers, error) {
+	if f.rewriteRate <= 0 {
+		return nil, fmt.Errorf("--encryption-rewrite-rate %v: must be positive", f.rewriteRate)
+	}
 	if f.encryptionConfig == "" {
-		return cfg, nil
+		return nil, nil
 	}
 	if err := refuseKMS(f.encryptionConfig); err != nil {
 		return nil, err
@@ -43,8 +54,30 @@ func (f *atRestFlags) storageConfig() (*storage.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--encryption-provider-config: %w", err)
 	}
-	cfg.Transformers = encryptionconfig.StaticTransformers(loaded.Transformers)
-	return cfg, nil
+	return encryptionconfig.StaticTransformers(loaded.Transformers), nil
+}
+
+// encryptionKeys builds the replicated data keys (api/encryptionkeys),
+// wrapped by the file's keys, and subscribes them to the applied stream
+// before the storage layer's watch cache, so a batch that brings a key in
+// is applied to the keys before the watch cache opens its values.
+func encryptionKeys(log *slog.Logger, file value.ResourceTransformers, back backend, node *cluster.Node, f *fsm.FSM) *encryptionkeys.Store {
+	ek := encryptionkeys.New(encryptionkeys.Config{
+		Backend: back, File: file,
+		Members: membership{node: node}.appliedIndexes,
+		Logger:  log.With("component", "encryption-keys"),
+	})
+	f.Subscribe(ek)
+	return ek
+}
+
+// runEncryptionKeys runs the leader's rewrite of values sealed with a key
+// other than the active one.
+func runEncryptionKeys(ctx context.Context, ek *encryptionkeys.Store, f *fsm.FSM, stor *storage.Storage, node *cluster.Node, perSecond float64) {
+	ek.Run(ctx, encryptionkeys.RewriteConfig{
+		Export: f.Export, AtRestOf: stor.AtRestOf, IsLeader: node.IsLeader,
+		PerSecond: perSecond, Burst: max(1, int(perSecond/10)),
+	})
 }
 
 // privateDir creates dir 0700, or makes an existing one 0700 when others

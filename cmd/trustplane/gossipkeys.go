@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"path/filepath"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
-
 	"github.com/trustplane/trustplane/api/gossipkeys"
 )
 
@@ -44,7 +42,7 @@ func gossipKeysAtStart(log *slog.Logger, caDir, dataDir string) (primary []byte,
 func setupGossipKeys(w *wiring) *gossipkeys.Store {
 	gk := gossipkeys.New(gossipkeys.Config{
 		Backend: w.back,
-		AtRest:  w.reg.AtRest(schema.GroupResource{Resource: "secrets"}),
+		AtRest:  w.reg.InternalAtRest(),
 		Keyring: w.node,
 		Members: membership{node: w.node}.appliedIndexes,
 		Path:    filepath.Join(w.opts.dataDir, gossipKeyringFile),

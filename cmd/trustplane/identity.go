@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/kubernetes/pkg/serviceaccount"
 
@@ -46,7 +45,7 @@ func setupIdentity(w *wiring) (*identity, error) {
 	cfg.ExternalAddress = w.opts.addrs.api
 	// The signing keys are secret material: the encryption configuration
 	// for secrets encrypts them too (docs/COMPATIBILITY.md).
-	keys := authn.NewKeyStore(w.back, w.fsm, w.reg.AtRest(schema.GroupResource{Resource: "secrets"}))
+	keys := authn.NewKeyStore(w.back, w.fsm, w.reg.InternalAtRest())
 	keys.SetTokenLifetime(cfg.MaxTokenExpiration, cfg.ExtendExpiration)
 	keys.SetMembers(membership{node: w.node}.appliedIndexes)
 	id, err := authn.New(cfg, keys, w.reg)

@@ -17,7 +17,7 @@ import (
 
 // rotateUsage is the command's synopsis.
 const rotateUsage = "usage: trustplane rotate ROOT STEP [--kubeconfig F] [--force] [--key-file F]\n" +
-	"  ROOT: signing-key, gossip-key (cluster-ca, signer-ca, node-ca and encryption-key: not online yet, docs/SECURITY.md §6)\n" +
+	"  ROOT: signing-key, gossip-key, encryption-key (cluster-ca, signer-ca and node-ca: not online yet, docs/SECURITY.md §6)\n" +
 	"  STEP: status, start, promote, finish, abort"
 
 // rotateCmd implements "trustplane rotate ROOT STEP": one step of a trust
@@ -110,6 +110,9 @@ func printRotation(out io.Writer, st *rotation.Status) {
 			fmt.Fprintf(tw, "%s\t%v\t%s\n", m.Name, m.Trusts, m.Detail)
 		}
 		tw.Flush()
+	}
+	if st.Progress != "" {
+		fmt.Fprintf(out, "progress: %s\n", st.Progress)
 	}
 	switch {
 	case st.Next == "":

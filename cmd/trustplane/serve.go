@@ -26,6 +26,7 @@ import (
 
 	"github.com/trustplane/trustplane/api"
 	"github.com/trustplane/trustplane/api/authn"
+	"github.com/trustplane/trustplane/api/encryptionkeys"
 	"github.com/trustplane/trustplane/api/gossipkeys"
 	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/api/rotation"
@@ -241,7 +242,8 @@ func serve(args []string) error {
 	}
 
 	privateFiles() // data at rest (atrest.go): 0600 files, 0700 directories
-	scfg, err := o.atRest.storageConfig()
+	scfg := storage.DefaultConfig()
+	fileTransformers, err := o.atRest.fileTransformers()
 	if err != nil {
 		return err
 	}
@@ -326,6 +328,8 @@ func serve(args []string) error {
 	defer node.Shutdown()
 
 	back := backend{node: node, fsm: f}
+	encKeys := encryptionKeys(log, fileTransformers, back, node, f)
+	scfg.Transformers = encKeys.Transformers()
 	o.limits.setStorage(scfg)
 	scfg.Feed = f
 	scfg.Builtin = builtin
@@ -427,6 +431,10 @@ func serve(args []string) error {
 		}
 		counters[gossipkeys.Root] = gossipKeys.PhaseCounts
 	}
+	for p, h := range rotation.Handlers(map[string]rotation.Root{encryptionkeys.Root: encKeys.Root(f.Export)}) {
+		acfg.Actions[p] = h
+	}
+	counters[encryptionkeys.Root] = encKeys.PhaseCounts
 	acfg.Collectors = append(nodeCollectors(node), rotation.Collector(counters))
 	auditLog, err := o.audit.open(log, acfg)
 	if err != nil {
@@ -479,6 +487,7 @@ func serve(args []string) error {
 			tasks = append(tasks, seedGossipKeys(gossipKeys, ccfg.GossipKey))
 			go gossipKeys.Run(ctx)
 		}
+		go runEncryptionKeys(ctx, encKeys, f, stor, node, o.atRest.rewriteRate)
 		served, err := bootstrap(ctx, log, node, f, tasks)
 		if err != nil {
 			return

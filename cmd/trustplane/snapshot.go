@@ -161,7 +161,7 @@ func snapshotRestore(args []string) error {
 	fmt.Printf("\nStart it with: trustplane serve --data-dir %s --node-name %s --raft-addr %s ...\n", *dataDir, *nodeName, *raftAddr)
 	fmt.Println("Use the source cluster's CA directory (--ca-dir) so that its certificates stay valid, and start further nodes empty with --join.")
 	if s := backup.Summarize(exp); len(s.Encrypted) > 0 {
-		fmt.Printf("Values are encrypted at rest with %s: start every node with an --encryption-provider-config holding those keys.\n", strings.Join(s.EncryptionKeys(), ", "))
+		fmt.Printf("Values are encrypted at rest with %s: start every node with an --encryption-provider-config holding the file's keys among those (data keys, k8s:enc:trustplane:v1:..., travel in the backup, sealed by the file's key).\n", strings.Join(s.EncryptionKeys(), ", "))
 	}
 	return nil
 }
