@@ -187,6 +187,11 @@ type Config struct {
 	// writes and still catch up by log replay; one further behind is sent
 	// the latest snapshot (InstallSnapshot) and replays from there.
 	TrailingLogs uint64
+	// Features name what this build can do that older builds cannot, for
+	// steps that must wait until every voter can (Member.Features): a
+	// data-key encryption rotation is refused while a voter could not read
+	// the values it seals. Reported to peers in the stats RPC.
+	Features []string
 	// CompactRetention is how much MVCC history the fsm keeps: the leader
 	// compacts at the applied index of this long ago, every
 	// CompactInterval. It is the continue-token lifetime and must cover the

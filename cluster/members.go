@@ -28,6 +28,10 @@ type Member struct {
 	LastContact time.Duration
 	// AppliedIndex is the node's FSM applied index (0 if unknown).
 	AppliedIndex uint64
+	// Features are what the node's build can do that older builds cannot
+	// (Config.Features), as it reported them; nil from a build that
+	// reports none, or when it did not answer.
+	Features []string
 }
 
 // LeaderAPIAddr returns the leader's advertised API address (from gossip
@@ -139,6 +143,7 @@ func (n *Node) Members(ctx context.Context) ([]Member, error) {
 func fillStats(m *Member, s nodeStats) {
 	m.RaftState = s.State
 	m.AppliedIndex = s.Applied
+	m.Features = s.Features
 	m.LastContact = time.Duration(s.LastContactNS)
 	if s.LastContactNS < 0 {
 		m.LastContact = -1

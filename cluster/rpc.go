@@ -94,6 +94,8 @@ type nodeStats struct {
 	State         string `json:"state"`
 	Applied       uint64 `json:"applied"`
 	LastContactNS int64  `json:"last_contact_ns"` // -1: unknown
+	// Features: Config.Features (older builds send none).
+	Features []string `json:"features,omitempty"`
 }
 
 // errCodes carries sentinel errors across the wire.
@@ -409,7 +411,7 @@ func (n *Node) hasState() bool {
 
 // localStats is this node's answer to Stats.
 func (n *Node) localStats() nodeStats {
-	s := nodeStats{State: n.raft.State().String(), Applied: n.fsm.AppliedIndex(), LastContactNS: -1}
+	s := nodeStats{State: n.raft.State().String(), Applied: n.fsm.AppliedIndex(), LastContactNS: -1, Features: n.cfg.Features}
 	switch {
 	case n.raft.State() == raft.Leader:
 		s.LastContactNS = 0

@@ -187,6 +187,9 @@ func TestTLSClusterWithGossip(t *testing.T) {
 		cfg.Join = gossipAddrs
 		cfg.ClusterID = "tls-cluster"
 		cfg.APIAddr = "127.0.0.1:1644" + fmt.Sprint(i)
+		if i > 0 { // node 0 is an older build that reports no features
+			cfg.Features = []string{"f1"}
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -246,6 +249,9 @@ func TestTLSClusterWithGossip(t *testing.T) {
 	for _, m := range ms {
 		if m.RaftState == "unknown" || m.AppliedIndex == 0 {
 			t.Errorf("member without stats over TLS: %+v", m)
+		}
+		if want := m.Name != nodes[0].cfg.NodeName; slices.Contains(m.Features, "f1") != want {
+			t.Errorf("member %s reports features %v", m.Name, m.Features)
 		}
 	}
 	if addr, err := follower.LeaderAPIAddr(); err != nil || addr != leader.cfg.APIAddr {

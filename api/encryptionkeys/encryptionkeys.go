@@ -46,6 +46,12 @@ const Prefix = "k8s:enc:trustplane:v1:"
 // encPrefix starts every value kube's providers or a data key encrypted.
 const encPrefix = "k8s:enc:"
 
+// Feature is what a build that opens values sealed with data keys reports
+// to its peers (cluster.Config.Features): start and promote wait until
+// every voter does, since a node of an older build would fail every read
+// of such a value.
+const Feature = "encryption-data-keys"
+
 // keyBytes is a data key's length: kube's minimum seed for its extended
 // nonce AES-GCM.
 const keyBytes = aes.MinSeedSizeExtendedNonceGCM
@@ -77,6 +83,9 @@ type Config struct {
 	// Members returns the voters' applied indexes by name, for the steps
 	// that wait until every voter has applied the record.
 	Members rotation.Applied
+	// Unable returns the voters whose build cannot open values sealed
+	// with a data key (they do not report Feature); nil: none.
+	Unable func(ctx context.Context) ([]string, error)
 	// Now is the clock that stamps phases; nil is time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -268,6 +277,13 @@ func (s *Store) load() error {
 		ks.deks[e.ID] = t
 	}
 	s.keys.Store(ks)
+	// A key the set no longer holds has nothing left to open.
+	s.deks.Range(func(id, _ any) bool {
+		if ks.deks[id.(string)] == nil {
+			s.deks.Delete(id)
+		}
+		return true
+	})
 	return nil
 }
 

@@ -294,6 +294,22 @@ func TestEncryptionKeyRefusals(t *testing.T) {
 	}
 }
 
+// A voter of an older build, which could not open values sealed with a
+// data key, holds back start and promote, even forced.
+func TestEncryptionKeyWaitsForEveryBuild(t *testing.T) {
+	e := newEnv(t, fileTransformers(t, [2]string{"key1", "a"}))
+	unable := []string{"n3"}
+	e.s.cfg.Unable = func(context.Context) ([]string, error) { return unable, nil }
+	for _, step := range []rotation.Step{rotation.StepStart, rotation.StepPromote} {
+		if _, err := e.step(step, rotation.Options{Force: true}); !errors.Is(err, rotation.ErrNotReady) || !strings.Contains(err.Error(), "[n3] run a build") {
+			t.Fatalf("%s with an older voter: %v", step, err)
+		}
+		unable = nil
+		e.mustStep(step, rotation.Options{})
+		unable = []string{"n3"}
+	}
+}
+
 // A value sealed with a key the node does not hold is an error naming the
 // key, never quoting the value.
 func TestUnknownKey(t *testing.T) {

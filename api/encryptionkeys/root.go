@@ -67,6 +67,23 @@ func sealed(byKey map[string]int, rev uint64) string {
 	return fmt.Sprintf("encrypted values at revision %d: %s", rev, strings.Join(parts, ", "))
 }
 
+// builds refuses a step that brings in or uses a data key while a voter
+// runs a build that cannot open values sealed with one; --force does not
+// override it, since those reads would fail.
+func (r root) builds(ctx context.Context) error {
+	if r.s.cfg.Unable == nil {
+		return nil
+	}
+	unable, err := r.s.cfg.Unable(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: the members' builds are unknown: %w", rotation.ErrNotReady, err)
+	}
+	if len(unable) > 0 {
+		return fmt.Errorf("%w: members %v run a build that cannot open values sealed with a data key; upgrade them first", rotation.ErrNotReady, unable)
+	}
+	return nil
+}
+
 // members is every voter's view of the record (rotation.Members).
 func (r root) members(ctx context.Context, kv *fsm.KV) ([]rotation.Member, string) {
 	if kv == nil {
@@ -134,6 +151,9 @@ func (r root) Start(ctx context.Context, o rotation.Options) (*rotation.Status, 
 	if !r.s.covers(secrets, r.s.cfg.File.TransformerForResource(secrets)) {
 		return nil, errNotEncrypted
 	}
+	if err := r.builds(ctx); err != nil {
+		return nil, err
+	}
 	if p := rotation.First(rec.entries(), rotation.Pending); p != nil {
 		return r.status(ctx, "key "+p.ID+" is pending already")
 	}
@@ -164,6 +184,9 @@ func (r root) Promote(ctx context.Context, o rotation.Options) (*rotation.Status
 	}
 	es, p, err := rotation.Promote(rec.entries(), r.s.cfg.Now().Unix())
 	if err != nil {
+		return nil, err
+	}
+	if err := r.builds(ctx); err != nil {
 		return nil, err
 	}
 	if _, lacking := r.members(ctx, kv); lacking != "" && !o.Force {

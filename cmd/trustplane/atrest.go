@@ -65,6 +65,7 @@ func encryptionKeys(log *slog.Logger, file value.ResourceTransformers, back back
 	ek := encryptionkeys.New(encryptionkeys.Config{
 		Backend: back, File: file,
 		Members: membership{node: node}.appliedIndexes,
+		Unable:  membership{node: node}.lacking(encryptionkeys.Feature),
 		Logger:  log.With("component", "encryption-keys"),
 	})
 	f.Subscribe(ek)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/trustplane/trustplane/api"
@@ -34,6 +35,23 @@ func (m membership) appliedIndexes(ctx context.Context) (map[string]uint64, erro
 		}
 	}
 	return out, nil
+}
+
+// lacking returns the voters that do not report feature (an older build).
+func (m membership) lacking(feature string) func(ctx context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		ms, err := m.node.Members(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, c := range ms {
+			if c.Voter && !slices.Contains(c.Features, feature) {
+				out = append(out, c.Name)
+			}
+		}
+		return out, nil
+	}
 }
 
 func (m membership) Members(ctx context.Context) ([]api.Member, error) {

@@ -307,6 +307,7 @@ func serve(args []string) error {
 	ccfg.TrailingLogs = o.trailingLogs
 	ccfg.DeadServerTimeout = o.deadServerTimeout
 	ccfg.CompactRetention = o.compactRetention
+	ccfg.Features = []string{encryptionkeys.Feature}
 	ccfg.CompactInterval = o.compactInterval
 	o.limits.setCluster(ccfg)
 	if o.multiNode() {
