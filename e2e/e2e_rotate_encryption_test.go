@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -30,6 +31,7 @@ import (
 //     value sealed with anything but the new key, the record aside (the
 //     only value the file's key seals), and no Secret in the clear;
 //   - a second rotation aborted after promote moves the values back;
+//   - each step is recorded as an Event in kube-system;
 //   - only system:masters may take a step.
 func TestE2ERotateEncryptionKey(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "encryption.yaml")
@@ -41,11 +43,29 @@ func TestE2ERotateEncryptionKey(t *testing.T) {
 
 	values := map[string][]byte{}
 	var mu sync.Mutex
+	// create writes a Secret as a careful client does: a write whose
+	// answer was lost (the leader it was forwarded to died: 504, "may or
+	// may not have been applied") is sent again, and an AlreadyExists then
+	// is a success if the stored Secret is the one sent.
 	create := func(n *node, name string) error {
 		v := secretValue(t)
-		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		_, err := n.clientset().CoreV1().Secrets("default").Create(cctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string][]byte{"v": v}}, metav1.CreateOptions{})
+		cs := n.clientset()
+		var err error
+		for attempt := 0; attempt < 10; attempt++ {
+			cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			_, err = cs.CoreV1().Secrets("default").Create(cctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string][]byte{"v": v}}, metav1.CreateOptions{})
+			if attempt > 0 && apierrors.IsAlreadyExists(err) {
+				var got *corev1.Secret
+				if got, err = cs.CoreV1().Secrets("default").Get(cctx, name, metav1.GetOptions{}); err == nil && string(got.Data["v"]) != string(v) {
+					err = fmt.Errorf("%s holds another value than the one sent", name)
+				}
+			}
+			cancel()
+			if err == nil || !(apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsTooManyRequests(err)) {
+				break
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
 		if err == nil {
 			mu.Lock()
 			values[name] = v
@@ -139,6 +159,20 @@ func TestE2ERotateEncryptionKey(t *testing.T) {
 	if !strings.Contains(out, "[file] removed") || !regexp.MustCompile(`(?m)^`+newKey+`\s+active`).MatchString(out) {
 		t.Fatalf("finish:\n%s", out)
 	}
+	// Each step is an Event in kube-system, a refusal a Warning.
+	waitFor(t, 30*time.Second, "an Event per step", func() bool {
+		evs, err := nodes[0].clientset().EventsV1().Events("kube-system").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		seen := map[string]bool{}
+		for _, ev := range evs.Items {
+			if ev.ReportingController == "trustplane.io/rotation" && strings.HasPrefix(ev.Note, "encryption-key ") {
+				seen[ev.Type+" "+ev.Reason] = true
+			}
+		}
+		return seen["Normal RotationStarted"] && seen["Normal RotationPromoted"] && seen["Normal RotationFinished"] && seen["Warning RotationRefused"]
+	})
 	select {
 	case e := <-watchErrs:
 		t.Fatalf("the watch saw an error: %s", e)

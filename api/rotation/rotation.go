@@ -123,9 +123,17 @@ const PathPrefix = "/debug/trustplane/rotate/"
 // Path is the API path of a step of a root.
 func Path(root string, step Step) string { return PathPrefix + root + "/" + string(step) }
 
+// Recorder is told of every step that may change a root (every step but
+// status), taken or refused, after it ran: the operator interface records
+// each as a Kubernetes Event. nil records nothing.
+type Recorder interface {
+	Step(root string, step Step, st *Status, err error)
+}
+
 // Handlers are the POST handlers of every step of every root, by path, for
-// the API's operator actions (system:masters, run on the leader).
-func Handlers(roots map[string]Root) map[string]http.Handler {
+// the API's operator actions (system:masters, run on the leader); rec is
+// told of each step.
+func Handlers(roots map[string]Root, rec Recorder) map[string]http.Handler {
 	out := map[string]http.Handler{}
 	names := make([]string, 0, len(roots))
 	for n := range roots {
@@ -134,13 +142,13 @@ func Handlers(roots map[string]Root) map[string]http.Handler {
 	sort.Strings(names)
 	for _, n := range names {
 		for _, step := range Steps {
-			out[Path(n, step)] = stepHandler(roots[n], step)
+			out[Path(n, step)] = stepHandler(n, roots[n], step, rec)
 		}
 	}
 	return out
 }
 
-func stepHandler(root Root, step Step) http.Handler {
+func stepHandler(name string, root Root, step Step, rec Recorder) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		o := Options{}
 		if f := req.URL.Query().Get("force"); f != "" {
@@ -170,6 +178,9 @@ func stepHandler(root Root, step Step) http.Handler {
 			}
 		}
 		st, err := Run(req.Context(), root, step, o)
+		if rec != nil && step != StepStatus {
+			rec.Step(name, step, st, err)
+		}
 		switch {
 		case errors.Is(err, ErrNotReady), errors.Is(err, ErrNoRotation):
 			http.Error(w, err.Error(), http.StatusConflict)

@@ -46,17 +46,20 @@ func TestHandlers(t *testing.T) {
 		err        error
 		code       int
 		took       string
+		// recorded is what the Recorder is told: root, step, done, error.
+		recorded string
 	}{
-		{"status", "/debug/trustplane/rotate/fake/status", nil, http.StatusOK, "status force=false"},
-		{"a forced finish", "/debug/trustplane/rotate/fake/finish?force=true", nil, http.StatusOK, "finish force=true"},
-		{"a step the cluster is not ready for", "/debug/trustplane/rotate/fake/promote", fmt.Errorf("%w: n2 lags", ErrNotReady), http.StatusConflict, "promote force=false"},
-		{"nothing to act on", "/debug/trustplane/rotate/fake/abort", fmt.Errorf("%w: nothing", ErrNoRotation), http.StatusConflict, "abort force=false"},
-		{"another failure", "/debug/trustplane/rotate/fake/start", fmt.Errorf("no quorum"), http.StatusServiceUnavailable, "start force=false"},
-		{"a force that is not a boolean", "/debug/trustplane/rotate/fake/finish?force=maybe", nil, http.StatusBadRequest, ""},
+		{"status", "/debug/trustplane/rotate/fake/status", nil, http.StatusOK, "status force=false", ""},
+		{"a forced finish", "/debug/trustplane/rotate/fake/finish?force=true", nil, http.StatusOK, "finish force=true", "fake finish finish <nil>"},
+		{"a step the cluster is not ready for", "/debug/trustplane/rotate/fake/promote", fmt.Errorf("%w: n2 lags", ErrNotReady), http.StatusConflict, "promote force=false", "fake promote  rotation: not ready for this step: n2 lags"},
+		{"nothing to act on", "/debug/trustplane/rotate/fake/abort", fmt.Errorf("%w: nothing", ErrNoRotation), http.StatusConflict, "abort force=false", "fake abort  rotation: no rotation in progress for this step: nothing"},
+		{"another failure", "/debug/trustplane/rotate/fake/start", fmt.Errorf("no quorum"), http.StatusServiceUnavailable, "start force=false", "fake start  no quorum"},
+		{"a force that is not a boolean", "/debug/trustplane/rotate/fake/finish?force=maybe", nil, http.StatusBadRequest, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := &fakeRoot{err: tc.err}
-			hs := Handlers(map[string]Root{"fake": root})
+			steps := &stepLog{}
+			hs := Handlers(map[string]Root{"fake": root}, steps)
 			if len(hs) != len(Steps) {
 				t.Fatalf("%d handlers, want one per step", len(hs))
 			}
@@ -73,6 +76,9 @@ func TestHandlers(t *testing.T) {
 			if got := strings.Join(root.took, ","); got != tc.took {
 				t.Fatalf("steps taken %q, want %q", got, tc.took)
 			}
+			if got := strings.Join(steps.told, ","); got != tc.recorded {
+				t.Fatalf("recorded %q, want %q", got, tc.recorded)
+			}
 			if tc.err != nil && !strings.Contains(rec.Body.String(), tc.err.Error()) {
 				t.Fatalf("the refusal does not say why: %s", rec.Body)
 			}
@@ -84,6 +90,17 @@ func TestHandlers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stepLog is a Recorder that keeps what it is told.
+type stepLog struct{ told []string }
+
+func (l *stepLog) Step(root string, step Step, st *Status, err error) {
+	done := ""
+	if st != nil {
+		done = st.Done
+	}
+	l.told = append(l.told, fmt.Sprintf("%s %s %s %v", root, step, done, err))
 }
 
 func TestCollector(t *testing.T) {
@@ -107,7 +124,7 @@ trustplane_trust_root_keys{phase="retiring",root="signing-key"} 1
 func TestHandlerKeyBody(t *testing.T) {
 	var got []byte
 	root := &keyRoot{got: &got}
-	h := Handlers(map[string]Root{"k": root})[Path("k", StepStart)]
+	h := Handlers(map[string]Root{"k": root}, nil)[Path("k", StepStart)]
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path("k", StepStart), strings.NewReader(`{"key":"c2VjcmV0LWtleQ=="}`)))
 	if rec.Code != http.StatusOK || string(got) != "secret-key" || strings.Contains(rec.Body.String(), "secret") {

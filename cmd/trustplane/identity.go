@@ -8,7 +8,6 @@ import (
 	"k8s.io/kubernetes/pkg/serviceaccount"
 
 	"github.com/trustplane/trustplane/api/authn"
-	"github.com/trustplane/trustplane/api/rotation"
 )
 
 // identity is the authentication side of a node: who a bearer token
@@ -55,8 +54,7 @@ func setupIdentity(w *wiring) (*identity, error) {
 	for _, v := range id.Virtuals {
 		w.reg.AddVirtual(v)
 	}
-	actions := rotation.Handlers(map[string]rotation.Root{authn.SigningKeyRoot: keys.Root()})
-	actions[rotatePath], actions[retirePath] = rotateHandler(keys), retireHandler(keys)
+	actions := map[string]http.Handler{rotatePath: rotateHandler(keys), retirePath: retireHandler(keys)}
 	return &identity{
 		authenticator: id.Authenticator,
 		legacyTokens:  id.LegacyTokens,

@@ -423,19 +423,19 @@ func serve(args []string) error {
 	acfg.Paths = ident.paths
 	acfg.Actions = ident.actions
 	acfg.Authorizer = az.authorizer
-	counters := map[string]rotation.Counter{authn.SigningKeyRoot: ident.keys.PhaseCounts}
+	// Every trust root rotated online: its steps, its metrics, an Event
+	// per step.
+	roots := map[string]rotation.Root{authn.SigningKeyRoot: ident.keys.Root(), encryptionkeys.Root: encKeys.Root(f.Export)}
+	counters := map[string]rotation.Counter{authn.SigningKeyRoot: ident.keys.PhaseCounts, encryptionkeys.Root: encKeys.PhaseCounts}
 	var gossipKeys *gossipkeys.Store
 	if o.multiNode() {
 		gossipKeys = setupGossipKeys(wired)
-		for p, h := range rotation.Handlers(map[string]rotation.Root{gossipkeys.Root: gossipKeys.Root()}) {
-			acfg.Actions[p] = h
-		}
-		counters[gossipkeys.Root] = gossipKeys.PhaseCounts
+		roots[gossipkeys.Root], counters[gossipkeys.Root] = gossipKeys.Root(), gossipKeys.PhaseCounts
 	}
-	for p, h := range rotation.Handlers(map[string]rotation.Root{encryptionkeys.Root: encKeys.Root(f.Export)}) {
+	rotEvents := &rotationEvents{log: log.With("component", "rotation"), node: o.nodeName}
+	for p, h := range rotation.Handlers(roots, rotEvents) {
 		acfg.Actions[p] = h
 	}
-	counters[encryptionkeys.Root] = encKeys.PhaseCounts
 	acfg.Collectors = append(nodeCollectors(node), rotation.Collector(counters))
 	auditLog, err := o.audit.open(log, acfg)
 	if err != nil {
@@ -466,11 +466,14 @@ func serve(args []string) error {
 	if err := adm.start(admissionCtx, ca, apiURL(srv.Addr().String(), listenHost)); err != nil {
 		return fmt.Errorf("admission: %w", err)
 	}
+	loopback, err := loopbackConfig(ca, apiURL(srv.Addr().String(), listenHost), loopbackUser, "system:masters")
+	if err != nil {
+		return err
+	}
+	if err := rotEvents.use(loopback); err != nil {
+		return err
+	}
 	if served.Store(registry.CustomResourceDefinitionsGVR) != nil {
-		loopback, err := loopbackConfig(ca, apiURL(srv.Addr().String(), listenHost), loopbackUser, "system:masters")
-		if err != nil {
-			return err
-		}
 		if err := newCustomResources(log, served, srv).start(admissionCtx, loopback); err != nil {
 			return fmt.Errorf("custom resources: %w", err)
 		}
