@@ -20,6 +20,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/trustplane/trustplane/certs"
 	"github.com/trustplane/trustplane/dialsrc"
 )
 
@@ -145,14 +146,16 @@ func noLeader(err error) error {
 }
 
 // notSent reports whether err shows the request never reached the leader
-// (connection refused, TLS handshake failed), so it may be sent again.
+// (connection refused, TLS handshake failed: crypto/tls refused the chain,
+// or the node verifier, which checks chains against the live node CAs,
+// refused the peer), so it may be sent again.
 func notSent(err error) bool {
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
 		return true
 	}
 	var tlsErr *tls.CertificateVerificationError
-	return errors.As(err, &tlsErr)
+	return errors.As(err, &tlsErr) || errors.Is(err, certs.ErrNotANode)
 }
 
 // withForwarding serves writes locally on the leader and sends them to the

@@ -55,7 +55,7 @@ func TestForwarderTrustsOnlyANodeAsLeader(t *testing.T) {
 
 			// The follower's API listens on its own loopback IP: the
 			// forwarded request must come from it.
-			f := newForwarder(&ForwardConfig{TLS: nodes.ClientTLS(follower), WaitForLeader: time.Second}, "127.0.0.14:6443")
+			f := newForwarder(&ForwardConfig{TLS: nodes.ClientTLS(certs.NewNodeCert(follower)), WaitForLeader: time.Second}, "127.0.0.14:6443")
 			req := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces", nil)
 			resp, err := f.send(req, srv.Listener.Addr().String(), []byte("{}"), &user.DefaultInfo{Name: "alice"})
 			if resp != nil {
@@ -129,7 +129,7 @@ func TestForwardedWriteEndsWhenLeadershipMoves(t *testing.T) {
 	lead := &fakeLeadership{}
 	lead.addr.Store(silent.Listener.Addr().String())
 	s := testServer(t)
-	s.cfg.Forward = &ForwardConfig{TLS: nodes.ClientTLS(pair("follower")), Leadership: lead, WaitForLeader: 5 * time.Second}
+	s.cfg.Forward = &ForwardConfig{TLS: nodes.ClientTLS(certs.NewNodeCert(pair("follower"))), Leadership: lead, WaitForLeader: 5 * time.Second}
 	h := s.withForwarding(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t.Error("a follower served a write itself")
 	}))

@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -40,6 +41,11 @@ type Config struct {
 	// TLS carries the serving certificate and the client CA pool used to
 	// authenticate client certificates.
 	TLS *tls.Config
+	// ClientCAs, when set, is the client CA pool of the moment, which
+	// replaces TLS.ClientCAs for each handshake: the pool changes live
+	// when a CA rotates. It returns the same pool until it changes, so
+	// the server derives a configuration once per pool.
+	ClientCAs func() *x509.CertPool
 	// MaxRequestBodyBytes bounds request bodies (kube-apiserver: 3 MiB).
 	MaxRequestBodyBytes int64
 	// LivezChecks and ReadyzChecks back /livez and /readyz; /healthz runs both.
@@ -607,6 +613,26 @@ func (s *Server) Listen() error {
 	return nil
 }
 
+// liveClientCAs is a GetConfigForClient that serves base with the client CA
+// pool of the moment, deriving one configuration per pool.
+func liveClientCAs(base *tls.Config, pool func() *x509.CertPool) func(*tls.ClientHelloInfo) (*tls.Config, error) {
+	type derived struct {
+		pool *x509.CertPool
+		cfg  *tls.Config
+	}
+	var last atomic.Pointer[derived]
+	return func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		p := pool()
+		if d := last.Load(); d != nil && d.pool == p {
+			return d.cfg, nil
+		}
+		c := base.Clone()
+		c.GetConfigForClient, c.ClientCAs = nil, p
+		last.Store(&derived{pool: p, cfg: c})
+		return c, nil
+	}
+}
+
 // Addr is the bound address, after Listen.
 func (s *Server) Addr() net.Addr { return s.listener.Addr() }
 
@@ -614,6 +640,9 @@ func (s *Server) Addr() net.Addr { return s.listener.Addr() }
 func (s *Server) Serve() error {
 	tlsCfg := s.cfg.TLS.Clone()
 	tlsCfg.NextProtos = []string{"h2", "http/1.1"}
+	if s.cfg.ClientCAs != nil {
+		tlsCfg.GetConfigForClient = liveClientCAs(tlsCfg, s.cfg.ClientCAs)
+	}
 	s.http = &http.Server{
 		Handler:           s.handler,
 		TLSConfig:         tlsCfg,

@@ -9,10 +9,12 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/pem"
 	"fmt"
 	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -225,3 +227,75 @@ func (ca *CA) ID() string {
 	sum := sha256.Sum256(ca.Cert.Raw)
 	return hex.EncodeToString(sum[:])
 }
+
+// NewNodeCA makes a node CA in memory, for a rotation of the node CA that
+// the cluster makes itself.
+func NewNodeCA() (*CA, error) { return newCA(nodeCACommonName) }
+
+// PEM is the CA as a PEM bundle: its certificate, then its private key.
+// It is secret material.
+func (ca *CA) PEM() ([]byte, error) {
+	keyPEM, err := encodeKeyPEM(ca.Key)
+	if err != nil {
+		return nil, err
+	}
+	return append(append([]byte{}, ca.CertPEM...), keyPEM...), nil
+}
+
+// ParseCA reads a CA from a PEM bundle holding its certificate and its
+// private key (PEM's form, or the files of `trustplane certs init`
+// concatenated). The errors never quote the bundle.
+func ParseCA(bundle []byte) (*CA, error) {
+	var cert *x509.Certificate
+	var key crypto.Signer
+	rest := bundle
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		b := pem.EncodeToMemory(block)
+		switch {
+		case block.Type == "CERTIFICATE" && cert == nil:
+			c, err := parseCertPEM(b)
+			if err != nil {
+				return nil, fmt.Errorf("%w: the certificate does not parse", ErrInvalidCA)
+			}
+			cert = c
+		case strings.HasSuffix(block.Type, "PRIVATE KEY") && key == nil:
+			k, err := parseKeyPEM(b)
+			if err != nil {
+				return nil, fmt.Errorf("%w: the private key does not parse", ErrInvalidCA)
+			}
+			key = k
+		}
+	}
+	switch {
+	case cert == nil || key == nil:
+		return nil, fmt.Errorf("%w: a CA bundle needs a certificate and its private key in PEM", ErrInvalidCA)
+	case !cert.IsCA || !cert.BasicConstraintsValid:
+		return nil, fmt.Errorf("%w: the certificate is not a CA certificate", ErrInvalidCA)
+	case !keyMatches(cert, key):
+		return nil, fmt.Errorf("%w: the private key does not belong to the certificate", ErrInvalidCA)
+	case time.Now().After(cert.NotAfter):
+		return nil, fmt.Errorf("%w: the certificate expired on %s", ErrInvalidCA, cert.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return &CA{Cert: cert, Key: key, CertPEM: encodeCertPEM(cert.Raw)}, nil
+}
+
+// CertID names a CA certificate without quoting it: the first 8 bytes of
+// its SHA-256, in hex.
+func CertID(cert *x509.Certificate) string {
+	sum := sha256.Sum256(cert.Raw)
+	return hex.EncodeToString(sum[:8])
+}
+
+// Issued reports whether leaf is signed by ca.
+func (ca *CA) Issued(leaf *x509.Certificate) bool {
+	return leaf.CheckSignatureFrom(ca.Cert) == nil
+}
+
+// Covers reports whether leaf would serve r now: issued by ca, valid
+// beyond the renewal margin, with r's names and usage (EnsurePair's test).
+func (ca *CA) Covers(leaf *x509.Certificate, r Request) bool { return ca.covers(leaf, r, time.Now()) }

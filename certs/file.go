@@ -146,3 +146,10 @@ func keyMatches(cert *x509.Certificate, key crypto.Signer) bool {
 	pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool })
 	return ok && pub.Equal(cert.PublicKey)
 }
+
+// WriteFileAtomic writes data to path with mode, through a synced
+// temporary file renamed into place, so readers see the old file or the
+// new one, never a part.
+func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
+	return writeFileAtomic(path, data, mode)
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync/atomic"
 )
 
 // Node identity. A node certificate is issued by the node CA, carries
@@ -75,38 +76,56 @@ func (r *Request) AddHost(h string) {
 }
 
 // NodeVerifier is the one place that decides whether a peer is a node, and
-// which. It trusts the node CA only: a certificate from the cluster CA or
-// any signer's CA is never a node's, whatever its subject says.
+// which. It trusts the node CAs only (one, or two while the node CA
+// rotates): a certificate from the cluster CA or any signer's CA is never
+// a node's, whatever its subject says. The trusted CAs change live
+// (SetRoots); every handshake verifies against those of its moment.
 type NodeVerifier struct {
-	root *x509.Certificate
-	pool *x509.CertPool
+	trust atomic.Pointer[nodeTrust]
+}
+
+type nodeTrust struct {
+	roots []*x509.Certificate
+	pool  *x509.CertPool
 }
 
 // NewNodeVerifier trusts nodeCA.
 func NewNodeVerifier(nodeCA *CA) *NodeVerifier {
-	return &NodeVerifier{root: nodeCA.Cert, pool: nodeCA.Pool()}
+	v := &NodeVerifier{}
+	v.SetRoots([]*x509.Certificate{nodeCA.Cert})
+	return v
 }
 
-// Pool is a fresh pool holding only the node CA, for the RootCAs and
-// ClientCAs of node-to-node TLS.
-func (v *NodeVerifier) Pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(v.root)
-	return p
+// SetRoots makes roots the node CAs trusted from now on, by every
+// handshake that starts after it; established connections keep going. An
+// empty set is ignored: a node always trusts some node CA.
+func (v *NodeVerifier) SetRoots(roots []*x509.Certificate) {
+	if len(roots) == 0 {
+		return
+	}
+	t := &nodeTrust{roots: slices.Clone(roots), pool: x509.NewCertPool()}
+	for _, r := range roots {
+		t.pool.AddCert(r)
+	}
+	v.trust.Store(t)
 }
 
-// Root is the node CA certificate.
-func (v *NodeVerifier) Root() *x509.Certificate { return v.root }
+// Roots are the node CAs trusted now.
+func (v *NodeVerifier) Roots() []*x509.Certificate { return slices.Clone(v.trust.Load().roots) }
+
+// Pool is a fresh pool of the node CAs trusted now.
+func (v *NodeVerifier) Pool() *x509.CertPool { return v.trust.Load().pool.Clone() }
 
 // NodeName returns the node name that verified chains prove. chains are
 // what crypto/tls verified (ConnectionState.VerifiedChains); one of them
-// must end at the node CA itself, so a certificate the TLS layer verified
-// against a wider pool (the API's client CAs) counts only when it really
-// chains to the node CA. The leaf must carry NodeOrganization and a
+// must end at a trusted node CA itself, so a certificate the TLS layer
+// verified against a wider pool (the API's client CAs) counts only when it
+// really chains to a node CA. The leaf must carry NodeOrganization and a
 // NodeUserPrefix common name.
 func (v *NodeVerifier) NodeName(chains [][]*x509.Certificate) (string, error) {
+	roots := v.trust.Load().roots
 	for _, chain := range chains {
-		if len(chain) < 2 || !chain[len(chain)-1].Equal(v.root) {
+		if len(chain) < 2 || !slices.ContainsFunc(roots, chain[len(chain)-1].Equal) {
 			continue
 		}
 		leaf := chain[0]
@@ -122,6 +141,32 @@ func (v *NodeVerifier) NodeName(chains [][]*x509.Certificate) (string, error) {
 	return "", fmt.Errorf("%w: %q is not issued by the node CA", ErrNotANode, chains[0][0].Subject.CommonName)
 }
 
+// PeerNode verifies the certificates the peer of a node-to-node connection
+// presented against the node CAs trusted now, and names the node they
+// prove. A node certificate serves both ends (client and server usage,
+// NodeServerName), so both ends check the same.
+func (v *NodeVerifier) PeerNode(cs tls.ConnectionState) (string, error) {
+	if len(cs.PeerCertificates) == 0 {
+		return "", fmt.Errorf("%w: no certificate", ErrNotANode)
+	}
+	leaf := cs.PeerCertificates[0]
+	inter := x509.NewCertPool()
+	for _, c := range cs.PeerCertificates[1:] {
+		inter.AddCert(c)
+	}
+	chains, err := leaf.Verify(x509.VerifyOptions{
+		Roots: v.trust.Load().pool, Intermediates: inter, DNSName: NodeServerName,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrNotANode, err)
+	}
+	if !slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
+		return "", fmt.Errorf("%w: %q has no client usage", ErrNotANode, leaf.Subject.CommonName)
+	}
+	return v.NodeName(chains)
+}
+
 // ConnNodeName names the node at the other end of conn, a *tls.Conn whose
 // handshake is complete (cluster.Config.PeerName).
 func (v *NodeVerifier) ConnNodeName(conn net.Conn) (string, error) {
@@ -129,8 +174,27 @@ func (v *NodeVerifier) ConnNodeName(conn net.Conn) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("%w: %T is not a TLS connection", ErrNotANode, conn)
 	}
-	return v.NodeName(tc.ConnectionState().VerifiedChains)
+	return v.PeerNode(tc.ConnectionState())
 }
+
+// NodeCert is a node's own certificate, replaced live when the node CA
+// rotates (Set); every handshake presents the one of its moment.
+type NodeCert struct {
+	p atomic.Pointer[tls.Certificate]
+}
+
+// NewNodeCert holds cert.
+func NewNodeCert(cert tls.Certificate) *NodeCert {
+	c := &NodeCert{}
+	c.Set(cert)
+	return c
+}
+
+// Get is the certificate now.
+func (c *NodeCert) Get() *tls.Certificate { return c.p.Load() }
+
+// Set replaces the certificate for the handshakes that follow.
+func (c *NodeCert) Set(cert tls.Certificate) { c.p.Store(&cert) }
 
 // HoldsCert reports whether the PEM bundle pemBytes contains cert. It lets
 // start-up refuse a signer configured with the node CA.
@@ -148,32 +212,35 @@ func HoldsCert(pemBytes []byte, cert *x509.Certificate) bool {
 }
 
 // VerifyConnection is a tls.Config.VerifyConnection hook for node-to-node
-// TLS, on both sides: the peer must present a node certificate. It runs
-// after crypto/tls has verified the chain, so VerifiedChains is set
-// whenever the peer sent a certificate that verified.
+// TLS, on both sides: the peer must present a node certificate that
+// verifies against the node CAs trusted now.
 func (v *NodeVerifier) VerifyConnection(cs tls.ConnectionState) error {
-	_, err := v.NodeName(cs.VerifiedChains)
+	_, err := v.PeerNode(cs)
 	return err
 }
 
 // ClientTLS is the configuration a node dials other nodes with (Raft, the
-// internal RPC and forwarded API requests): it presents cert, trusts only
-// the node CA and accepts only a node certificate in answer.
-func (v *NodeVerifier) ClientTLS(cert tls.Certificate) *tls.Config {
+// internal RPC and forwarded API requests): it presents cert's certificate
+// of the moment, and accepts only a node certificate from a node CA
+// trusted at the moment of the handshake. crypto/tls checks chains against
+// a pool fixed in the configuration, so the chain is checked in
+// VerifyConnection instead, against the live trust.
+func (v *NodeVerifier) ClientTLS(cert *NodeCert) *tls.Config {
 	return &tls.Config{
-		Certificates:     []tls.Certificate{cert},
-		RootCAs:          v.Pool(),
-		ServerName:       NodeServerName,
-		MinVersion:       tls.VersionTLS13,
-		VerifyConnection: v.VerifyConnection,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert.Get(), nil },
+		ServerName:           NodeServerName,
+		MinVersion:           tls.VersionTLS13,
+		InsecureSkipVerify:   true, // verified by VerifyConnection, never skipped
+		VerifyConnection:     v.VerifyConnection,
 	}
 }
 
 // PeerTLS is the configuration of the Raft listener and its dialer: mutual
-// TLS where each side presents cert and accepts only a node certificate.
-func (v *NodeVerifier) PeerTLS(cert tls.Certificate) *tls.Config {
+// TLS where each side presents its certificate of the moment and accepts
+// only a node certificate, verified against the live trust.
+func (v *NodeVerifier) PeerTLS(cert *NodeCert) *tls.Config {
 	c := v.ClientTLS(cert)
-	c.ClientCAs = v.Pool()
-	c.ClientAuth = tls.RequireAndVerifyClientCert
+	c.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert.Get(), nil }
+	c.ClientAuth = tls.RequireAnyClientCert // verified by VerifyConnection
 	return c
 }

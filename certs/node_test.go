@@ -134,7 +134,7 @@ func TestNodeTLS(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ln, err := tls.Listen("tcp", "127.0.0.1:0", v.PeerTLS(tt.server))
+			ln, err := tls.Listen("tcp", "127.0.0.1:0", v.PeerTLS(NewNodeCert(tt.server)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -155,7 +155,7 @@ func TestNodeTLS(t *testing.T) {
 				name, _ := v.ConnNodeName(c)
 				serverName <- name
 			}()
-			conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String(), v.PeerTLS(tt.client))
+			conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String(), v.PeerTLS(NewNodeCert(tt.client)))
 			if err == nil {
 				// TLS 1.3: a refused client certificate shows on the
 				// first read, after the server's verdict.
@@ -171,6 +171,90 @@ func TestNodeTLS(t *testing.T) {
 				t.Fatalf("server accepted node %q, want a refusal", got)
 			}
 		})
+	}
+}
+
+// handshake runs one node-to-node handshake between a listener that
+// presents server and a dialer that presents client, both trusting what v
+// trusts at that moment, and returns the node name each side proved.
+func handshake(t *testing.T, v *NodeVerifier, server, client *NodeCert) (serverSaw, clientSaw string) {
+	t.Helper()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", v.PeerTLS(server))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	seen := make(chan string, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			seen <- ""
+			return
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if c.(*tls.Conn).Handshake() != nil {
+			seen <- ""
+			return
+		}
+		name, _ := v.ConnNodeName(c)
+		seen <- name
+	}()
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String(), v.ClientTLS(client))
+	if err == nil {
+		clientSaw, _ = v.ConnNodeName(conn)
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _ = conn.Read(make([]byte, 1))
+		conn.Close()
+	}
+	return <-seen, clientSaw
+}
+
+// TestNodeTLSFollowsRotation: the trusted node CAs and a node's own
+// certificate change live, for the handshakes that follow: a certificate of
+// a new node CA is refused before it is trusted, accepted while both are,
+// and the old one refused once only the new one is.
+func TestNodeTLSFollowsRotation(t *testing.T) {
+	oldCA, err := LoadOrCreateNodeCA(filepath.Join(t.TempDir(), "old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newCA, err := LoadOrCreateNodeCA(filepath.Join(t.TempDir(), "new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair := func(ca *CA, name string) tls.Certificate {
+		certPEM, keyPEM, err := ca.Issue(NodeRequest(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	v := NewNodeVerifier(oldCA)
+	n1, n2 := NewNodeCert(pair(oldCA, "n1")), NewNodeCert(pair(oldCA, "n2"))
+	steps := []struct {
+		name     string
+		do       func()
+		srv, cli string
+	}{
+		{"both under the old CA", func() {}, "n2", "n1"},
+		{"n2 under a CA not trusted yet", func() { n2.Set(pair(newCA, "n2")) }, "", ""},
+		{"both CAs trusted", func() { v.SetRoots([]*x509.Certificate{newCA.Cert, oldCA.Cert}) }, "n2", "n1"},
+		{"n1 under the new CA too", func() { n1.Set(pair(newCA, "n1")) }, "n2", "n1"},
+		{"only the new CA", func() { v.SetRoots([]*x509.Certificate{newCA.Cert}) }, "n2", "n1"},
+		{"an old-CA certificate after the rotation", func() { n2.Set(pair(oldCA, "n2")) }, "", ""},
+		{"no roots leaves the trust as it was", func() { v.SetRoots(nil); n2.Set(pair(newCA, "n2")) }, "n2", "n1"},
+	}
+	for _, st := range steps {
+		st.do()
+		srv, cli := handshake(t, v, n1, n2)
+		if srv != st.srv || (st.cli != "" && cli != st.cli) {
+			t.Fatalf("%s: the server saw %q, the client %q; want %q and %q", st.name, srv, cli, st.srv, st.cli)
+		}
 	}
 }
 

@@ -192,6 +192,10 @@ type Config struct {
 	// data-key encryption rotation is refused while a voter could not read
 	// the values it seals. Reported to peers in the stats RPC.
 	Features []string
+	// Facts, when set, are what the node reports about itself in the stats
+	// RPC (Member.Facts), read at each call: the node CA its certificate
+	// is issued by, which a node CA rotation's finish waits on.
+	Facts func() map[string]string
 	// CompactRetention is how much MVCC history the fsm keeps: the leader
 	// compacts at the applied index of this long ago, every
 	// CompactInterval. It is the continue-token lifetime and must cover the
@@ -447,8 +451,8 @@ func (c *Config) validateNetwork() error {
 	if len(c.TLS.Certificates) == 0 && (c.TLS.GetCertificate == nil || c.TLS.GetClientCertificate == nil) {
 		return bad("TLS has no node certificate (Certificates, or both GetCertificate and GetClientCertificate)")
 	}
-	if c.TLS.RootCAs == nil && c.TLS.ClientCAs == nil {
-		return bad("TLS has no CA pool (RootCAs or ClientCAs)")
+	if c.TLS.RootCAs == nil && c.TLS.ClientCAs == nil && c.TLS.VerifyConnection == nil {
+		return bad("TLS verifies no peer: it needs a CA pool (RootCAs or ClientCAs), or a VerifyConnection that verifies chains itself")
 	}
 	return nil
 }

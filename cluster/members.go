@@ -32,6 +32,8 @@ type Member struct {
 	// (Config.Features), as it reported them; nil from a build that
 	// reports none, or when it did not answer.
 	Features []string
+	// Facts are what the node reported about itself (Config.Facts).
+	Facts map[string]string
 }
 
 // LeaderAPIAddr returns the leader's advertised API address (from gossip
@@ -143,7 +145,7 @@ func (n *Node) Members(ctx context.Context) ([]Member, error) {
 func fillStats(m *Member, s nodeStats) {
 	m.RaftState = s.State
 	m.AppliedIndex = s.Applied
-	m.Features = s.Features
+	m.Features, m.Facts = s.Features, s.Facts
 	m.LastContact = time.Duration(s.LastContactNS)
 	if s.LastContactNS < 0 {
 		m.LastContact = -1

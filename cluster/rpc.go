@@ -96,6 +96,8 @@ type nodeStats struct {
 	LastContactNS int64  `json:"last_contact_ns"` // -1: unknown
 	// Features: Config.Features (older builds send none).
 	Features []string `json:"features,omitempty"`
+	// Facts: Config.Facts.
+	Facts map[string]string `json:"facts,omitempty"`
 }
 
 // errCodes carries sentinel errors across the wire.
@@ -412,6 +414,9 @@ func (n *Node) hasState() bool {
 // localStats is this node's answer to Stats.
 func (n *Node) localStats() nodeStats {
 	s := nodeStats{State: n.raft.State().String(), Applied: n.fsm.AppliedIndex(), LastContactNS: -1, Features: n.cfg.Features}
+	if n.cfg.Facts != nil {
+		s.Facts = n.cfg.Facts()
+	}
 	switch {
 	case n.raft.State() == raft.Leader:
 		s.LastContactNS = 0

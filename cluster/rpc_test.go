@@ -189,6 +189,7 @@ func TestTLSClusterWithGossip(t *testing.T) {
 		cfg.APIAddr = "127.0.0.1:1644" + fmt.Sprint(i)
 		if i > 0 { // node 0 is an older build that reports no features
 			cfg.Features = []string{"f1"}
+			cfg.Facts = func() map[string]string { return map[string]string{"name": name} }
 		}
 		wg.Add(1)
 		go func() {
@@ -250,8 +251,8 @@ func TestTLSClusterWithGossip(t *testing.T) {
 		if m.RaftState == "unknown" || m.AppliedIndex == 0 {
 			t.Errorf("member without stats over TLS: %+v", m)
 		}
-		if want := m.Name != nodes[0].cfg.NodeName; slices.Contains(m.Features, "f1") != want {
-			t.Errorf("member %s reports features %v", m.Name, m.Features)
+		if want := m.Name != nodes[0].cfg.NodeName; slices.Contains(m.Features, "f1") != want || (m.Facts["name"] == m.Name) != want {
+			t.Errorf("member %s reports features %v, facts %v", m.Name, m.Features, m.Facts)
 		}
 	}
 	if addr, err := follower.LeaderAPIAddr(); err != nil || addr != leader.cfg.APIAddr {

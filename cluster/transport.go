@@ -100,12 +100,20 @@ type handshakeLimits struct {
 }
 
 // serverTLS and clientTLS derive the two sides from the node's TLS config.
-// Either CA pool serves both directions when the other is unset.
+// Either CA pool serves both directions when the other is unset. A config
+// with neither verifies chains itself in VerifyConnection, against a trust
+// that changes live (certs.NodeVerifier while the node CA rotates):
+// crypto/tls then only requires a certificate, and VerifyConnection, which
+// it runs on every handshake on both sides, decides (Config.validate
+// refuses a config that has neither).
 func serverTLS(base *tls.Config) *tls.Config {
 	c := base.Clone()
 	c.ClientAuth = tls.RequireAndVerifyClientCert
 	if c.ClientCAs == nil {
 		c.ClientCAs = base.RootCAs
+	}
+	if liveVerify(base) {
+		c.ClientAuth = tls.RequireAnyClientCert
 	}
 	if c.MinVersion < tls.VersionTLS13 {
 		c.MinVersion = tls.VersionTLS13
@@ -118,11 +126,16 @@ func clientTLS(base *tls.Config) *tls.Config {
 	if c.RootCAs == nil {
 		c.RootCAs = base.ClientCAs
 	}
-	c.InsecureSkipVerify = false
+	c.InsecureSkipVerify = liveVerify(base)
 	if c.MinVersion < tls.VersionTLS13 {
 		c.MinVersion = tls.VersionTLS13
 	}
 	return c
+}
+
+// liveVerify: base verifies peers in VerifyConnection alone.
+func liveVerify(base *tls.Config) bool {
+	return base.RootCAs == nil && base.ClientCAs == nil && base.VerifyConnection != nil
 }
 
 // newTLSStreamLayer listens on bind. advertise is the address peers use;

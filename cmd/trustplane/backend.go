@@ -54,6 +54,23 @@ func (m membership) lacking(feature string) func(ctx context.Context) ([]string,
 	}
 }
 
+// facts returns every voter's fact key ("" when it did not report it).
+func (m membership) facts(key string) func(ctx context.Context) (map[string]string, error) {
+	return func(ctx context.Context) (map[string]string, error) {
+		ms, err := m.node.Members(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]string{}
+		for _, c := range ms {
+			if c.Voter {
+				out[c.Name] = c.Facts[key]
+			}
+		}
+		return out, nil
+	}
+}
+
 func (m membership) Members(ctx context.Context) ([]api.Member, error) {
 	ms, err := m.node.Members(ctx)
 	if err != nil {

@@ -28,6 +28,7 @@ import (
 	"github.com/trustplane/trustplane/api/authn"
 	"github.com/trustplane/trustplane/api/encryptionkeys"
 	"github.com/trustplane/trustplane/api/gossipkeys"
+	"github.com/trustplane/trustplane/api/nodecas"
 	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/api/rotation"
 	"github.com/trustplane/trustplane/api/storage"
@@ -279,11 +280,18 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	nodeRoots, err := nodeCAsAtStart(log, nodeCA, caDir, o.dataDir)
+	if err != nil {
+		return err
+	}
 	nodes := certs.NewNodeVerifier(nodeCA)
-	nodeCert, err := nodeCA.EnsurePair(filepath.Join(pki, "node.crt"), filepath.Join(pki, "node.key"), certs.NodeRequest(o.nodeName, raftHost, hostOf(o.addrs.raft)))
+	nodes.SetRoots(nodeRoots)
+	nodeReq := certs.NodeRequest(o.nodeName, raftHost, hostOf(o.addrs.raft))
+	nodePair, err := nodeCertAtStart(nodeCA, nodeRoots, filepath.Join(pki, "node.crt"), filepath.Join(pki, "node.key"), nodeReq)
 	if err != nil {
 		return fmt.Errorf("node certificate: %w", err)
 	}
+	nodeCert := certs.NewNodeCert(nodePair)
 
 	// Every resource gets a store; --runtime-config and the feature gates
 	// decide below which of them clients see. The fsm knows them all
@@ -308,6 +316,7 @@ func serve(args []string) error {
 	ccfg.DeadServerTimeout = o.deadServerTimeout
 	ccfg.CompactRetention = o.compactRetention
 	ccfg.Features = []string{encryptionkeys.Feature}
+	ccfg.Facts = func() map[string]string { return nodecas.Facts(nodes, nodeCert) }
 	ccfg.CompactInterval = o.compactInterval
 	o.limits.setCluster(ccfg)
 	if o.multiNode() {
@@ -364,16 +373,22 @@ func serve(args []string) error {
 	port, _ := strconv.Atoi(listenPort)
 
 	signers := o.signing.signers(caDir)
-	if err := refuseNodeCASigners(nodeCA, signers); err != nil {
+	if err := refuseNodeCASigners(nodes.Roots(), signers); err != nil {
 		return err
 	}
-	clientCAs, err := clientCAPool(ca, signers)
+	baseClientCAs, err := clientCAPool(ca, signers)
+	if err != nil {
+		return err
+	}
+	signerCAs, err := signerCACerts(signers)
 	if err != nil {
 		return err
 	}
 	// Node certificates authenticate to the API too (a follower forwarding
-	// a write); what they may then assert is decided by acfg.Nodes.
-	clientCAs.AddCert(nodeCA.Cert)
+	// a write); what they may then assert is decided by acfg.Nodes. The
+	// node CAs change live (api/nodecas), and the pool with them.
+	clientCAs := newLiveClientCAs(baseClientCAs, nodes)
+	nodeCAs := setupNodeCAs(wired, nodes, nodeCert, nodeReq, clientCAs.rebuild, append(signerCAs, ca.Cert))
 	acfg := api.DefaultConfig()
 	acfg.Listen = o.listen
 	acfg.Logger = log.With("component", "api")
@@ -384,14 +399,15 @@ func serve(args []string) error {
 		// node certificate, so it can check that it reached a node.
 		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			if hello.ServerName == certs.NodeServerName {
-				return &nodeCert, nil
+				return nodeCert.Get(), nil
 			}
 			return nil, nil
 		},
 		ClientAuth: tls.VerifyClientCertIfGiven,
-		ClientCAs:  clientCAs,
+		ClientCAs:  clientCAs.pool(),
 		MinVersion: tls.VersionTLS12,
 	}
+	acfg.ClientCAs = clientCAs.pool
 	acfg.Nodes = nodes
 	acfg.NoWatchList = !utilfeature.DefaultFeatureGate.Enabled(genericfeatures.WatchList)
 	acfg.LivezChecks = delayedChecks(o.livezGrace, clock.RealClock{},
@@ -425,8 +441,8 @@ func serve(args []string) error {
 	acfg.Authorizer = az.authorizer
 	// Every trust root rotated online: its steps, its metrics, an Event
 	// per step.
-	roots := map[string]rotation.Root{authn.SigningKeyRoot: ident.keys.Root(), encryptionkeys.Root: encKeys.Root(f.Export)}
-	counters := map[string]rotation.Counter{authn.SigningKeyRoot: ident.keys.PhaseCounts, encryptionkeys.Root: encKeys.PhaseCounts}
+	roots := map[string]rotation.Root{authn.SigningKeyRoot: ident.keys.Root(), encryptionkeys.Root: encKeys.Root(f.Export), nodecas.Root: nodeCAs.Root()}
+	counters := map[string]rotation.Counter{authn.SigningKeyRoot: ident.keys.PhaseCounts, encryptionkeys.Root: encKeys.PhaseCounts, nodecas.Root: nodeCAs.PhaseCounts}
 	var gossipKeys *gossipkeys.Store
 	if o.multiNode() {
 		gossipKeys = setupGossipKeys(wired)
@@ -492,6 +508,8 @@ func serve(args []string) error {
 			go gossipKeys.Run(ctx)
 		}
 		go runEncryptionKeys(ctx, encKeys, f, stor, node, o.atRest.rewriteRate)
+		tasks = append(tasks, seedNodeCAs(nodeCAs, nodeCA))
+		go nodeCAs.Run(ctx)
 		served, err := bootstrap(ctx, log, node, f, tasks)
 		if err != nil {
 			return

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -38,8 +40,9 @@ func loadNodeCA(caDir string, multiNode bool) (*certs.CA, error) {
 }
 
 // refuseNodeCASigners refuses to start when a CSR signer is configured
-// with the node CA: whoever could get a CSR signed would become a node.
-func refuseNodeCASigners(nodeCA *certs.CA, s controllers.Signers) error {
+// with a node CA the node trusts: whoever could get a CSR signed would
+// become a node.
+func refuseNodeCASigners(nodeCAs []*x509.Certificate, s controllers.Signers) error {
 	for name, f := range map[string]controllers.SignerFiles{
 		"kube-apiserver-client": s.KubeAPIServerClient, "kube-apiserver-client-kubelet": s.KubeAPIServerClientKubelet, "kubelet-serving": s.KubeletServing,
 	} {
@@ -47,7 +50,7 @@ func refuseNodeCASigners(nodeCA *certs.CA, s controllers.Signers) error {
 		if err != nil {
 			return fmt.Errorf("%s signer CA: %w", name, err)
 		}
-		if certs.HoldsCert(pemBytes, nodeCA.Cert) {
+		if slices.ContainsFunc(nodeCAs, func(c *x509.Certificate) bool { return certs.HoldsCert(pemBytes, c) }) {
 			return fmt.Errorf("the %s signer is configured with the node CA (%s); no signer may use it, because its certificates would be node identities", name, f.CertFile)
 		}
 	}

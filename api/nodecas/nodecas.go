@@ -1,0 +1,410 @@
+package nodecas
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/trustplane/trustplane/api/rotation"
+	"github.com/trustplane/trustplane/api/storage"
+	"github.com/trustplane/trustplane/certs"
+	"github.com/trustplane/trustplane/fsm"
+)
+
+// Root is the node CA's name in the operator interface.
+const Root = "node-ca"
+
+// Resource is the record's resource in the internal key space.
+const Resource = "nodecas"
+
+// recordKey is the record of the node CAs.
+var recordKey = fsm.Key{Space: fsm.SpaceInternal, Resource: Resource, Name: "set"}
+
+// Fact is the key of Member.Facts under which a node reports the id of the
+// node CA that issued the certificate it presents.
+const Fact = "node-ca"
+
+// Sentinel errors.
+var (
+	// ErrBadRecord: the stored record cannot be opened or decoded. The
+	// message names the record, never its bytes.
+	ErrBadRecord = errors.New("nodecas: the stored node CAs are unreadable")
+	// ErrConflict: the record changed between a step's read and write.
+	ErrConflict = errors.New("nodecas: the node CAs changed meanwhile")
+)
+
+// Backend is what the store needs of the replicated state machine.
+type Backend interface {
+	Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error)
+	List(p fsm.Prefix, opts fsm.ListOptions) (fsm.ListResult, error)
+}
+
+// Config configures a Store.
+type Config struct {
+	Backend Backend
+	// AtRest seals the record: the transformation of internal records
+	// that hold secret material (storage.Storage.InternalAtRest).
+	AtRest storage.AtRest
+	// Verifier is the node's trust in node CAs, and Cert the certificate
+	// it presents; both change live.
+	Verifier *certs.NodeVerifier
+	Cert     *certs.NodeCert
+	// Request is what the node's certificate must hold (its name, hosts).
+	Request certs.Request
+	// CertFile and KeyFile keep the node's certificate; TrustFile the CAs
+	// it trusts (certificates only).
+	CertFile, KeyFile, TrustFile string
+	// OnTrust runs after the trusted CAs changed (the API's client CAs).
+	OnTrust func()
+	// Members returns the voters' applied indexes by name; Presenting the
+	// voters' Fact by name ("" when a voter did not say).
+	Members    rotation.Applied
+	Presenting func(ctx context.Context) (map[string]string, error)
+	// Forbidden are the CAs a node CA must never be: the cluster CA and
+	// the signers' CAs.
+	Forbidden func() []*x509.Certificate
+	// CaughtUp reports whether the node has applied what its leader has
+	// committed; nil: always.
+	CaughtUp func() bool
+	// Now is the clock that stamps phases; nil is time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Store keeps a node's trust and certificate following the replicated
+// record, and is the node CA's rotation root on the leader.
+type Store struct {
+	cfg  Config
+	kick chan struct{}
+
+	mu      sync.Mutex // serialises syncs
+	applied uint64     // ModRevision of the record last trusted when caught up
+}
+
+// New returns a Store; Run keeps the certificate in step.
+func New(cfg Config) *Store {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Store{cfg: cfg, kick: make(chan struct{}, 1)}
+}
+
+// record is the stored set of node CAs, newest first; each key is the
+// CA's PEM bundle (certs.CA.PEM).
+type record struct {
+	Keys []rotation.Keyed `json:"keys"`
+}
+
+func (r *record) entries() []rotation.Entry { return rotation.EntriesOf(r.Keys) }
+
+func (r *record) withEntries(es []rotation.Entry, added map[string][]byte) *record {
+	return &record{Keys: rotation.WithEntries(r.Keys, es, added)}
+}
+
+// cas parses every CA of r, by id.
+func (r *record) cas() (map[string]*certs.CA, error) {
+	out := map[string]*certs.CA{}
+	for _, k := range r.Keys {
+		ca, err := certs.ParseCA(k.Key)
+		if err != nil || certs.CertID(ca.Cert) != k.ID {
+			return nil, ErrBadRecord
+		}
+		out[k.ID] = ca
+	}
+	return out, nil
+}
+
+// roots are the certificates of every CA of r, in r's order.
+func (r *record) roots(cas map[string]*certs.CA) []*x509.Certificate {
+	out := make([]*x509.Certificate, 0, len(r.Keys))
+	for _, k := range r.Keys {
+		out = append(out, cas[k.ID].Cert)
+	}
+	return out
+}
+
+// read reads and opens the record; nil when there is none.
+func (s *Store) read() (*record, map[string]*certs.CA, *fsm.KV, error) {
+	res, err := s.cfg.Backend.List(fsm.Prefix{Space: recordKey.Space, Resource: recordKey.Resource}, fsm.ListOptions{})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("nodecas: reading the node CAs: %w", err)
+	}
+	for _, kv := range res.KVs {
+		if kv.Key != recordKey {
+			continue
+		}
+		plain, _, err := s.cfg.AtRest.Open(kv)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%w: %w", ErrBadRecord, err)
+		}
+		var rec record
+		if json.Unmarshal(plain, &rec) != nil || len(rec.Keys) == 0 || rotation.First(rec.entries(), rotation.Active) == nil {
+			return nil, nil, nil, ErrBadRecord
+		}
+		cas, err := rec.cas()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return &rec, cas, kv, nil
+	}
+	return nil, nil, nil, nil
+}
+
+// write stores rec with a compare-and-swap on prev (nil: must not exist).
+func (s *Store) write(ctx context.Context, prev *fsm.KV, rec *record) error {
+	plain, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	val, err := s.cfg.AtRest.Seal(recordKey, plain)
+	if err != nil {
+		return fmt.Errorf("nodecas: sealing the node CAs: %w", err)
+	}
+	cmd := &fsm.Command{Op: fsm.OpPut, Key: recordKey, Value: val}
+	if prev == nil {
+		cmd.MustNotExist = true
+	} else {
+		cmd.ModRevision = prev.ModRevision
+	}
+	res, err := s.cfg.Backend.Propose(ctx, cmd)
+	if err != nil {
+		return fmt.Errorf("nodecas: writing the node CAs: %w", err)
+	}
+	if res.Err != nil {
+		return fmt.Errorf("%w (%v)", ErrConflict, res.Err)
+	}
+	return nil
+}
+
+// Seed writes the record with ca, the CA directory's node CA, as its
+// active CA, unless a record is stored already. It runs on the leader at
+// bootstrap and is idempotent.
+func (s *Store) Seed(ctx context.Context, ca *certs.CA) error {
+	rec, _, _, err := s.read()
+	if err != nil || rec != nil {
+		return err
+	}
+	bundle, err := ca.PEM()
+	if err != nil {
+		return err
+	}
+	seed := &record{Keys: []rotation.Keyed{{Entry: rotation.Entry{ID: certs.CertID(ca.Cert), Phase: rotation.Active}, Key: bundle}}}
+	if err := s.write(ctx, nil, seed); err != nil && !errors.Is(err, ErrConflict) {
+		return err
+	}
+	return nil
+}
+
+// Listener side.
+
+// OnApply makes the node trust the record's CAs as it applies it, and
+// wakes Run to bring the certificate in step.
+func (s *Store) OnApply(events []fsm.Event) {
+	for _, ev := range events {
+		if ev.KV != nil && ev.KV.Key == recordKey {
+			if err := s.syncTrust(); err != nil {
+				s.cfg.Logger.Warn("node CAs not applied", "error", err)
+			}
+			s.wake()
+			return
+		}
+	}
+}
+
+// OnIndex is not needed.
+func (s *Store) OnIndex(uint64) {}
+
+// OnRestore: a snapshot replaced the state.
+func (s *Store) OnRestore(uint64) { s.wake() }
+
+func (s *Store) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Store) caughtUp() bool { return s.cfg.CaughtUp == nil || s.cfg.CaughtUp() }
+
+// syncTrust makes the node trust the record's CAs: exactly them once
+// caught up, else those it trusts already as well (a node replaying its
+// log never drops a CA for a moment of history).
+func (s *Store) syncTrust() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, cas, kv, err := s.read()
+	if err != nil || rec == nil {
+		return err
+	}
+	roots := rec.roots(cas)
+	caughtUp := s.caughtUp()
+	if !caughtUp {
+		for _, r := range s.cfg.Verifier.Roots() {
+			if !slices.ContainsFunc(roots, r.Equal) {
+				roots = append(roots, r)
+			}
+		}
+	}
+	if !sameRoots(roots, s.cfg.Verifier.Roots()) {
+		s.cfg.Verifier.SetRoots(roots)
+		if s.cfg.OnTrust != nil {
+			s.cfg.OnTrust()
+		}
+		s.cfg.Logger.Info("node CAs trusted", "cas", ids(roots))
+	}
+	if caughtUp && kv.ModRevision != s.applied {
+		if s.cfg.TrustFile != "" {
+			if err := SaveTrust(s.cfg.TrustFile, roots); err != nil {
+				return err
+			}
+		}
+		s.applied = kv.ModRevision
+	}
+	return nil
+}
+
+func sameRoots(a, b []*x509.Certificate) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(c *x509.Certificate) bool { return !slices.ContainsFunc(b, c.Equal) })
+}
+
+func ids(roots []*x509.Certificate) []string {
+	out := make([]string, len(roots))
+	for i, r := range roots {
+		out[i] = certs.CertID(r)
+	}
+	return out
+}
+
+// Run keeps the node's trust and certificate in step with the record,
+// once at start and after every change, until ctx ends; while the node is
+// catching up it looks again every few seconds.
+func (s *Store) Run(ctx context.Context) {
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	s.wake()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.kick:
+		case <-tick.C:
+		}
+		if !s.caughtUp() {
+			continue
+		}
+		if err := s.syncTrust(); err != nil {
+			s.cfg.Logger.Warn("node CAs not applied", "error", err)
+			continue
+		}
+		if err := s.ensureCert(); err != nil {
+			s.cfg.Logger.Warn("node certificate not reissued", "error", err)
+		}
+	}
+}
+
+// ensureCert gives the node a certificate issued by the active CA when the
+// one it presents is not (or is near its end): written to its data
+// directory, then presented from the next handshake on.
+func (s *Store) ensureCert() error {
+	rec, cas, _, err := s.read()
+	if err != nil || rec == nil {
+		return err
+	}
+	active := cas[rotation.First(rec.entries(), rotation.Active).ID]
+	if cur := s.cfg.Cert.Get(); cur != nil && cur.Leaf != nil && active.Covers(cur.Leaf, s.cfg.Request) {
+		return nil
+	}
+	pair, err := active.EnsurePair(s.cfg.CertFile, s.cfg.KeyFile, s.cfg.Request)
+	if err != nil {
+		return err
+	}
+	if pair.Leaf == nil {
+		if pair.Leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
+			return err
+		}
+	}
+	s.cfg.Cert.Set(pair)
+	s.cfg.Logger.Info("node certificate issued by the active node CA", "ca", certs.CertID(active.Cert))
+	return nil
+}
+
+// Facts are what a node reports to its peers (cluster.Config.Facts): the
+// id of the CA v trusts that issued the certificate c presents. The node
+// reports it from its first RPC on, before any Store exists.
+func Facts(v *certs.NodeVerifier, c *certs.NodeCert) map[string]string {
+	cur := c.Get()
+	if cur == nil || cur.Leaf == nil {
+		return nil
+	}
+	for _, r := range v.Roots() {
+		if cur.Leaf.CheckSignatureFrom(r) == nil {
+			return map[string]string{Fact: certs.CertID(r)}
+		}
+	}
+	return nil
+}
+
+// PhaseCounts counts this node's node CAs by phase, as it has applied them
+// (trustplane_trust_root_keys).
+func (s *Store) PhaseCounts() (map[rotation.Phase]int, error) {
+	rec, _, _, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	out := map[rotation.Phase]int{rotation.Pending: 0, rotation.Active: 0, rotation.Retiring: 0}
+	if rec != nil {
+		for _, e := range rec.Keys {
+			out[e.Phase]++
+		}
+	}
+	return out, nil
+}
+
+// LoadTrust reads the CAs a node trusted last (TrustFile); nil when it has
+// no such file.
+func LoadTrust(path string) ([]*x509.Certificate, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*x509.Certificate
+	for {
+		var block *pem.Block
+		block, b = pem.Decode(b)
+		if block == nil {
+			break
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil || !c.IsCA {
+			return nil, fmt.Errorf("nodecas: %s is unreadable", path)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("nodecas: %s holds no CA", path)
+	}
+	return out, nil
+}
+
+// SaveTrust writes roots to path atomically.
+func SaveTrust(path string, roots []*x509.Certificate) error {
+	var b []byte
+	for _, r := range roots {
+		b = append(b, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.Raw})...)
+	}
+	return certs.WriteFileAtomic(path, b, 0o644)
+}

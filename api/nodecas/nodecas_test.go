@@ -1,0 +1,237 @@
+package nodecas
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trustplane/trustplane/api/rotation"
+	"github.com/trustplane/trustplane/api/storage"
+	"github.com/trustplane/trustplane/certs"
+	"github.com/trustplane/trustplane/internal/memlog"
+)
+
+// env is one node: the real fsm behind a one-voter log, its trust and
+// certificate, the store subscribed to the fsm; presenting is what the
+// voters report.
+type env struct {
+	t          *testing.T
+	log        *memlog.Log
+	seed       *certs.CA
+	v          *certs.NodeVerifier
+	cert       *certs.NodeCert
+	s          *Store
+	dir        string
+	presenting map[string]string
+	caughtUp   bool
+	trusted    int // OnTrust calls
+}
+
+func newEnv(t *testing.T, forbidden ...*x509.Certificate) *env {
+	seed, err := certs.NewNodeCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, log: memlog.New(), seed: seed, v: certs.NewNodeVerifier(seed), dir: t.TempDir(), caughtUp: true}
+	req := certs.NodeRequest("n1", "10.0.0.1")
+	pair, err := seed.EnsurePair(filepath.Join(e.dir, "node.crt"), filepath.Join(e.dir, "node.key"), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cert = certs.NewNodeCert(pair)
+	e.s = New(Config{
+		Backend: e.log, AtRest: storage.AtRest{}, Verifier: e.v, Cert: e.cert, Request: req,
+		CertFile: filepath.Join(e.dir, "node.crt"), KeyFile: filepath.Join(e.dir, "node.key"), TrustFile: filepath.Join(e.dir, "trust.pem"),
+		OnTrust: func() { e.trusted++ },
+		Members: func(context.Context) (map[string]uint64, error) {
+			i := e.log.AppliedIndex()
+			return map[string]uint64{"n1": i, "n2": i}, nil
+		},
+		Presenting: func(context.Context) (map[string]string, error) { return e.presenting, nil },
+		Forbidden:  func() []*x509.Certificate { return forbidden },
+		CaughtUp:   func() bool { return e.caughtUp },
+		Now:        func() time.Time { return time.Unix(1000, 0) },
+	})
+	t.Cleanup(e.log.FSM.Subscribe(e.s))
+	if err := e.s.Seed(context.Background(), seed); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) step(s rotation.Step, o rotation.Options) (*rotation.Status, error) {
+	return rotation.Run(context.Background(), e.s.Root(), s, o)
+}
+
+func (e *env) mustStep(s rotation.Step, o rotation.Options) *rotation.Status {
+	e.t.Helper()
+	st, err := e.step(s, o)
+	if err != nil {
+		e.t.Fatalf("%s: %v", s, err)
+	}
+	return st
+}
+
+// sync is what Run does once the node is caught up.
+func (e *env) sync() {
+	e.t.Helper()
+	if err := e.s.syncTrust(); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.s.ensureCert(); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) trusts(ids ...string) {
+	e.t.Helper()
+	var got []string
+	for _, r := range e.v.Roots() {
+		got = append(got, certs.CertID(r))
+	}
+	slices.Sort(got)
+	slices.Sort(ids)
+	if !slices.Equal(got, ids) {
+		e.t.Fatalf("the node trusts %v, want %v", got, ids)
+	}
+	file, err := LoadTrust(filepath.Join(e.dir, "trust.pem"))
+	if err != nil || len(file) != len(ids) {
+		e.t.Fatalf("the trust file holds %d CAs (%v), want %d", len(file), err, len(ids))
+	}
+}
+
+func (e *env) presents() string { return Facts(e.v, e.cert)[Fact] }
+
+func TestNodeCARotation(t *testing.T) {
+	e := newEnv(t)
+	old := certs.CertID(e.seed.Cert)
+	e.sync()
+	e.trusts(old)
+	if e.presents() != old {
+		t.Fatalf("presents %q, want the seed %s", e.presents(), old)
+	}
+
+	// start: every node trusts the new CA as it applies the record.
+	st := e.mustStep(rotation.StepStart, rotation.Options{})
+	next := st.Keys[0].ID
+	if st.Keys[0].Phase != rotation.Pending || st.Next != rotation.StepPromote {
+		t.Fatalf("after start: %+v", st)
+	}
+	e.trusts(old, next)
+	e.sync()
+	if e.presents() != old {
+		t.Fatal("a pending CA issued the node's certificate")
+	}
+
+	// promote: the node issues itself a certificate of the new CA.
+	e.mustStep(rotation.StepPromote, rotation.Options{})
+	e.presenting = map[string]string{"n1": next, "n2": old}
+	if _, err := e.step(rotation.StepFinish, rotation.Options{}); !errors.Is(err, rotation.ErrNotReady) || !strings.Contains(err.Error(), "n2 ("+old+")") {
+		t.Fatalf("finish while n2 presents the old CA's certificate: %v", err)
+	}
+	e.sync()
+	if e.presents() != next {
+		t.Fatalf("after promote the node presents %q, want %s", e.presents(), next)
+	}
+	onDisk, err := LoadTrust(filepath.Join(e.dir, "node.crt")) // a leaf is no CA
+	if err == nil || onDisk != nil {
+		t.Fatal("LoadTrust took a leaf certificate for a CA")
+	}
+
+	// finish, once every voter presents the new CA's certificate.
+	e.presenting = map[string]string{"n1": next, "n2": next}
+	st = e.mustStep(rotation.StepFinish, rotation.Options{})
+	if len(st.Keys) != 1 || st.Keys[0].ID != next {
+		t.Fatalf("after finish: %+v", st)
+	}
+	e.trusts(next)
+
+	// A second rotation aborted after promote: the node goes back to a
+	// certificate of the CA that is active again.
+	second := e.mustStep(rotation.StepStart, rotation.Options{}).Keys[0].ID
+	e.mustStep(rotation.StepPromote, rotation.Options{})
+	e.sync()
+	if e.presents() != second {
+		t.Fatalf("presents %q after the second promote, want %s", e.presents(), second)
+	}
+	e.mustStep(rotation.StepAbort, rotation.Options{})
+	e.sync()
+	if e.presents() != next {
+		t.Fatalf("presents %q after abort, want %s again", e.presents(), next)
+	}
+	e.presenting = map[string]string{"n1": next, "n2": next}
+	e.mustStep(rotation.StepFinish, rotation.Options{})
+	e.trusts(next)
+}
+
+// A node that replays its log trusts more CAs for a while, never fewer.
+func TestNodeCATrustOnlyGrowsWhileCatchingUp(t *testing.T) {
+	e := newEnv(t)
+	old := certs.CertID(e.seed.Cert)
+	e.sync()
+	next := e.mustStep(rotation.StepStart, rotation.Options{}).Keys[0].ID
+	e.mustStep(rotation.StepPromote, rotation.Options{})
+	e.caughtUp = false
+	e.presenting = map[string]string{"n1": next}
+	e.mustStep(rotation.StepFinish, rotation.Options{}) // applied while catching up
+	if got := len(e.v.Roots()); got != 2 {
+		t.Fatalf("a node catching up trusts %d CAs, want both still", got)
+	}
+	e.caughtUp = true
+	e.sync()
+	e.trusts(next)
+	if e.presents() != next {
+		t.Fatalf("presents %q, want %s (not %s)", e.presents(), next, old)
+	}
+}
+
+func TestNodeCAStartRefusals(t *testing.T) {
+	cluster, err := certs.NewNodeCA() // stands for the cluster CA
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, cluster.Cert)
+	bundle, err := cluster.PEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafPEM, leafKey, err := cluster.Issue(certs.NodeRequest("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		key  []byte
+		want string
+	}{
+		{"the cluster CA", bundle, "is the cluster CA or a signer's CA"},
+		{"a leaf certificate", append(leafPEM, leafKey...), "not a CA certificate"},
+		{"a certificate without its key", cluster.CertPEM, "needs a certificate and its private key"},
+		{"garbage", []byte("-----BEGIN CERTIFICATE-----\nsecret\n-----END CERTIFICATE-----\n"), "needs a certificate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.step(rotation.StepStart, rotation.Options{Key: tc.key})
+			if !errors.Is(err, rotation.ErrNotReady) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "PRIVATE KEY") || strings.Contains(err.Error(), "secret") {
+				t.Fatalf("start with %s: %v", tc.name, err)
+			}
+			if st := e.mustStep(rotation.StepStatus, rotation.Options{}); len(st.Keys) != 1 {
+				t.Fatalf("a refused start changed the set: %+v", st)
+			}
+		})
+	}
+	// The operator's own CA is taken, and its key shows nowhere.
+	own, err := certs.NewNodeCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownPEM, _ := own.PEM()
+	st := e.mustStep(rotation.StepStart, rotation.Options{Key: ownPEM})
+	if st.Keys[0].ID != certs.CertID(own.Cert) || strings.Contains(st.Done, "PRIVATE") {
+		t.Fatalf("start with the operator's CA: %+v", st)
+	}
+}

@@ -1,0 +1,191 @@
+package nodecas
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/trustplane/trustplane/api/rotation"
+	"github.com/trustplane/trustplane/certs"
+	"github.com/trustplane/trustplane/fsm"
+)
+
+// Root is the node CA as a rotation root.
+func (s *Store) Root() rotation.Root { return root{s} }
+
+type root struct{ s *Store }
+
+// load reads the record a step starts from; a record not seeded yet
+// refuses every step.
+func (r root) load() (*record, map[string]*certs.CA, *fsm.KV, error) {
+	rec, cas, kv, err := r.s.read()
+	if err == nil && rec == nil {
+		err = fmt.Errorf("%w: the node CAs are not seeded yet (the leader seeds them at start)", rotation.ErrNotReady)
+	}
+	return rec, cas, kv, err
+}
+
+// members is every voter's view of the record: whether it has applied it,
+// and so trusts every CA the leader trusts.
+func (r root) members(ctx context.Context, kv *fsm.KV) ([]rotation.Member, string) {
+	return rotation.Members(ctx, r.s.cfg.Members, kv.ModRevision, "the node CAs")
+}
+
+// presenting says which voters do not yet present a certificate issued by
+// the active CA ("" when all do).
+func (r root) presenting(ctx context.Context, active string) string {
+	if r.s.cfg.Presenting == nil {
+		return ""
+	}
+	by, err := r.s.cfg.Presenting(ctx)
+	if err != nil {
+		return "the members' certificates are unknown: " + err.Error()
+	}
+	var behind []string
+	for name, id := range by {
+		if id != active {
+			behind = append(behind, fmt.Sprintf("%s (%s)", name, orUnknown(id)))
+		}
+	}
+	if len(behind) == 0 {
+		return ""
+	}
+	sort.Strings(behind)
+	return fmt.Sprintf("members %v still present a certificate of another node CA than %s", behind, active)
+}
+
+func orUnknown(id string) string {
+	if id == "" {
+		return "unknown"
+	}
+	return id
+}
+
+func (r root) status(ctx context.Context, done string) (*rotation.Status, error) {
+	rec, _, kv, err := r.load()
+	if err != nil {
+		return nil, err
+	}
+	es := rec.entries()
+	st := &rotation.Status{Root: Root, Keys: rotation.Keys(es), Done: done}
+	var lacking string
+	st.Members, lacking = r.members(ctx, kv)
+	switch {
+	case rotation.First(es, rotation.Pending) != nil:
+		st.Next, st.Waiting = rotation.StepPromote, lacking
+	case rotation.First(es, rotation.Retiring) != nil:
+		st.Next = rotation.StepFinish
+		if st.Waiting = lacking; lacking == "" {
+			st.Waiting = r.presenting(ctx, rotation.First(es, rotation.Active).ID)
+		}
+	}
+	return st, nil
+}
+
+// Status reports each CA's phase (by id), the voters' view and the next
+// step.
+func (r root) Status(ctx context.Context) (*rotation.Status, error) { return r.status(ctx, "") }
+
+// Start adds a pending node CA (the operator's PEM bundle, or a new one):
+// every node trusts it once applied, none presents its certificates yet.
+func (r root) Start(ctx context.Context, o rotation.Options) (*rotation.Status, error) {
+	rec, _, kv, err := r.load()
+	if err != nil {
+		return nil, err
+	}
+	var ca *certs.CA
+	if o.Key != nil {
+		if ca, err = certs.ParseCA(o.Key); err != nil {
+			return nil, fmt.Errorf("%w: %w", rotation.ErrNotReady, err)
+		}
+	} else if ca, err = certs.NewNodeCA(); err != nil {
+		return nil, err
+	}
+	if r.s.cfg.Forbidden != nil {
+		for _, f := range r.s.cfg.Forbidden() {
+			if f.Equal(ca.Cert) {
+				return nil, fmt.Errorf("%w: that CA is the cluster CA or a signer's CA; a node CA is used for nothing else, or any certificate it signs for an API user would pass for a node", rotation.ErrNotReady)
+			}
+		}
+	}
+	id := certs.CertID(ca.Cert)
+	es, err := rotation.AddPending(rec.entries(), id, r.s.cfg.Now().Unix())
+	if err != nil {
+		if p := rotation.First(rec.entries(), rotation.Pending); p != nil && p.ID == id {
+			return r.status(ctx, "node CA "+id+" is pending already")
+		}
+		return nil, err
+	}
+	bundle, err := ca.PEM()
+	if err != nil {
+		return nil, err
+	}
+	if err := r.s.write(ctx, kv, rec.withEntries(es, map[string][]byte{id: bundle})); err != nil {
+		return nil, err
+	}
+	return r.status(ctx, "started: node CA "+id+" is pending")
+}
+
+// Promote makes the pending CA active, once every voter trusts it (unless
+// forced): every node then issues itself a certificate under it.
+func (r root) Promote(ctx context.Context, o rotation.Options) (*rotation.Status, error) {
+	rec, _, kv, err := r.load()
+	if err != nil {
+		return nil, err
+	}
+	es, p, err := rotation.Promote(rec.entries(), r.s.cfg.Now().Unix())
+	if err != nil {
+		return nil, err
+	}
+	if _, lacking := r.members(ctx, kv); lacking != "" && !o.Force {
+		return nil, fmt.Errorf("%w: %s", rotation.ErrNotReady, lacking)
+	}
+	if err := r.s.write(ctx, kv, rec.withEntries(es, nil)); err != nil {
+		return nil, err
+	}
+	return r.status(ctx, "promoted: every node presents a certificate of node CA "+p.ID+" once it has applied this")
+}
+
+// Finish removes the retiring CAs, once every voter presents a certificate
+// of the active one (unless forced: a voter that does not then cannot
+// talk to the others until it is given one).
+func (r root) Finish(ctx context.Context, o rotation.Options) (*rotation.Status, error) {
+	rec, _, kv, err := r.load()
+	if err != nil {
+		return nil, err
+	}
+	kept, removed := rotation.Finish(rec.entries())
+	if len(removed) == 0 {
+		return r.status(ctx, "no retiring node CA to remove")
+	}
+	if !o.Force {
+		if why := r.presenting(ctx, rotation.First(kept, rotation.Active).ID); why != "" {
+			return nil, fmt.Errorf("%w: %s", rotation.ErrNotReady, why)
+		}
+	}
+	if err := r.s.write(ctx, kv, rec.withEntries(kept, nil)); err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(removed))
+	for i, e := range removed {
+		ids[i] = e.ID
+	}
+	return r.status(ctx, fmt.Sprintf("finished: node CAs %v removed", ids))
+}
+
+// Abort undoes the rotation in progress; after promote every node issues
+// itself a certificate of the previous CA again.
+func (r root) Abort(ctx context.Context, _ rotation.Options) (*rotation.Status, error) {
+	rec, _, kv, err := r.load()
+	if err != nil {
+		return nil, err
+	}
+	es, done, err := rotation.Abort(rec.entries(), r.s.cfg.Now().Unix())
+	if err != nil {
+		return nil, err
+	}
+	if err := r.s.write(ctx, kv, rec.withEntries(es, nil)); err != nil {
+		return nil, err
+	}
+	return r.status(ctx, "aborted: "+done)
+}
