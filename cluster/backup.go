@@ -188,18 +188,23 @@ func seed(dir string, cfg SeedConfig, exp *fsm.Export) error {
 }
 
 // isMembershipRecord says whether k is a removal marker (removed.go), a
-// data-directory record (datadir.go) or the gossip keyring (api/gossipkeys'
-// record, GossipKeysResource): all describe the source cluster's
-// members, and a cluster seeded from the backup has its own (its nodes'
-// gossip.key seeds its keyring).
+// data-directory record (datadir.go), the gossip keyring (api/gossipkeys'
+// record, GossipKeysResource) or the node CAs (api/nodecas' record,
+// NodeCAsResource): all describe the source cluster's members, and a
+// cluster seeded from the backup has its own (its nodes' CA directory
+// seeds its keyring and its node CAs).
 func isMembershipRecord(k fsm.Key) bool {
 	return k.Space == fsm.SpaceInternal &&
-		(k.Resource == removedPrefix.Resource || k.Resource == dataDirPrefix.Resource || k.Resource == GossipKeysResource)
+		(k.Resource == removedPrefix.Resource || k.Resource == dataDirPrefix.Resource || k.Resource == GossipKeysResource || k.Resource == NodeCAsResource)
 }
 
 // GossipKeysResource is the internal resource api/gossipkeys keeps the
 // gossip keyring under; a restore leaves it out (isMembershipRecord).
 const GossipKeysResource = "gossipkeys"
+
+// NodeCAsResource is the internal resource api/nodecas keeps the node CAs
+// under; a restore leaves it out (isMembershipRecord).
+const NodeCAsResource = "nodecas"
 
 // privatise makes dir's tree 0700/0600: raft's snapshot store asks for
 // 0755 and 0644, and a snapshot holds every Secret.

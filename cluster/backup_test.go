@@ -35,8 +35,11 @@ func TestSeedDataDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	gossipKeys := fsm.Key{Space: fsm.SpaceInternal, Resource: GossipKeysResource, Name: "keyring"}
-	if res, err := src.Propose(ctx, &fsm.Command{Op: fsm.OpPut, Key: gossipKeys, Value: []byte("sealed")}); err != nil || res.Err != nil {
-		t.Fatalf("Propose: %v %v", err, res)
+	nodeCAs := fsm.Key{Space: fsm.SpaceInternal, Resource: NodeCAsResource, Name: "set"}
+	for _, k := range []fsm.Key{gossipKeys, nodeCAs} {
+		if res, err := src.Propose(ctx, &fsm.Command{Op: fsm.OpPut, Key: k, Value: []byte("sealed")}); err != nil || res.Err != nil {
+			t.Fatalf("Propose: %v %v", err, res)
+		}
 	}
 	exp, term, err := src.Export(ctx)
 	if err != nil {
@@ -98,6 +101,9 @@ func TestSeedDataDir(t *testing.T) {
 	}
 	if n.isRemoved("old-peer") {
 		t.Fatal("the source's removal marker was carried to the new cluster")
+	}
+	if kv, _, _ := f.Get(nodeCAs, 0); kv != nil {
+		t.Fatal("the restored state holds the source's node CAs")
 	}
 	if kv, _, _ := f.Get(gossipKeys, 0); kv != nil {
 		t.Fatal("the source's gossip keyring was carried to the new cluster, whose gossip.key seeds its own")

@@ -71,17 +71,7 @@ func sealed(byKey map[string]int, rev uint64) string {
 // runs a build that cannot open values sealed with one; --force does not
 // override it, since those reads would fail.
 func (r root) builds(ctx context.Context) error {
-	if r.s.cfg.Unable == nil {
-		return nil
-	}
-	unable, err := r.s.cfg.Unable(ctx)
-	if err != nil {
-		return fmt.Errorf("%w: the members' builds are unknown: %w", rotation.ErrNotReady, err)
-	}
-	if len(unable) > 0 {
-		return fmt.Errorf("%w: members %v run a build that cannot open values sealed with a data key; upgrade them first", rotation.ErrNotReady, unable)
-	}
-	return nil
+	return rotation.Builds(ctx, r.s.cfg.Unable, "cannot open values sealed with a data key")
 }
 
 // members is every voter's view of the record (rotation.Members).

@@ -16,17 +16,22 @@ import (
 	"github.com/trustplane/trustplane/api/rotation"
 	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/certs"
+	"github.com/trustplane/trustplane/cluster"
 	"github.com/trustplane/trustplane/fsm"
 )
 
 // Root is the node CA's name in the operator interface.
 const Root = "node-ca"
 
-// Resource is the record's resource in the internal key space.
-const Resource = "nodecas"
+// recordKey is the record of the node CAs. A restore into a new cluster
+// leaves it out (cluster.NodeCAsResource): its CA directory seeds its own.
+var recordKey = fsm.Key{Space: fsm.SpaceInternal, Resource: cluster.NodeCAsResource, Name: "set"}
 
-// recordKey is the record of the node CAs.
-var recordKey = fsm.Key{Space: fsm.SpaceInternal, Resource: Resource, Name: "set"}
+// Feature is what a build that follows the node CAs live reports to its
+// peers (cluster.Config.Features): start and promote wait until every
+// voter does, since an older build trusts its CA directory's node CA
+// alone and would refuse its peers' new certificates.
+const Feature = "node-ca-rotation"
 
 // Fact is the key of Member.Facts under which a node reports the id of the
 // node CA that issued the certificate it presents.
@@ -71,6 +76,8 @@ type Config struct {
 	// Forbidden are the CAs a node CA must never be: the cluster CA and
 	// the signers' CAs.
 	Forbidden func() []*x509.Certificate
+	// Unable returns the voters whose build does not report Feature.
+	Unable func(ctx context.Context) ([]string, error)
 	// CaughtUp reports whether the node has applied what its leader has
 	// committed; nil: always.
 	CaughtUp func() bool

@@ -235,3 +235,19 @@ func TestNodeCAStartRefusals(t *testing.T) {
 		t.Fatalf("start with the operator's CA: %+v", st)
 	}
 }
+
+// A voter of an older build, which trusts its CA directory's node CA
+// alone, holds back start and promote, even forced.
+func TestNodeCAWaitsForEveryBuild(t *testing.T) {
+	e := newEnv(t)
+	unable := []string{"n3"}
+	e.s.cfg.Unable = func(context.Context) ([]string, error) { return unable, nil }
+	for _, step := range []rotation.Step{rotation.StepStart, rotation.StepPromote} {
+		if _, err := e.step(step, rotation.Options{Force: true}); !errors.Is(err, rotation.ErrNotReady) || !strings.Contains(err.Error(), "[n3] run a build") {
+			t.Fatalf("%s with an older voter: %v", step, err)
+		}
+		unable = nil
+		e.mustStep(step, rotation.Options{})
+		unable = []string{"n3"}
+	}
+}

@@ -25,6 +25,13 @@ func (r root) load() (*record, map[string]*certs.CA, *fsm.KV, error) {
 	return rec, cas, kv, err
 }
 
+// builds refuses start and promote while a voter runs a build that does
+// not follow the node CAs live (not to be forced: it would refuse its
+// peers' new certificates and leave the cluster).
+func (r root) builds(ctx context.Context) error {
+	return rotation.Builds(ctx, r.s.cfg.Unable, "trusts its CA directory's node CA alone")
+}
+
 // members is every voter's view of the record: whether it has applied it,
 // and so trusts every CA the leader trusts.
 func (r root) members(ctx context.Context, kv *fsm.KV) ([]rotation.Member, string) {
@@ -93,6 +100,9 @@ func (r root) Start(ctx context.Context, o rotation.Options) (*rotation.Status, 
 	if err != nil {
 		return nil, err
 	}
+	if err := r.builds(ctx); err != nil {
+		return nil, err
+	}
 	var ca *certs.CA
 	if o.Key != nil {
 		if ca, err = certs.ParseCA(o.Key); err != nil {
@@ -135,6 +145,9 @@ func (r root) Promote(ctx context.Context, o rotation.Options) (*rotation.Status
 	}
 	es, p, err := rotation.Promote(rec.entries(), r.s.cfg.Now().Unix())
 	if err != nil {
+		return nil, err
+	}
+	if err := r.builds(ctx); err != nil {
 		return nil, err
 	}
 	if _, lacking := r.members(ctx, kv); lacking != "" && !o.Force {

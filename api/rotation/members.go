@@ -41,3 +41,22 @@ func Members(ctx context.Context, applied Applied, rev uint64, what string) (vie
 	}
 	return view, ""
 }
+
+// Builds refuses (ErrNotReady, not to be forced) a step while a voter runs
+// a build that cannot take part in it: unable returns such voters (those
+// that do not report the root's feature); nil unable views none. what says
+// what those builds cannot do.
+func Builds(ctx context.Context, unable func(ctx context.Context) ([]string, error), what string) error {
+	if unable == nil {
+		return nil
+	}
+	names, err := unable(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: the members' builds are unknown: %w", ErrNotReady, err)
+	}
+	if len(names) > 0 {
+		sort.Strings(names)
+		return fmt.Errorf("%w: members %v run a build that %s; upgrade them first", ErrNotReady, names, what)
+	}
+	return nil
+}

@@ -315,7 +315,7 @@ func serve(args []string) error {
 	ccfg.TrailingLogs = o.trailingLogs
 	ccfg.DeadServerTimeout = o.deadServerTimeout
 	ccfg.CompactRetention = o.compactRetention
-	ccfg.Features = []string{encryptionkeys.Feature}
+	ccfg.Features = []string{encryptionkeys.Feature, nodecas.Feature}
 	ccfg.Facts = func() map[string]string { return nodecas.Facts(nodes, nodeCert) }
 	ccfg.CompactInterval = o.compactInterval
 	o.limits.setCluster(ccfg)
