@@ -469,12 +469,14 @@ func (r keyRoot) Finish(ctx context.Context, o rotation.Options) (*rotation.Stat
 }
 
 // startInProgress says whether e is the material of a start that stopped
-// between its two writes: live, unnamed by the record, and written after
-// the record's last change, so no step has ever named (or dropped) it.
-// Material the record dropped (finished, aborted) is older than the record
-// and never adopted again.
+// between its two writes: live, unnamed by the record, and first written
+// (created) after the record's last change, so no step has ever named (or
+// dropped) it. Material the record dropped (finished, aborted) was created
+// before the record changed and is never adopted again. CreateRevision,
+// not ModRevision: re-encryption (Reencrypt, the encryption key's rewrite,
+// REDTEAM.md RT-3) writes material again without making it new.
 func (st *keyState) startInProgress(e keyEntry) bool {
-	return e.priv != nil && e.phase == "" && st.recKV != nil && e.kv.ModRevision > st.recKV.ModRevision
+	return e.priv != nil && e.phase == "" && st.recKV != nil && e.kv.CreateRevision > st.recKV.ModRevision
 }
 
 // tombstoneUntrusted replaces the material of every key the record does
