@@ -240,8 +240,18 @@ type keyset struct {
 
 var fileKeys = &keyset{active: FileKey}
 
-// current is the set this node runs with.
+// current is the set this node runs with. A store that has not read the
+// record yet reads it first: one made after the fsm restored its state
+// (every restart from a Raft snapshot, which raft restores before serve
+// subscribes the store) never sees OnRestore, and would otherwise seal
+// with the file's keys while a data key is active (REDTEAM.md RT-1).
 func (s *Store) current() *keyset {
+	if ks := s.keys.Load(); ks != nil {
+		return ks
+	}
+	if err := s.load(); err != nil {
+		s.cfg.Logger.Warn("encryption keys not loaded", "error", err)
+	}
 	if ks := s.keys.Load(); ks != nil {
 		return ks
 	}
@@ -256,8 +266,13 @@ func (s *Store) load() error {
 		return nil
 	}
 	rec, kv, err := s.read()
-	if err != nil || rec == nil {
+	if err != nil {
 		return err
+	}
+	if rec == nil {
+		// No record yet: the file's keys, until one is applied.
+		s.keys.CompareAndSwap(nil, &keyset{active: FileKey})
+		return nil
 	}
 	if cur := s.keys.Load(); cur != nil && cur.rev >= kv.ModRevision {
 		return nil

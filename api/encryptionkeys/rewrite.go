@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/trustplane/trustplane/api/rotation"
 	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
 )
@@ -82,7 +83,13 @@ func (s *Store) rewritePass(ctx context.Context, rc RewriteConfig, lim *rate.Lim
 		return nil
 	}
 	exp := rc.Export()
-	active := s.current().active
+	// The active key of the record this pass read, whose revision the
+	// compare-and-swap below checks; not the node's key set, which may
+	// lag it (REDTEAM.md RT-2).
+	active := FileKey
+	if a := rotation.First(rec.entries(), rotation.Active); a != nil {
+		active = a.ID
+	}
 	var todo []*fsm.KV
 	remaining := 0
 	exp.Live(func(kv *fsm.KV) bool {
