@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// TestRedteamE2ERestartAfterPromote (REDTEAM.md RT-1): a node restarted
+// TestRedteamE2ERestartAfterPromote (docs/REDTEAM-encryption-keys.md RT-1): a node restarted
 // from a Raft snapshot that holds the promote step, before any value was
 // sealed with the promoted key, runs with no key set: the store subscribes
 // to the fsm after raft.NewRaft restored the snapshot, so it never loads

@@ -43,7 +43,11 @@ var (
 // which no store of the API can reach (fsm.Space), so no API request, and
 // no custom resource definition whatever it names, can read, write or
 // watch them.
-var keyPrefix = fsm.Prefix{Space: fsm.SpaceInternal, Resource: "signingkeys"}
+var keyPrefix = fsm.Prefix{Space: fsm.SpaceInternal, Resource: SigningKeysResource}
+
+// SigningKeysResource is the internal resource the signing keys are kept
+// under, sealed as Secrets are (storage.Config.SealedInternal).
+const SigningKeysResource = "signingkeys"
 
 // FirstKey is the fsm key of the first signing key; it is never deleted, so
 // a node that has applied it has finished the identity bootstrap.

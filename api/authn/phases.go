@@ -474,7 +474,7 @@ func (r keyRoot) Finish(ctx context.Context, o rotation.Options) (*rotation.Stat
 // dropped) it. Material the record dropped (finished, aborted) was created
 // before the record changed and is never adopted again. CreateRevision,
 // not ModRevision: re-encryption (Reencrypt, the encryption key's rewrite,
-// REDTEAM.md RT-3) writes material again without making it new.
+// docs/REDTEAM-encryption-keys.md RT-3) writes material again without making it new.
 func (st *keyState) startInProgress(e keyEntry) bool {
 	return e.priv != nil && e.phase == "" && st.recKV != nil && e.kv.CreateRevision > st.recKV.ModRevision
 }

@@ -109,6 +109,11 @@ type Store struct {
 
 	// progress is the leader's rewrite as status reports it.
 	progress atomic.Pointer[string]
+	// warnOnce says once that the file stopped encrypting secrets.
+	warnOnce sync.Once
+	// lastCheck is when the leader's rewrite last looked for stale values
+	// after it was done (Run's goroutine only).
+	lastCheck time.Time
 }
 
 // New returns a Store.
@@ -244,7 +249,7 @@ var fileKeys = &keyset{active: FileKey}
 // record yet reads it first: one made after the fsm restored its state
 // (every restart from a Raft snapshot, which raft restores before serve
 // subscribes the store) never sees OnRestore, and would otherwise seal
-// with the file's keys while a data key is active (REDTEAM.md RT-1).
+// with the file's keys while a data key is active (docs/REDTEAM-encryption-keys.md RT-1).
 func (s *Store) current() *keyset {
 	if ks := s.keys.Load(); ks != nil {
 		return ks

@@ -72,7 +72,7 @@ func newEnvOn(t testing.TB, log *memlog.Log, file value.ResourceTransformers) *e
 	})
 	cancel := log.FSM.Subscribe(e.s)
 	t.Cleanup(cancel)
-	stor, err := storage.New(&storage.Config{Transformers: e.s.Transformers()}, log)
+	stor, err := storage.New(&storage.Config{Transformers: e.s.Transformers(), SealedInternal: []string{"signingkeys"}}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func newEnvOn(t testing.TB, log *memlog.Log, file value.ResourceTransformers) *e
 	return e
 }
 
-func (e *env) root() rotation.Root { return e.s.Root(e.log.FSM.Export) }
+func (e *env) root() rotation.Root { return e.s.Root(e.log.FSM.Export, e.stor.AtRestOf) }
 
 func (e *env) step(step rotation.Step, o rotation.Options) (*rotation.Status, error) {
 	return rotation.Run(context.Background(), e.root(), step, o)

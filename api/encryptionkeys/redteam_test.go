@@ -1,6 +1,6 @@
 package encryptionkeys
 
-// Red-team tests (REDTEAM.md). Each one states the property that the
+// Red-team tests (docs/REDTEAM-encryption-keys.md). Each one states the property that the
 // design promises and that the code breaks.
 
 import (
@@ -61,7 +61,7 @@ func TestRedteamRestartedNodeSealsWithActiveKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byKey, _ := census(e.log.FSM.Export())
+	byKey, _ := e.root().(root).census()
 	if rec.Rewritten != 0 && byKey[FileKey] > 0 {
 		_, ferr := restarted.step(rotation.StepFinish, rotation.Options{Force: true})
 		t.Fatalf("the rewrite is recorded done at %d while %d values are sealed with the retiring file key; no pass will move them, finish: %v", rec.Rewritten, byKey[FileKey], ferr)
@@ -93,7 +93,7 @@ func TestRedteamRewriteUsesTheRecordsActiveKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byKey, _ := census(e.log.FSM.Export())
+	byKey, _ := e.root().(root).census()
 	if rec.Rewritten != 0 && byKey[FileKey] > 0 {
 		t.Fatalf("the rewrite is recorded done at %d while %d values are sealed with the retiring file key", rec.Rewritten, byKey[FileKey])
 	}

@@ -8,7 +8,6 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/trustplane/trustplane/api/rotation"
 	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
 )
@@ -29,6 +28,13 @@ type RewriteConfig struct {
 	// Interval is how often the leader looks for work; 0 is a second.
 	Interval time.Duration
 }
+
+// recheck is how often the leader looks again for stale values once the
+// rewrite is done (a pass opens every encrypted value): a key still
+// retiring, or a file changed by kube's procedure (a node restarted with
+// identity first to stop encrypting), makes values stale with no record
+// changing.
+const recheck = 30 * time.Second
 
 // batch bounds the values one pass collects before rewriting them, so a
 // pass holds a bounded list and looks at leadership again soon.
@@ -65,62 +71,102 @@ func (s *Store) Run(ctx context.Context, rc RewriteConfig) {
 	}
 }
 
-// rewritePass is one pass of Run.
+// rewritePass is one pass of Run: it opens every encrypted value whose
+// resource is sealed at all (AtRestOf is not Identity) and rewrites, up to
+// batch of them, those that are stale, that is, not sealed the way a write
+// would seal them now: with the active data key, or by the file for a
+// resource the file no longer encrypts (kube's procedure to stop
+// encrypting works after a rotation too). A value stored in the clear is
+// never touched. After the rewrite is recorded as done the leader looks
+// again every recheck, and once when it starts; a stale value found then
+// makes finish wait again.
 func (s *Store) rewritePass(ctx context.Context, rc RewriteConfig, lim *rate.Limiter) error {
 	rec, kv, err := s.read()
 	if err != nil || rec == nil {
 		return err
 	}
 	// The file's keys rotated (kube's procedure): seal the record with
-	// the file's first key, so the old one can leave the file.
+	// the file's first key, so the old one can leave the file; never in
+	// the clear (a file that stopped encrypting Secrets keeps the record
+	// as it is, warned about once).
+	sealable := s.covers(secrets, s.cfg.File.TransformerForResource(secrets))
 	if _, stale, err := s.kek.Open(kv); err == nil && stale {
-		if err := s.write(ctx, kv, rec); err != nil {
+		if sealable {
+			return s.write(ctx, kv, rec)
+		}
+		s.warnOnce.Do(func() {
+			s.cfg.Logger.Warn("the encryption configuration no longer encrypts secrets; the data keys stay sealed by the key that sealed them, which the file must keep")
+		})
+	}
+	if rec.Rewritten != 0 && time.Since(s.lastCheck) < recheck {
+		return nil
+	}
+	s.lastCheck = time.Now()
+	// The node's key set must be the record's, or a value sealed with the
+	// key the record just retired would not look stale (docs/REDTEAM-encryption-keys.md RT-2).
+	if s.current().rev < kv.ModRevision {
+		if err := s.load(); err != nil || s.current().rev < kv.ModRevision {
 			return err
 		}
-		return nil
-	}
-	if rec.Rewritten != 0 {
-		return nil
 	}
 	exp := rc.Export()
-	// The active key of the record this pass read, whose revision the
-	// compare-and-swap below checks; not the node's key set, which may
-	// lag it (REDTEAM.md RT-2).
-	active := FileKey
-	if a := rotation.First(rec.entries(), rotation.Active); a != nil {
-		active = a.ID
-	}
 	var todo []*fsm.KV
-	remaining := 0
-	exp.Live(func(kv *fsm.KV) bool {
-		if id := SealedWith(kv.Value); kv.Key != recordKey && id != "" && id != active {
+	remaining, unreadable := 0, 0
+	var firstErr error
+	exp.Live(func(v *fsm.KV) bool {
+		if v.Key == recordKey || SealedWith(v.Value) == "" {
+			return true
+		}
+		at := rc.AtRestOf(v.Key)
+		if at.Identity() {
+			return true
+		}
+		switch _, stale, err := at.Open(v); {
+		case err != nil:
+			// Named, never quoted; it stays, and finish waits for it.
+			unreadable++
+			if firstErr == nil {
+				firstErr = err
+			}
+		case stale:
 			remaining++
 			if len(todo) < batch {
-				todo = append(todo, kv)
+				todo = append(todo, v)
 			}
 		}
 		return true
 	})
-	if remaining == 0 {
+	if remaining == 0 && unreadable == 0 {
+		if rec.Rewritten != 0 || !sealable {
+			return nil
+		}
 		next := *rec
 		next.Rewritten = exp.Index()
 		s.setProgress(fmt.Sprintf("rewrite done at revision %d", exp.Index()))
 		return s.write(ctx, kv, &next)
 	}
-	rewritten, unreadable := 0, 0
-	var firstErr error
-	for _, kv := range todo {
+	if rec.Rewritten != 0 && sealable {
+		// A stale value after the rewrite was recorded done: finish waits
+		// again until it is rewritten. (A file that no longer encrypts
+		// Secrets cannot seal the record: the values are still rewritten.)
+		next := *rec
+		next.Rewritten = 0
+		if err := s.write(ctx, kv, &next); err != nil {
+			return err
+		}
+	}
+	rewritten := 0
+	for _, v := range todo {
 		if err := lim.Wait(ctx); err != nil {
 			return err
 		}
 		if !rc.IsLeader() {
 			return nil
 		}
-		switch err := s.rewrite(ctx, rc.AtRestOf(kv.Key), kv); {
+		switch err := s.rewrite(ctx, rc.AtRestOf(v.Key), v); {
 		case err == nil:
 			rewritten++
 		case errors.Is(err, storage.ErrAtRest):
-			// Named, never quoted; it stays, and finish waits for it.
 			unreadable++
 			if firstErr == nil {
 				firstErr = err

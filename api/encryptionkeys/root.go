@@ -8,16 +8,21 @@ import (
 	"strings"
 
 	"github.com/trustplane/trustplane/api/rotation"
+	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/fsm"
 )
 
 // Root is the encryption key as a rotation root. export reads the whole
-// state at one revision, for the count of values by key (census).
-func (s *Store) Root(export func() *fsm.Export) rotation.Root { return root{s: s, export: export} }
+// state at one revision, for the count of values by key (census); atRestOf
+// says which stored values are sealed at all (storage.Storage.AtRestOf).
+func (s *Store) Root(export func() *fsm.Export, atRestOf func(fsm.Key) storage.AtRest) rotation.Root {
+	return root{s: s, export: export, atRestOf: atRestOf}
+}
 
 type root struct {
-	s      *Store
-	export func() *fsm.Export
+	s        *Store
+	export   func() *fsm.Export
+	atRestOf func(fsm.Key) storage.AtRest
 }
 
 var errNoFile = fmt.Errorf("%w: no --encryption-provider-config: nothing is encrypted at rest, so there is no key to rotate", rotation.ErrNotReady)
@@ -36,11 +41,13 @@ func (r root) load() (*record, *fsm.KV, error) {
 }
 
 // census counts the encrypted values by the key they are sealed with, at
-// one revision, leaving out the record itself.
-func census(exp *fsm.Export) (byKey map[string]int, rev uint64) {
+// one revision, leaving out the record itself and the records that are
+// never sealed (whatever their bytes look like).
+func (r root) census() (byKey map[string]int, rev uint64) {
+	exp := r.export()
 	byKey = map[string]int{}
 	exp.Live(func(kv *fsm.KV) bool {
-		if kv.Key != recordKey {
+		if kv.Key != recordKey && !r.atRestOf(kv.Key).Identity() {
 			if id := SealedWith(kv.Value); id != "" {
 				byKey[id]++
 			}
@@ -105,7 +112,7 @@ func (r root) status(ctx context.Context, done string) (*rotation.Status, error)
 		return nil, err
 	}
 	es := rec.entries()
-	byKey, rev := census(r.export())
+	byKey, rev := r.census()
 	st := &rotation.Status{Root: Root, Keys: rotation.Keys(es), Done: done, Progress: sealed(byKey, rev)}
 	if p := r.s.progress.Load(); p != nil {
 		st.Progress += "; " + *p
@@ -203,7 +210,7 @@ func (r root) Finish(ctx context.Context, o rotation.Options) (*rotation.Status,
 	if _, lacking := r.members(ctx, kv); lacking != "" && !o.Force {
 		return nil, fmt.Errorf("%w: %s", rotation.ErrNotReady, lacking)
 	}
-	byKey, _ := census(r.export())
+	byKey, _ := r.census()
 	if why, forceable := r.finishWaits(rec, byKey); why != "" && !(forceable && o.Force) {
 		return nil, fmt.Errorf("%w: %s", rotation.ErrNotReady, why)
 	}

@@ -22,6 +22,10 @@ import (
 // snapshots the transformed bytes.
 type AtRest struct{ t value.Transformer }
 
+// Identity reports whether a is no transformation: values are stored as
+// encoded (no encryption configured, or a record never sealed).
+func (a AtRest) Identity() bool { return a.t == nil }
+
 // Seal transforms plain, the encoded value of key, for storage. It runs on
 // the leader before the value is proposed: encryption draws random nonces,
 // which the deterministic fsm must never do.
@@ -82,16 +86,21 @@ func (s *Storage) AtRest(gr schema.GroupResource) AtRest {
 var secretsResource = schema.GroupResource{Resource: "secrets"}
 
 // InternalAtRest is the transformation of the internal records that hold
-// secret material (the token signing keys, the gossip keyring): that of
-// Secrets, so the encryption configuration for secrets encrypts them too.
+// secret material (Config.SealedInternal: the token signing keys, the
+// gossip keyring, the node CAs): that of Secrets, so the encryption
+// configuration for secrets encrypts them too.
 func (s *Storage) InternalAtRest() AtRest { return s.AtRest(secretsResource) }
 
 // AtRestOf is the transformation the stored value of key is sealed with:
-// its own resource's, or for an internal record that of Secrets. It is the
-// one rule that maps a stored value to its transformer, for code that
-// handles values of every resource (the RBAC cache, re-encryption).
+// its own resource's; for an internal record of Config.SealedInternal
+// that of Secrets, for any other internal record none (Identity). It is
+// the one rule that maps a stored value to its transformation, for code
+// that handles values of every resource (the RBAC cache, re-encryption).
 func (s *Storage) AtRestOf(key fsm.Key) AtRest {
 	if key.Space == fsm.SpaceInternal {
+		if !s.sealedInternal[key.Resource] {
+			return AtRest{}
+		}
 		return s.InternalAtRest()
 	}
 	return s.AtRest(schema.GroupResource{Group: key.Group, Resource: key.Resource})

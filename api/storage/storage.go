@@ -94,6 +94,12 @@ type Config struct {
 	// the fsm would read its keys back as custom ones. Nil checks nothing
 	// (tests).
 	Builtin fsm.Builtin
+	// SealedInternal are the internal resources whose records hold secret
+	// material and are sealed as Secrets are (the token signing keys, the
+	// gossip keyring, the node CAs); every other internal record (removal
+	// markers, data-directory records) is stored in the clear, and
+	// AtRestOf says so.
+	SealedInternal []string
 	// Watch configures that watch cache; nil is watchcache.DefaultConfig().
 	// Its Decode is the storage layer's own (the shared decoded objects of
 	// every resource), whatever is set here.
@@ -126,6 +132,8 @@ type Storage struct {
 	feed *fsm.FSM
 	// builtin is Config.Builtin.
 	builtin fsm.Builtin
+	// sealedInternal is Config.SealedInternal.
+	sealedInternal map[string]bool
 
 	// mu guards stores, the resources' storage by group and resource: the
 	// first registered for a group/resource decodes its stored values for
@@ -154,7 +162,10 @@ func New(cfg *Config, backend Backend) (*Storage, error) {
 	}
 	s := &Storage{backend: backend, freshWait: cfg.FreshWait, transformers: cfg.Transformers, maxObjectBytes: cfg.MaxObjectBytes,
 		stores: map[storedResource]*Store{}, ttls: map[schema.GroupResource]time.Duration{}, maxItemEncodings: maxItemEncodingBytes, feed: cfg.Feed,
-		builtin: cfg.Builtin}
+		builtin: cfg.Builtin, sealedInternal: map[string]bool{}}
+	for _, r := range cfg.SealedInternal {
+		s.sealedInternal[r] = true
+	}
 	s.objs.max, s.objs.enc = maxCachedObjectBytes, &s.itemEncodings
 	s.stopSweep = make(chan struct{})
 	go s.objs.sweepIdleLoop(s.stopSweep)

@@ -343,6 +343,8 @@ func serve(args []string) error {
 	o.limits.setStorage(scfg)
 	scfg.Feed = f
 	scfg.Builtin = builtin
+	// The internal records that hold secret material, sealed as Secrets.
+	scfg.SealedInternal = []string{authn.SigningKeysResource, cluster.GossipKeysResource, cluster.NodeCAsResource}
 	scfg.Watch = watchcache.DefaultConfig()
 	scfg.Watch.Window = o.watchWindow
 	o.limits.setWatchCache(scfg.Watch)
@@ -441,7 +443,7 @@ func serve(args []string) error {
 	acfg.Authorizer = az.authorizer
 	// Every trust root rotated online: its steps, its metrics, an Event
 	// per step.
-	roots := map[string]rotation.Root{authn.SigningKeyRoot: ident.keys.Root(), encryptionkeys.Root: encKeys.Root(f.Export), nodecas.Root: nodeCAs.Root()}
+	roots := map[string]rotation.Root{authn.SigningKeyRoot: ident.keys.Root(), encryptionkeys.Root: encKeys.Root(f.Export, stor.AtRestOf), nodecas.Root: nodeCAs.Root()}
 	counters := map[string]rotation.Counter{authn.SigningKeyRoot: ident.keys.PhaseCounts, encryptionkeys.Root: encKeys.PhaseCounts, nodecas.Root: nodeCAs.PhaseCounts}
 	var gossipKeys *gossipkeys.Store
 	if o.multiNode() {
