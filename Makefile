@@ -11,7 +11,7 @@ PKGS     := ./...
 # build cache. Only the race detector needs cgo; its tests turn it back on.
 export CGO_ENABLED ?= 0
 
-.PHONY: all build image run cluster cluster-stop reference reference-build reference-stop e2e-reference conformance conformance-build compare scale test test-unit test-e2e test-failpoints test-deploy deploy-prebuild lint bench fuzz chaos chaos-short chaos-bin clean
+.PHONY: all build image run cluster cluster-stop reference reference-build reference-stop e2e-reference conformance conformance-build compare scale test test-unit test-e2e test-failpoints test-deploy deploy-prebuild lint bench fuzz chaos chaos-short chaos-bin rotation clean
 
 all: build
 
@@ -181,5 +181,13 @@ chaos-short: chaos-bin
 chaos: chaos-bin
 	bin/trustplane-failpoints chaos local --duration $(CHAOS_DURATION) --out chaos-report $(CHAOS_ARGS)
 
+# rotation is the long run of issue 29: every trust root rotated online in
+# turn (a whole rotation, an abort after start, an abort after promote),
+# the leader killed in the middle of one, with kills and partitions between
+# rotations, under the chaos workload and its checkers (docs/CHAOS.md).
+ROTATION_DURATION ?= 10m
+rotation: chaos-bin
+	bin/trustplane-failpoints chaos local --faults rotate,kill,rotate,leader-kill,rotate,partition --duration $(ROTATION_DURATION) --out rotation-report $(CHAOS_ARGS)
+
 clean:
-	rm -rf bin chaos-report chaos-report-short
+	rm -rf bin chaos-report chaos-report-short rotation-report

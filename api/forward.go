@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,6 +47,12 @@ type ForwardConfig struct {
 	// WaitForLeader bounds how long a write waits for a leader during an
 	// election before it is answered 503 with Retry-After.
 	WaitForLeader time.Duration
+	// Credentials, when set, names the certificate TLS presents now (the
+	// node certificate, replaced when the node CA rotates). When it
+	// changes the forwarder stops using connections made with the one
+	// before: the leader decides who a connection is from its handshake,
+	// and after a rotation's finish it no longer trusts the old one.
+	Credentials func() any
 }
 
 // Headers carrying the caller's identity on a forwarded request. They are
@@ -93,9 +100,11 @@ func (s *Server) storesNothing(info *genericapirequest.RequestInfo) bool {
 
 // forwarder sends writes received by a follower to the leader.
 type forwarder struct {
-	cfg    *ForwardConfig
-	client *http.Client
-	log    *slog.Logger
+	cfg *ForwardConfig
+	// clients is the client for the credentials of the moment.
+	clients atomic.Pointer[credClient]
+	listen  string
+	log     *slog.Logger
 }
 
 // newForwarder builds the client that talks to the leader's API. Its
@@ -103,18 +112,54 @@ type forwarder struct {
 // specific IP of the leader's class), so the leader, and the chaos tool's
 // fault proxies, see which node forwards.
 func newForwarder(cfg *ForwardConfig, listen string) *forwarder {
+	f := &forwarder{cfg: cfg, listen: listen}
+	f.clients.Store(f.newClient(f.credentials()))
+	return f
+}
+
+// credClient is an HTTP client whose connections present one credential.
+type credClient struct {
+	cred   any
+	client *http.Client
+}
+
+func (f *forwarder) credentials() any {
+	if f.cfg.Credentials == nil {
+		return nil
+	}
+	return f.cfg.Credentials()
+}
+
+func (f *forwarder) newClient(cred any) *credClient {
 	tr := &http.Transport{
-		DialContext:         dialsrc.DialContext(listen, net.Dialer{}), // the zero Dialer, as http.Transport uses by default
-		TLSClientConfig:     cfg.TLS.Clone(),
+		DialContext:         dialsrc.DialContext(f.listen, net.Dialer{}), // the zero Dialer, as http.Transport uses by default
+		TLSClientConfig:     f.cfg.TLS.Clone(),
 		ForceAttemptHTTP2:   true,
 		MaxIdleConnsPerHost: 32,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	return &forwarder{cfg: cfg, client: &http.Client{
+	return &credClient{cred: cred, client: &http.Client{
 		Transport: tr,
 		// Redirects are the client's business, never the forwarder's.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
+}
+
+// client is the client for the credentials of the moment: a new one, with
+// new connections, once they changed; the old one's idle connections are
+// closed, and requests in flight on it finish.
+func (f *forwarder) client() *http.Client {
+	cur := f.clients.Load()
+	cred := f.credentials()
+	if cred == cur.cred {
+		return cur.client
+	}
+	next := f.newClient(cred)
+	if f.clients.CompareAndSwap(cur, next) {
+		cur.client.CloseIdleConnections()
+		return next.client
+	}
+	return f.clients.Load().client
 }
 
 // leaderAddr waits until deadline for a leader: self when this node leads.
@@ -294,7 +339,7 @@ func (f *forwarder) send(req *http.Request, addr string, body []byte, u user.Inf
 	}
 	setIdentityHeaders(out.Header, u)
 	out.Header.Set(headerForwardedBy, "1")
-	return f.client.Do(out)
+	return f.client().Do(out)
 }
 
 // hopByHop headers belong to one connection and are not forwarded.

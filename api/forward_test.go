@@ -158,3 +158,19 @@ func TestForwardedWriteEndsWhenLeadershipMoves(t *testing.T) {
 		t.Fatalf("the 504 does not say the outcome is unknown: %s", rec.Body)
 	}
 }
+
+// A forwarder opens new connections once the certificate it presents
+// changed (a node CA rotation), and keeps its connections otherwise.
+func TestForwarderRenewsConnectionsWithItsCredentials(t *testing.T) {
+	cred := 1
+	f := newForwarder(&ForwardConfig{TLS: &tls.Config{}, WaitForLeader: time.Second, Credentials: func() any { return cred }}, "127.0.0.1:0")
+	first := f.client()
+	if f.client() != first {
+		t.Fatal("a new client although the credentials did not change")
+	}
+	cred = 2
+	second := f.client()
+	if second == first || f.client() != second {
+		t.Fatal("the same client after the credentials changed")
+	}
+}

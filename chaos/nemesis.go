@@ -12,7 +12,7 @@ import (
 
 // Faults lists every fault the nemesis knows, in the order it cycles
 // through them.
-var Faults = []string{"kill", "leader-kill", "partition", "pause", "one-way", "rolling", "delay", "slow-disk", "full-disk"}
+var Faults = []string{"kill", "leader-kill", "rotate", "partition", "pause", "one-way", "rolling", "delay", "slow-disk", "full-disk"}
 
 // errUnsupported: the target cannot cause this fault.
 var errUnsupported = errors.New("the target cannot cause this fault")
@@ -27,6 +27,10 @@ type nemesis struct {
 	now func() int64
 	// hold scales how long each fault lasts.
 	hold float64
+	// rotations counts the rotate faults injected (rotate.go), and
+	// killedInRotation says whether one has killed the leader yet.
+	rotations        int
+	killedInRotation bool
 }
 
 // supported reports whether the target can cause the fault.
@@ -34,7 +38,7 @@ func (n *nemesis) supported(name string) bool {
 	switch name {
 	case "kill", "leader-kill":
 		return true
-	case "rolling":
+	case "rolling", "rotate":
 		return true
 	case "pause":
 		_, ok := n.t.(pauser)
@@ -100,6 +104,8 @@ func (n *nemesis) inject(ctx context.Context, name string) report.Fault {
 
 func (n *nemesis) cause(ctx context.Context, name string, f *report.Fault) error {
 	switch name {
+	case "rotate":
+		return n.rotateOnce(ctx, f)
 	case "kill", "leader-kill":
 		f.Node, f.Leader = n.pick(name == "leader-kill")
 		f.Start = n.now()

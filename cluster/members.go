@@ -151,3 +151,16 @@ func fillStats(m *Member, s nodeStats) {
 		m.LastContact = -1
 	}
 }
+
+// Reconnect closes this node's pooled connections to its peers, raft's and
+// the internal RPC's, so that the next ones are made with the certificate
+// and the trust of the moment: after a node CA rotation step changed
+// either, no connection this node opens goes on under the old ones (a
+// peer's own connections are its to renew). Raft dials again at once;
+// nothing in flight is lost (raft retries, an RPC already sent finishes).
+func (n *Node) Reconnect() {
+	if t, ok := n.trans.(interface{ CloseStreams() }); ok {
+		t.CloseStreams()
+	}
+	n.rpcPool.drain()
+}

@@ -387,6 +387,18 @@ func (p *rpcPool) put(addr raft.ServerAddress, conn net.Conn) {
 	p.idle[addr] = append(p.idle[addr], pooledConn{Conn: conn, since: time.Now()})
 }
 
+// drain closes every idle connection; the pool stays open.
+func (p *rpcPool) drain() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, conns := range p.idle {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}
+	p.idle = nil
+}
+
 // close closes every idle connection and refuses new ones.
 func (p *rpcPool) close() {
 	p.mu.Lock()

@@ -69,6 +69,10 @@ type Config struct {
 	CertFile, KeyFile, TrustFile string
 	// OnTrust runs after the trusted CAs changed (the API's client CAs).
 	OnTrust func()
+	// Reconnect closes the node's pooled connections to its peers, after
+	// its trust or its certificate changed, so that the next ones are made
+	// with the new ones (cluster.Node.Reconnect).
+	Reconnect func()
 	// Members returns the voters' applied indexes by name; Presenting the
 	// voters' Fact by name ("" when a voter did not say).
 	Members    rotation.Applied
@@ -268,6 +272,7 @@ func (s *Store) syncTrust() error {
 		if s.cfg.OnTrust != nil {
 			s.cfg.OnTrust()
 		}
+		s.reconnect()
 		s.cfg.Logger.Info("node CAs trusted", "cas", ids(roots))
 	}
 	if caughtUp && kv.ModRevision != s.applied {
@@ -342,8 +347,17 @@ func (s *Store) ensureCert() error {
 		}
 	}
 	s.cfg.Cert.Set(pair)
+	s.reconnect()
 	s.cfg.Logger.Info("node certificate issued by the active node CA", "ca", certs.CertID(active.Cert))
 	return nil
+}
+
+// reconnect runs Reconnect off the caller's goroutine: trust changes on
+// the apply path, which must not wait on raft's transport.
+func (s *Store) reconnect() {
+	if s.cfg.Reconnect != nil {
+		go s.cfg.Reconnect()
+	}
 }
 
 // Facts are what a node reports to its peers (cluster.Config.Facts): the

@@ -2,8 +2,10 @@ package local
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +39,10 @@ type Options struct {
 	Nodes int
 	// Args are extra "serve" flags for every node.
 	Args []string
+	// EncryptAtRest gives every node the same encryption configuration
+	// (aescbc for Secrets, with a random key), so that the encryption key
+	// can be rotated under the workload.
+	EncryptAtRest bool
 	// Log receives the nodes' output (one file per node is kept in Dir too).
 	Log io.Writer
 }
@@ -96,6 +102,13 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	}
 	c.pool = x509.NewCertPool()
 	c.pool.AppendCertsFromPEM(pem)
+	if o.EncryptAtRest {
+		path, err := writeEncryptionConfig(o.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("local: %w", err)
+		}
+		o.Args = append(o.Args, "--encryption-provider-config", path)
+	}
 
 	for i := 0; i < o.Nodes; i++ {
 		n := &Node{Name: fmt.Sprintf("n%d", i+1), IP: fmt.Sprintf("127.0.0.%d", 11+i)}
@@ -428,4 +441,17 @@ func (c *Cluster) Close() {
 			n.proxies.Close()
 		}
 	}
+}
+
+// writeEncryptionConfig writes kube's EncryptionConfiguration for Secrets
+// (aescbc with a random key, then identity) into dir, 0600.
+func writeEncryptionConfig(dir string) (string, error) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return "", err
+	}
+	cfg := "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n- resources: [secrets]\n  providers:\n  - aescbc:\n      keys:\n      - name: chaos\n        secret: " +
+		base64.StdEncoding.EncodeToString(key) + "\n  - identity: {}\n"
+	path := filepath.Join(dir, "encryption.yaml")
+	return path, os.WriteFile(path, []byte(cfg), 0o600)
 }

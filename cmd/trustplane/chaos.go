@@ -46,6 +46,7 @@ func chaosCmd(args []string) error {
 		nodes = fs.Int("nodes", 3, "local: cluster size")
 		bin   = fs.String("bin", "", "local: trustplane binary to run (default: this one)")
 		data  = fs.String("data", "", "local: directory for the nodes' data (default: a new temporary directory, removed after a PASS)")
+		enc   = fs.Bool("encrypt-at-rest", true, "local: give the nodes an encryption configuration for Secrets, so the rotate fault rotates the encryption key too")
 		// attach mode
 		kubeconfigs = mapFlag{}
 		kills       = mapFlag{}
@@ -112,7 +113,7 @@ func chaosCmd(args []string) error {
 		}
 		fmt.Fprintf(os.Stderr, "chaos: seed %d; starting %d nodes in %s\n", cfg.Seed, *nodes, dir)
 		sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-		c, err := local.Start(sctx, local.Options{Bin: self, Dir: dir, Nodes: *nodes,
+		c, err := local.Start(sctx, local.Options{Bin: self, Dir: dir, Nodes: *nodes, EncryptAtRest: *enc,
 			Args: []string{"--max-stale-read", maxStale.String()}})
 		cancel()
 		if err != nil {

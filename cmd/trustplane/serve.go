@@ -464,6 +464,7 @@ func serve(args []string) error {
 		acfg.Forward = &api.ForwardConfig{
 			Leadership:    node,
 			TLS:           nodes.ClientTLS(nodeCert),
+			Credentials:   func() any { return nodeCert.Get() },
 			WaitForLeader: o.writeLeaderWait,
 		}
 	}
