@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	"gopkg.in/go-jose/go-jose.v2/jwt"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -135,7 +136,20 @@ type KeyStore struct {
 	tokenLifetime time.Duration
 	members       rotation.Applied
 	now           func() time.Time
+
+	// catchUp, when set, waits until this node has applied everything the
+	// leader had committed when it was called (a read index); catchUps
+	// lets concurrent callers share one.
+	catchUp  func(ctx context.Context) error
+	catchUps singleflight.Group
 }
+
+// SetCatchUp gives the store a way to wait until this node has applied
+// what the cluster has committed. A token whose key id this node does not
+// hold is looked up again after it: a node that has not yet applied a
+// start (a restarted node replaying its log, a follower a moment behind)
+// must not refuse a token another node already signs with the new key.
+func (k *KeyStore) SetCatchUp(f func(ctx context.Context) error) { k.catchUp = f }
 
 // versionedSet is a key set and the version it was read at.
 type versionedSet struct {
@@ -513,7 +527,23 @@ func (p publicKeys) GetCacheAgeMaxSeconds() int { return 3600 }
 
 // GetPublicKeys returns the keys that may have signed a token with keyID
 // (every key when keyID is empty); none while no key has been applied.
+//
+// A key id this node does not hold is looked up again once the node has
+// caught up with the cluster (SetCatchUp), with one catch-up shared by
+// concurrent callers, so that tokens with made-up key ids cost at most
+// one read index at a time.
 func (p publicKeys) GetPublicKeys(ctx context.Context, keyID string) []serviceaccount.PublicKey {
+	got := p.local(ctx, keyID)
+	if len(got) > 0 || keyID == "" || p.k.catchUp == nil {
+		return got
+	}
+	if _, err, _ := p.k.catchUps.Do("catch-up", func() (any, error) { return nil, p.k.catchUp(ctx) }); err != nil {
+		return nil
+	}
+	return p.local(ctx, keyID)
+}
+
+func (p publicKeys) local(ctx context.Context, keyID string) []serviceaccount.PublicKey {
 	s, err := p.k.keys()
 	if err != nil || s.public == nil {
 		return nil

@@ -6,8 +6,8 @@ import (
 
 func TestBaseHistoryPassesEveryChecker(t *testing.T) {
 	results, vis := All(baseHistory(), DefaultOptions())
-	if len(results) != 6 {
-		t.Fatalf("want 6 results, got %d", len(results))
+	if len(results) != 7 {
+		t.Fatalf("want 7 results, got %d", len(results))
 	}
 	for _, r := range results {
 		if !r.OK {

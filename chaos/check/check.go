@@ -23,7 +23,7 @@ const MaxViolations = 20
 // Result is what one checker found.
 type Result struct {
 	// Name is the checker: "outcomes", "linearizability", "watch",
-	// "convergence", "csr" or "staleness".
+	// "convergence", "csr", "staleness" or "tokens".
 	Name string
 	// OK is true only when the checker ran and found nothing wrong.
 	OK bool
@@ -83,6 +83,7 @@ func All(h *history.History, opts Options) ([]Result, *Visual) {
 		Convergence(h),
 		CSRs(h),
 		Staleness(h, opts.StaleSlack),
+		Tokens(h),
 	}, vis
 }
 

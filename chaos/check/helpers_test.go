@@ -27,6 +27,9 @@ func baseHistory() *history.History {
 	h := &history.History{
 		Nodes: []string{"n1", "n2", "n3"}, StartRV: 1, MaxStaleRead: 5 * time.Second, End: ms(300),
 		Ops: []history.Op{
+			{ID: 12, Client: 3, Node: "n1", Kind: history.TokenMint, Key: "t1", Read: "k1", Outcome: history.OK, Call: ms(0), Return: ms(1)},
+			{ID: 13, Client: 3, Node: "n2", Kind: history.TokenReview, Key: "t1", Read: "k1", Exists: true, Outcome: history.OK, Call: ms(2), Return: ms(3)},
+			{ID: 14, Client: 3, Node: "n3", Kind: history.TokenVerify, Key: "t1", Read: "k1", Exists: true, Outcome: history.OK, Call: ms(4), Return: ms(5)},
 			{ID: 1, Client: 0, Node: "n1", Kind: history.Create, Key: "a", Value: "v1", Outcome: history.OK, RV: 2, Call: ms(0), Return: ms(10)},
 			{ID: 9, Client: 2, Node: "n1", Kind: history.CSRCreate, Key: "c1", Outcome: history.OK, RV: 3, Call: ms(11), Return: ms(15)},
 			{ID: 2, Client: 1, Node: "n2", Kind: history.Update, Key: "a", Value: "v2", ExpectRV: 2, Outcome: history.OK, RV: 4, Call: ms(20), Return: ms(30)},

@@ -25,6 +25,13 @@ const (
 	// CSRApprove approves it through the approval subresource.
 	CSRCreate  Kind = "csr-create"
 	CSRApprove Kind = "csr-approve"
+	// TokenMint requests a ServiceAccount token (Key is the token's id in
+	// the run, Read its key id); TokenReview reviews one (Exists: it
+	// authenticated); TokenVerify checks one's signature with the JWKS, as
+	// a relying party does (Exists: it verified). None changes state.
+	TokenMint   Kind = "token-mint"
+	TokenReview Kind = "token-review"
+	TokenVerify Kind = "token-jwks"
 )
 
 // IsWrite reports whether the kind changes state.

@@ -40,6 +40,9 @@ type Config struct {
 	Keys    int
 	// CSRInterval is the pause between CSR creations (0: no CSRs).
 	CSRInterval time.Duration
+	// TokenInterval is the pause between ServiceAccount tokens minted,
+	// reviewed and verified (0: no tokens).
+	TokenInterval time.Duration
 	// Timeout bounds each request.
 	Timeout time.Duration
 	// WatchCut is the mean time between deliberate watch disconnects.
@@ -160,6 +163,13 @@ func (w *Workload) Run(ctx, watchCtx context.Context, startRV uint64) (watchersD
 		go func() {
 			defer wg.Done()
 			w.csrClient(ctx, w.cfg.Clients, rand.New(rand.NewSource(w.cfg.Seed-1)))
+		}()
+	}
+	if w.cfg.TokenInterval > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.tokenClient(ctx, w.cfg.Clients+1, rand.New(rand.NewSource(w.cfg.Seed-2)))
 		}()
 	}
 	for i := range w.clients {

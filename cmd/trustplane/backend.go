@@ -124,7 +124,19 @@ func (b backend) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, er
 	return res, err
 }
 func (b backend) ReadIndex(ctx context.Context) (uint64, error) { return b.node.ReadIndex(ctx) }
-func (b backend) AppliedIndex() uint64                          { return b.fsm.AppliedIndex() }
+
+// catchUp waits, within 5 s, until this node has applied everything the
+// leader had committed when it was called (authn.KeyStore.SetCatchUp).
+func (b backend) catchUp(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	index, err := b.node.ReadIndex(ctx)
+	if err != nil {
+		return err
+	}
+	return b.fsm.WaitApplied(ctx, index)
+}
+func (b backend) AppliedIndex() uint64 { return b.fsm.AppliedIndex() }
 func (b backend) WaitApplied(ctx context.Context, index uint64) error {
 	return b.fsm.WaitApplied(ctx, index)
 }

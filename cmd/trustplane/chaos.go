@@ -35,6 +35,7 @@ func chaosCmd(args []string) error {
 		clients   = fs.Int("clients", 8, "concurrent writer/reader clients")
 		keys      = fs.Int("keys", 8, "ConfigMap keys the clients share")
 		csrEvery  = fs.Duration("csr-interval", 2*time.Second, "pause between CSR creations (0: no CSRs)")
+		tokEvery  = fs.Duration("token-interval", time.Second, "pause between ServiceAccount tokens minted, reviewed and verified with the JWKS (0: no tokens)")
 		timeout   = fs.Duration("request-timeout", 10*time.Second, "client timeout per request")
 		out       = fs.String("out", "chaos-report", "directory for history.json, report.txt and linearizability visualisations")
 		seed      = fs.Int64("seed", 0, "random seed (0: from the clock); the report prints it")
@@ -73,6 +74,7 @@ func chaosCmd(args []string) error {
 		cfg.Faults = strings.Split(*faults, ",")
 	}
 	cfg.Workload.Clients, cfg.Workload.Keys, cfg.Workload.CSRInterval, cfg.Workload.Timeout = *clients, *keys, *csrEvery, *timeout
+	cfg.Workload.TokenInterval = *tokEvery
 
 	switch mode {
 	case "check":

@@ -47,6 +47,7 @@ func setupIdentity(w *wiring) (*identity, error) {
 	keys := authn.NewKeyStore(w.back, w.fsm, w.reg.InternalAtRest())
 	keys.SetTokenLifetime(cfg.MaxTokenExpiration, cfg.ExtendExpiration)
 	keys.SetMembers(membership{node: w.node}.appliedIndexes)
+	keys.SetCatchUp(w.back.catchUp)
 	id, err := authn.New(cfg, keys, w.reg)
 	if err != nil {
 		return nil, err
