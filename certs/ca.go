@@ -1,6 +1,7 @@
 package certs
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -299,3 +300,9 @@ func (ca *CA) Issued(leaf *x509.Certificate) bool {
 // Covers reports whether leaf would serve r now: issued by ca, valid
 // beyond the renewal margin, with r's names and usage (EnsurePair's test).
 func (ca *CA) Covers(leaf *x509.Certificate, r Request) bool { return ca.covers(leaf, r, time.Now()) }
+
+// SameKey reports whether a and b certify the same public key: a CA
+// certificate re-issued with another serial or validity is still that CA.
+func SameKey(a, b *x509.Certificate) bool {
+	return bytes.Equal(a.RawSubjectPublicKeyInfo, b.RawSubjectPublicKeyInfo)
+}

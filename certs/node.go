@@ -167,10 +167,11 @@ func (v *NodeVerifier) PeerNode(cs tls.ConnectionState) (string, error) {
 	return v.NodeName(chains)
 }
 
-// ConnNodeName names the node at the other end of conn, a *tls.Conn whose
-// handshake is complete (cluster.Config.PeerName).
+// ConnNodeName names the node at the other end of conn, a TLS connection
+// (a *tls.Conn, or one that wraps it) whose handshake is complete
+// (cluster.Config.PeerName).
 func (v *NodeVerifier) ConnNodeName(conn net.Conn) (string, error) {
-	tc, ok := conn.(*tls.Conn)
+	tc, ok := conn.(interface{ ConnectionState() tls.ConnectionState })
 	if !ok {
 		return "", fmt.Errorf("%w: %T is not a TLS connection", ErrNotANode, conn)
 	}
@@ -196,8 +197,10 @@ func (c *NodeCert) Get() *tls.Certificate { return c.p.Load() }
 // Set replaces the certificate for the handshakes that follow.
 func (c *NodeCert) Set(cert tls.Certificate) { c.p.Store(&cert) }
 
-// HoldsCert reports whether the PEM bundle pemBytes contains cert. It lets
-// start-up refuse a signer configured with the node CA.
+// HoldsCert reports whether the PEM bundle pemBytes contains cert, or a
+// certificate of cert's key (cert re-issued with another serial or
+// validity: still the same CA). It lets start-up refuse a signer
+// configured with a node CA.
 func HoldsCert(pemBytes []byte, cert *x509.Certificate) bool {
 	for {
 		var block *pem.Block
@@ -205,7 +208,7 @@ func HoldsCert(pemBytes []byte, cert *x509.Certificate) bool {
 		if block == nil {
 			return false
 		}
-		if c, err := x509.ParseCertificate(block.Bytes); err == nil && c.Equal(cert) {
+		if c, err := x509.ParseCertificate(block.Bytes); err == nil && SameKey(c, cert) {
 			return true
 		}
 	}

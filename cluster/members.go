@@ -154,13 +154,20 @@ func fillStats(m *Member, s nodeStats) {
 
 // Reconnect closes this node's pooled connections to its peers, raft's and
 // the internal RPC's, so that the next ones are made with the certificate
-// and the trust of the moment: after a node CA rotation step changed
-// either, no connection this node opens goes on under the old ones (a
-// peer's own connections are its to renew). Raft dials again at once;
-// nothing in flight is lost (raft retries, an RPC already sent finishes).
+// and the trust of the moment, and closes every connection, accepted or
+// dialled, whose peer the trust of the moment no longer accepts: after a
+// node CA rotation step, no connection goes on under a certificate of a
+// CA that left the trust. Raft dials again at once; nothing acknowledged
+// is lost (raft retries, an RPC cut off fails and is retried by its
+// caller).
 func (n *Node) Reconnect() {
 	if t, ok := n.trans.(interface{ CloseStreams() }); ok {
 		t.CloseStreams()
 	}
 	n.rpcPool.drain()
+	if n.recheck != nil {
+		if closed := n.recheck(); closed > 0 {
+			n.cfg.Logger.Info("closed connections whose peer is no longer trusted", "connections", closed)
+		}
+	}
 }

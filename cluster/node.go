@@ -116,6 +116,9 @@ type Node struct {
 	dialRPC func(context.Context, raft.ServerAddress) (net.Conn, error)
 	// rpcPool keeps idle internal RPC connections for reuse.
 	rpcPool rpcPool
+	// recheck closes the raft port's connections whose peer the trust of
+	// the moment no longer accepts (nil: an in-memory transport).
+	recheck func() int
 	// minFreeBytes overrides the free-space floor of CheckStorage (tests).
 	minFreeBytes uint64
 	// failpoints are the storage faults of a -tags failpoints build (nil
@@ -157,6 +160,8 @@ type deps struct {
 	// handler for incoming ones. Both nil: no internal RPC.
 	dialRPC     func(context.Context, raft.ServerAddress) (net.Conn, error)
 	registerRPC func(handler func(net.Conn))
+	// recheck closes the connections whose peer is no longer trusted.
+	recheck func() int
 	// tuneGossip, if set, adjusts the memberlist config (tests).
 	tuneGossip func(*memberlist.Config)
 	// raftConns is the pending-connection table of the raft listener,
@@ -229,6 +234,7 @@ func New(cfg *Config, f *fsm.FSM) (*Node, error) {
 		dialRPC:     stream.dialRPC,
 		registerRPC: func(h func(net.Conn)) { stream.rpc.Store(&h) },
 		raftConns:   stream.pending,
+		recheck:     stream.Recheck,
 	}
 	if c.BootstrapExpect == 1 {
 		d.bootstrap = []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(c.NodeName), Address: trans.LocalAddr()}}
@@ -316,6 +322,7 @@ func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
 
 		failpoints: d.failpoints,
 		raftConns:  d.raftConns,
+		recheck:    d.recheck,
 	}
 	// Non-blocking: raft never waits for us. A dropped observation is
 	// harmless because waiters re-read raft's state on every wake-up, and

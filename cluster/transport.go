@@ -45,6 +45,11 @@ type tlsStreamLayer struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 
+	// live are the connections past their handshake, accepted and dialled,
+	// raft's and the RPC's (*trackedConn), until closed: Recheck closes
+	// those whose peer the trust of the moment no longer accepts.
+	live sync.Map
+
 	// pending is the table of accepted connections being classified (TLS
 	// handshake and first byte), package connlimit: a new connection
 	// always gets a slot, a full table closes its oldest, one peer address
@@ -237,17 +242,18 @@ func (s *tlsStreamLayer) classify(raw *connlimit.Conn) {
 		return
 	}
 	raw.Established()
+	tc := s.track(conn)
 	if first[0] == rpcMarker {
 		h := s.rpc.Load()
 		if h == nil {
-			_ = conn.Close()
+			_ = tc.Close()
 			return
 		}
-		(*h)(conn)
+		(*h)(tc)
 		return
 	}
 	_ = conn.SetDeadline(time.Time{})
-	mc := &peekedConn{Conn: conn, first: first[0], has: true}
+	mc := &peekedConn{trackedConn: tc, first: first[0], has: true}
 	select {
 	case s.conns <- mc:
 	case <-s.closed:
@@ -276,9 +282,49 @@ func (s *tlsStreamLayer) rejectQuietly(err error) {
 	}
 }
 
+// trackedConn is a connection past its handshake, in the layer's live
+// set until it is closed.
+type trackedConn struct {
+	*tls.Conn
+	s *tlsStreamLayer
+}
+
+func (s *tlsStreamLayer) track(c *tls.Conn) *trackedConn {
+	tc := &trackedConn{Conn: c, s: s}
+	s.live.Store(tc, struct{}{})
+	return tc
+}
+
+func (c *trackedConn) Close() error {
+	c.s.live.Delete(c)
+	return c.Conn.Close()
+}
+
+// Recheck closes every live connection whose peer the node no longer
+// accepts (verify: the configuration's VerifyConnection, against the
+// trust of the moment), and says how many it closed. After a node CA
+// leaves the trust, a connection made with one of its certificates before
+// is served no more; raft and the RPC dial again with what is trusted now.
+func (s *tlsStreamLayer) Recheck() int {
+	verify := s.server.VerifyConnection
+	if verify == nil {
+		return 0
+	}
+	n := 0
+	s.live.Range(func(k, _ any) bool {
+		c := k.(*trackedConn)
+		if verify(c.ConnectionState()) != nil {
+			_ = c.Close()
+			n++
+		}
+		return true
+	})
+	return n
+}
+
 // peekedConn gives back the byte classify read.
 type peekedConn struct {
-	*tls.Conn
+	*trackedConn
 	first byte
 	has   bool
 }
@@ -289,7 +335,7 @@ func (c *peekedConn) Read(p []byte) (int, error) {
 		c.has = false
 		return 1, nil
 	}
-	return c.Conn.Read(p)
+	return c.trackedConn.Read(p)
 }
 
 // Accept returns the next raft connection: its handshake (and with it the
@@ -334,7 +380,7 @@ func (s *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 		}
 		return nil, fmt.Errorf("cluster: dial raft peer %s: %w", address, err)
 	}
-	return conn, nil
+	return s.track(conn), nil
 }
 
 // dialRPC opens an internal RPC connection to the node whose raft address
@@ -345,10 +391,11 @@ func (s *tlsStreamLayer) dialRPC(ctx context.Context, address raft.ServerAddress
 		nd.LocalAddr = la
 	}
 	d := &tls.Dialer{NetDialer: nd, Config: s.client}
-	c, err := d.DialContext(ctx, "tcp", string(address))
+	dc, err := d.DialContext(ctx, "tcp", string(address))
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", address, err)
 	}
+	c := s.track(dc.(*tls.Conn))
 	if dl, ok := ctx.Deadline(); ok {
 		_ = c.SetWriteDeadline(dl)
 	} else {

@@ -124,8 +124,13 @@ func TestE2ERotateNodeCA(t *testing.T) {
 		t.Fatalf("start:\n%s", out)
 	}
 	for _, n := range nodes {
-		if presented, accepted := raftProbe(t, n, newCA); presented != nil || !accepted {
-			t.Fatalf("after start %s presents a certificate of the new CA: %v, accepts one: %v", n.name, presented != nil, accepted)
+		// Every node trusts the new CA once it has applied start.
+		waitFor(t, 30*time.Second, n.name+" trusts the new CA", func() bool {
+			_, accepted := raftProbe(t, n, newCA)
+			return accepted
+		})
+		if presented, _ := raftProbe(t, n, newCA); presented != nil {
+			t.Fatalf("after start %s presents a certificate of the new CA", n.name)
 		}
 	}
 	waitFor(t, 30*time.Second, "every voter trusts the new CA", func() bool {

@@ -79,6 +79,10 @@ type Store struct {
 
 	mu      sync.Mutex // serialises syncs
 	applied uint64     // ModRevision of the record last applied
+	// floor is the revision of the record the node's copy (Path) is
+	// from: an older record is history a restarted node replays (from an
+	// older snapshot), never applied to the keyring.
+	floor uint64
 }
 
 // New returns a Store; Run keeps the keyring in step.
@@ -89,7 +93,13 @@ func New(cfg Config) *Store {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Store{cfg: cfg, kick: make(chan struct{}, 1)}
+	s := &Store{cfg: cfg, kick: make(chan struct{}, 1)}
+	if cfg.Path != "" {
+		if l, ok, err := LoadLocal(cfg.Path); err == nil && ok {
+			s.floor = l.Revision
+		}
+	}
+	return s
 }
 
 // record is the stored keyring, newest key first.
@@ -251,7 +261,7 @@ func (s *Store) sync() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec, kv, err := s.read()
-	if err != nil || rec == nil || kv.ModRevision == s.applied {
+	if err != nil || rec == nil || kv.ModRevision == s.applied || kv.ModRevision < s.floor {
 		return err
 	}
 	primary, trusted := rec.keys()
@@ -262,19 +272,21 @@ func (s *Store) sync() error {
 		return err
 	}
 	if s.cfg.Path != "" {
-		if err := saveLocal(s.cfg.Path, Local{Primary: primary, Trusted: trusted}); err != nil {
+		if err := saveLocal(s.cfg.Path, Local{Primary: primary, Trusted: trusted, Revision: kv.ModRevision}); err != nil {
 			return err
 		}
 	}
-	s.applied = kv.ModRevision
+	s.applied, s.floor = kv.ModRevision, kv.ModRevision
 	s.cfg.Logger.Info("gossip keyring applied", "active", keyID(primary), "trusted", len(trusted))
 	return nil
 }
 
-// Local is a node's copy of the keyring it last applied.
+// Local is a node's copy of the keyring it last applied, and the revision
+// of the record it is from.
 type Local struct {
-	Primary []byte   `json:"primary"`
-	Trusted [][]byte `json:"trusted"`
+	Primary  []byte   `json:"primary"`
+	Trusted  [][]byte `json:"trusted"`
+	Revision uint64   `json:"revision,omitempty"`
 }
 
 // LoadLocal reads a node's copy of its keyring; false when it has none.

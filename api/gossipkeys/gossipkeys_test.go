@@ -154,3 +154,26 @@ func TestGossipKeyringUnreadable(t *testing.T) {
 		t.Fatalf("Status = %v", err)
 	}
 }
+
+// A node restarted from a snapshot older than the record its copy of the
+// keyring is from never applies that history's keyring: its peers may
+// have dropped those keys (docs/REDTEAM-node-ca.md NCA-1, the same case).
+func TestGossipKeyringHistoryAfterARestart(t *testing.T) {
+	e := newEnv(t)
+	if err := saveLocal(e.s.cfg.Path, Local{Primary: key(9), Trusted: [][]byte{key(9)}, Revision: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	restarted := New(e.s.cfg)
+	if err := restarted.Seed(context.Background(), key(1)); err != nil { // an old record
+		t.Fatal(err)
+	}
+	if err := restarted.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if e.kr.primary != nil {
+		t.Fatal("a record older than the node's copy was applied to its keyring")
+	}
+	if l, _, _ := LoadLocal(e.s.cfg.Path); !bytes.Equal(l.Primary, key(9)) || l.Revision != 1000 {
+		t.Fatalf("the node's copy was overwritten with history: %+v", l)
+	}
+}

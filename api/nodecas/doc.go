@@ -16,13 +16,17 @@
 //     before any node presents one (promote waits for every voter). While
 //     a node replays its log it only adds CAs, never drops one, so that a
 //     restarted node does not refuse its peers' current certificates for
-//     a moment of history.
+//     a moment of history; and a record older than the one its trust file
+//     is from (a restart from an older snapshot) changes nothing at all.
 //   - Each node, once caught up, holds a certificate issued by the active
 //     CA (Run): it issues itself a new one with the active CA's key after
 //     promote or abort, writes it to its data directory, and presents it
 //     from the next handshake on (certs.NodeCert); connections already
-//     made keep going. It reports the CA its certificate is issued by to
-//     its peers (Fact, in the stats RPC), and finish waits until every
+//     made with another certificate are closed (cluster.Node.Reconnect,
+//     which also closes every connection, accepted or dialled, whose peer
+//     the trust of the moment refuses). It reports the CA its certificate
+//     is issued by to its peers (Fact, in the stats RPC), and finish waits
+//     until every
 //     voter presents the active CA's certificate, then drops the others:
 //     a certificate only they issued stops working on every node at once.
 //   - Each node keeps the CAs it trusts in its data directory (TrustFile,

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -65,8 +66,14 @@ type Config struct {
 	// Request is what the node's certificate must hold (its name, hosts).
 	Request certs.Request
 	// CertFile and KeyFile keep the node's certificate; TrustFile the CAs
-	// it trusts (certificates only).
+	// it trusts (certificates only) and the record's revision they are
+	// from.
 	CertFile, KeyFile, TrustFile string
+	// TrustRevision is the revision of the record TrustFile held when the
+	// node started (LoadTrust). A record older than it is history the
+	// node is replaying (a restart from an older snapshot): the node only
+	// adds its CAs, saves nothing and issues itself nothing from it.
+	TrustRevision uint64
 	// OnTrust runs after the trusted CAs changed (the API's client CAs).
 	OnTrust func()
 	// Reconnect closes the node's pooled connections to its peers, after
@@ -98,6 +105,9 @@ type Store struct {
 
 	mu      sync.Mutex // serialises syncs
 	applied uint64     // ModRevision of the record last trusted when caught up
+	// floor is the newest record revision the node has trusted (from
+	// TrustFile at start, then from every record applied when current).
+	floor uint64
 }
 
 // New returns a Store; Run keeps the certificate in step.
@@ -108,7 +118,7 @@ func New(cfg Config) *Store {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Store{cfg: cfg, kick: make(chan struct{}, 1)}
+	return &Store{cfg: cfg, kick: make(chan struct{}, 1), floor: cfg.TrustRevision}
 }
 
 // record is the stored set of node CAs, newest first; each key is the
@@ -258,6 +268,13 @@ func (s *Store) syncTrust() error {
 	if err != nil || rec == nil {
 		return err
 	}
+	if kv.ModRevision < s.floor {
+		// A record older than one the node has trusted already: history
+		// it replays after a restart from an older snapshot, which
+		// CheckCaughtUp cannot tell before the node hears from a leader.
+		// The trust stays as the newer record left it.
+		return nil
+	}
 	roots := rec.roots(cas)
 	caughtUp := s.caughtUp()
 	if !caughtUp {
@@ -277,11 +294,11 @@ func (s *Store) syncTrust() error {
 	}
 	if caughtUp && kv.ModRevision != s.applied {
 		if s.cfg.TrustFile != "" {
-			if err := SaveTrust(s.cfg.TrustFile, roots); err != nil {
+			if err := SaveTrust(s.cfg.TrustFile, roots, kv.ModRevision); err != nil {
 				return err
 			}
 		}
-		s.applied = kv.ModRevision
+		s.applied, s.floor = kv.ModRevision, kv.ModRevision
 	}
 	return nil
 }
@@ -329,9 +346,15 @@ func (s *Store) Run(ctx context.Context) {
 // one it presents is not (or is near its end): written to its data
 // directory, then presented from the next handshake on.
 func (s *Store) ensureCert() error {
-	rec, cas, _, err := s.read()
+	rec, cas, kv, err := s.read()
 	if err != nil || rec == nil {
 		return err
+	}
+	s.mu.Lock()
+	history := kv.ModRevision < s.floor
+	s.mu.Unlock()
+	if history {
+		return nil
 	}
 	active := cas[rotation.First(rec.entries(), rotation.Active).ID]
 	if cur := s.cfg.Cert.Get(); cur != nil && cur.Leaf != nil && active.Covers(cur.Leaf, s.cfg.Request) {
@@ -392,17 +415,22 @@ func (s *Store) PhaseCounts() (map[rotation.Phase]int, error) {
 	return out, nil
 }
 
-// LoadTrust reads the CAs a node trusted last (TrustFile); nil when it has
-// no such file.
-func LoadTrust(path string) ([]*x509.Certificate, error) {
+// revisionHeader is the PEM header of TrustFile's blocks that carries the
+// revision of the record the CAs are from.
+const revisionHeader = "Record-Revision"
+
+// LoadTrust reads the CAs a node trusted last (TrustFile) and the revision
+// of the record they are from; nil when it has no such file.
+func LoadTrust(path string) ([]*x509.Certificate, uint64, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var out []*x509.Certificate
+	var rev uint64
 	for {
 		var block *pem.Block
 		block, b = pem.Decode(b)
@@ -411,21 +439,25 @@ func LoadTrust(path string) ([]*x509.Certificate, error) {
 		}
 		c, err := x509.ParseCertificate(block.Bytes)
 		if err != nil || !c.IsCA {
-			return nil, fmt.Errorf("nodecas: %s is unreadable", path)
+			return nil, 0, fmt.Errorf("nodecas: %s is unreadable", path)
+		}
+		if r, err := strconv.ParseUint(block.Headers[revisionHeader], 10, 64); err == nil {
+			rev = max(rev, r)
 		}
 		out = append(out, c)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("nodecas: %s holds no CA", path)
+		return nil, 0, fmt.Errorf("nodecas: %s holds no CA", path)
 	}
-	return out, nil
+	return out, rev, nil
 }
 
-// SaveTrust writes roots to path atomically.
-func SaveTrust(path string, roots []*x509.Certificate) error {
+// SaveTrust writes roots, from the record at revision rev, to path
+// atomically.
+func SaveTrust(path string, roots []*x509.Certificate, rev uint64) error {
 	var b []byte
 	for _, r := range roots {
-		b = append(b, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.Raw})...)
+		b = append(b, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Headers: map[string]string{revisionHeader: strconv.FormatUint(rev, 10)}, Bytes: r.Raw})...)
 	}
 	return certs.WriteFileAtomic(path, b, 0o644)
 }

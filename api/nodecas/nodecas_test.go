@@ -2,8 +2,11 @@ package nodecas
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
+	"math/big"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -99,7 +102,7 @@ func (e *env) trusts(ids ...string) {
 	if !slices.Equal(got, ids) {
 		e.t.Fatalf("the node trusts %v, want %v", got, ids)
 	}
-	file, err := LoadTrust(filepath.Join(e.dir, "trust.pem"))
+	file, _, err := LoadTrust(filepath.Join(e.dir, "trust.pem"))
 	if err != nil || len(file) != len(ids) {
 		e.t.Fatalf("the trust file holds %d CAs (%v), want %d", len(file), err, len(ids))
 	}
@@ -138,7 +141,7 @@ func TestNodeCARotation(t *testing.T) {
 	if e.presents() != next {
 		t.Fatalf("after promote the node presents %q, want %s", e.presents(), next)
 	}
-	onDisk, err := LoadTrust(filepath.Join(e.dir, "node.crt")) // a leaf is no CA
+	onDisk, _, err := LoadTrust(filepath.Join(e.dir, "node.crt")) // a leaf is no CA
 	if err == nil || onDisk != nil {
 		t.Fatal("LoadTrust took a leaf certificate for a CA")
 	}
@@ -204,12 +207,21 @@ func TestNodeCAStartRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The cluster CA re-issued: another serial, the same key.
+	tmpl := *cluster.Cert
+	tmpl.SerialNumber = big.NewInt(42)
+	der, err := x509.CreateCertificate(rand.Reader, &tmpl, &tmpl, cluster.Key.Public(), cluster.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reissued := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), bundle[len(cluster.CertPEM):]...)
 	for _, tc := range []struct {
 		name string
 		key  []byte
 		want string
 	}{
 		{"the cluster CA", bundle, "is the cluster CA or a signer's CA"},
+		{"the cluster CA re-issued", reissued, "is the cluster CA or a signer's CA"},
 		{"a leaf certificate", append(leafPEM, leafKey...), "not a CA certificate"},
 		{"a certificate without its key", cluster.CertPEM, "needs a certificate and its private key"},
 		{"garbage", []byte("-----BEGIN CERTIFICATE-----\nsecret\n-----END CERTIFICATE-----\n"), "needs a certificate"},
@@ -249,5 +261,54 @@ func TestNodeCAWaitsForEveryBuild(t *testing.T) {
 		unable = nil
 		e.mustStep(step, rotation.Options{})
 		unable = []string{"n3"}
+	}
+}
+
+// A node restarted from a snapshot older than the record it last trusted
+// (its trust file says which) replays that history without changing its
+// trust, saving it, or issuing itself a certificate of a retired CA, even
+// while it believes it is caught up (docs/REDTEAM-node-ca.md NCA-1).
+func TestNodeCAHistoryAfterARestart(t *testing.T) {
+	e := newEnv(t)
+	e.sync()
+	old := certs.CertID(e.seed.Cert)
+	start := e.mustStep(rotation.StepStart, rotation.Options{}) // the record an old snapshot holds
+	next := start.Keys[0].ID
+	e.mustStep(rotation.StepPromote, rotation.Options{})
+	e.presenting = map[string]string{"n1": next, "n2": next}
+	e.sync()
+	e.mustStep(rotation.StepFinish, rotation.Options{})
+	e.trusts(next)
+	_, rev, err := LoadTrust(filepath.Join(e.dir, "trust.pem"))
+	if err != nil || rev == 0 {
+		t.Fatalf("the trust file holds revision %d (%v)", rev, err)
+	}
+
+	// The restarted node: the state it replays is the start's record
+	// again, it trusts what its trust file says, and holds its new-CA
+	// certificate.
+	replay := memlog.New()
+	r := New(Config{
+		Backend: replay, AtRest: storage.AtRest{}, Verifier: e.v, Cert: e.cert, Request: certs.NodeRequest("n1", "10.0.0.1"),
+		CertFile: filepath.Join(e.dir, "node.crt"), KeyFile: filepath.Join(e.dir, "node.key"), TrustFile: filepath.Join(e.dir, "trust.pem"),
+		TrustRevision: rev, CaughtUp: func() bool { return true },
+	})
+	if err := r.Seed(context.Background(), e.seed); err != nil { // an old record: the seed CA alone
+		t.Fatal(err)
+	}
+	if err := r.syncTrust(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ensureCert(); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.v.Roots(); len(got) != 1 || certs.CertID(got[0]) != next { // nothing dropped, nothing added back
+		t.Fatalf("the restarted node trusts %d CAs, want %s alone, not %s again", len(got), next, old)
+	}
+	if got := e.presents(); got != next {
+		t.Fatalf("the restarted node presents %q, want still %s", got, next)
+	}
+	if file, _, _ := LoadTrust(filepath.Join(e.dir, "trust.pem")); len(file) != 1 || certs.CertID(file[0]) != next {
+		t.Fatal("the history's record was saved as the node's trust")
 	}
 }

@@ -113,7 +113,7 @@ func (r root) Start(ctx context.Context, o rotation.Options) (*rotation.Status, 
 	}
 	if r.s.cfg.Forbidden != nil {
 		for _, f := range r.s.cfg.Forbidden() {
-			if f.Equal(ca.Cert) {
+			if certs.SameKey(f, ca.Cert) {
 				return nil, fmt.Errorf("%w: that CA is the cluster CA or a signer's CA; a node CA is used for nothing else, or any certificate it signs for an API user would pass for a node", rotation.ErrNotReady)
 			}
 		}

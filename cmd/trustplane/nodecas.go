@@ -24,16 +24,16 @@ const nodeTrustFile = "node-trust.pem"
 // nodeCAsAtStart are the node CAs a node starts trusting: those it trusted
 // last, when it has them (the replicated set is the truth once seeded),
 // else the CA directory's node CA, which seeds the set.
-func nodeCAsAtStart(log *slog.Logger, nodeCA *certs.CA, caDir, dataDir string) ([]*x509.Certificate, error) {
-	roots, err := nodecas.LoadTrust(filepath.Join(dataDir, nodeTrustFile))
+func nodeCAsAtStart(log *slog.Logger, nodeCA *certs.CA, caDir, dataDir string) ([]*x509.Certificate, uint64, error) {
+	roots, rev, err := nodecas.LoadTrust(filepath.Join(dataDir, nodeTrustFile))
 	if err != nil || roots == nil {
-		return []*x509.Certificate{nodeCA.Cert}, err
+		return []*x509.Certificate{nodeCA.Cert}, 0, err
 	}
 	if !slices.ContainsFunc(roots, nodeCA.Cert.Equal) {
 		log.Warn("the CA directory's node CA is no longer trusted by the cluster; nodes that join with it cannot talk to the others: put the active node CA in it (trustplane rotate node-ca)",
-			"file", filepath.Join(caDir, certs.NodeCACertFile))
+			"file", filepath.Join(caDir, certs.NodeCACertFile), "trust-file", filepath.Join(dataDir, nodeTrustFile))
 	}
-	return roots, nil
+	return roots, rev, nil
 }
 
 // nodeCertAtStart is the certificate a node starts with: the one in its
@@ -102,13 +102,14 @@ func signerCACerts(s controllers.Signers) ([]*x509.Certificate, error) {
 
 // setupNodeCAs builds the replicated node CAs (api/nodecas): the node's
 // trust and certificate follow them live.
-func setupNodeCAs(w *wiring, nodes *certs.NodeVerifier, cert *certs.NodeCert, req certs.Request, onTrust func(), forbidden []*x509.Certificate) *nodecas.Store {
+func setupNodeCAs(w *wiring, nodes *certs.NodeVerifier, cert *certs.NodeCert, req certs.Request, trustRev uint64, onTrust func(), forbidden []*x509.Certificate) *nodecas.Store {
 	s := nodecas.New(nodecas.Config{
 		Backend: w.back, AtRest: w.reg.InternalAtRest(),
 		Verifier: nodes, Cert: cert, Request: req,
 		CertFile: filepath.Join(w.pki, "node.crt"), KeyFile: filepath.Join(w.pki, "node.key"),
-		TrustFile:  filepath.Join(w.opts.dataDir, nodeTrustFile),
+		TrustFile: filepath.Join(w.opts.dataDir, nodeTrustFile), TrustRevision: trustRev,
 		OnTrust:    onTrust,
+		Reconnect:  w.node.Reconnect,
 		Members:    membership{node: w.node}.appliedIndexes,
 		Presenting: membership{node: w.node}.facts(nodecas.Fact),
 		Forbidden:  func() []*x509.Certificate { return forbidden },

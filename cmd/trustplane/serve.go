@@ -280,7 +280,7 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	nodeRoots, err := nodeCAsAtStart(log, nodeCA, caDir, o.dataDir)
+	nodeRoots, nodeTrustRev, err := nodeCAsAtStart(log, nodeCA, caDir, o.dataDir)
 	if err != nil {
 		return err
 	}
@@ -390,7 +390,7 @@ func serve(args []string) error {
 	// a write); what they may then assert is decided by acfg.Nodes. The
 	// node CAs change live (api/nodecas), and the pool with them.
 	clientCAs := newLiveClientCAs(baseClientCAs, nodes)
-	nodeCAs := setupNodeCAs(wired, nodes, nodeCert, nodeReq, clientCAs.rebuild, append(signerCAs, ca.Cert))
+	nodeCAs := setupNodeCAs(wired, nodes, nodeCert, nodeReq, nodeTrustRev, clientCAs.rebuild, append(signerCAs, ca.Cert))
 	acfg := api.DefaultConfig()
 	acfg.Listen = o.listen
 	acfg.Logger = log.With("component", "api")
