@@ -418,3 +418,29 @@ func BenchmarkRewrite(b *testing.B) {
 		}
 	}
 }
+
+// kube's rotation of the file's keys (a new key first, the old second):
+// the leader reseals the internal records, which no client can rewrite,
+// and leaves the Secrets to the operator's rewrite, as kube does.
+func TestResealInternal(t *testing.T) {
+	e := newEnv(t, fileTransformers(t, [2]string{"key1", "a"}))
+	e.put(secretKey(0), "secret 0")
+	e.put(internalKey, "private")
+	rotated := newEnvOn(t, e.log, fileTransformers(t, [2]string{"key2", "b"}, [2]string{"key1", "a"}))
+	for i := 0; i < 2; i++ { // idempotent
+		if err := rotated.s.ResealInternal(context.Background(), e.log.FSM.Export, rotated.stor.AtRestOf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw := func(k fsm.Key) []byte { kv, _, _ := e.log.Get(k, 0); return kv.Value }
+	if !bytes.HasPrefix(raw(internalKey), []byte("k8s:enc:aescbc:v1:key2:")) {
+		t.Fatalf("the internal record is sealed with %.30q", raw(internalKey))
+	}
+	if !bytes.HasPrefix(raw(secretKey(0)), []byte("k8s:enc:aescbc:v1:key1:")) {
+		t.Fatalf("a Secret was rewritten: %.30q", raw(secretKey(0)))
+	}
+	only2 := newEnvOn(t, e.log, fileTransformers(t, [2]string{"key2", "b"}))
+	if got, _, err := only2.get(internalKey); err != nil || got != "private" {
+		t.Fatalf("the internal record with key1 gone: %q %v", got, err)
+	}
+}

@@ -200,3 +200,31 @@ func (s *Store) rewrite(ctx context.Context, at storage.AtRest, kv *fsm.KV) erro
 }
 
 func (s *Store) setProgress(p string) { s.progress.Store(&p) }
+
+// ResealInternal rewrites, with a compare-and-swap each, every sealed
+// internal record (the signing keys, the gossip keyring, the node CAs;
+// AtRestOf not Identity) that opens stale: sealed with a key of the file
+// that is no longer its first (kube's rotation of the file's keys), or
+// with a data key that is no longer active. No API client can rewrite
+// these records, as kube's procedure rewrites Secrets, so the leader does
+// it when it starts (a bootstrap task), before the operator drops the old
+// key from the file. The record of the data keys is the rewrite's own
+// (rewritePass). Idempotent.
+func (s *Store) ResealInternal(ctx context.Context, export func() *fsm.Export, atRestOf func(fsm.Key) storage.AtRest) error {
+	if s.cfg.File == nil {
+		return nil
+	}
+	var todo []*fsm.KV
+	export().Live(func(kv *fsm.KV) bool {
+		if kv.Key.Space == fsm.SpaceInternal && kv.Key != recordKey && SealedWith(kv.Value) != "" && !atRestOf(kv.Key).Identity() {
+			todo = append(todo, kv)
+		}
+		return true
+	})
+	for _, kv := range todo {
+		if err := s.rewrite(ctx, atRestOf(kv.Key), kv); err != nil {
+			return fmt.Errorf("encryptionkeys: resealing %s %q: %w", kv.Key.Resource, kv.Key.Name, err)
+		}
+	}
+	return nil
+}

@@ -511,7 +511,7 @@ func serve(args []string) error {
 			go gossipKeys.Run(ctx)
 		}
 		go runEncryptionKeys(ctx, encKeys, f, stor, node, o.atRest.rewriteRate)
-		tasks = append(tasks, seedNodeCAs(nodeCAs, nodeCA))
+		tasks = append(tasks, func(ctx context.Context) error { return encKeys.ResealInternal(ctx, f.Export, stor.AtRestOf) }, seedNodeCAs(nodeCAs, nodeCA))
 		go nodeCAs.Run(ctx)
 		served, err := bootstrap(ctx, log, node, f, tasks)
 		if err != nil {
