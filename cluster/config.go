@@ -157,8 +157,9 @@ type Config struct {
 	// a caller restricts peers to node identities. The config is cloned.
 	TLS *tls.Config
 	// PeerName names the node at the other end of an accepted internal RPC
-	// connection, from the certificate it proved (for a *tls.Conn, its
-	// verified chains). The RPC honours a removal only for the caller's
+	// connection, from the certificate it proved: conn is a TLS connection
+	// with a ConnectionState method (a *tls.Conn wrapped by the layer
+	// that tracks live connections). The RPC honours a removal only for the caller's
 	// own name, so it must come from the credential, never from the
 	// request. Nil means no removal is honoured over the RPC: Leave then
 	// works only on the leader itself.

@@ -108,7 +108,7 @@ func tlsConfig(cert tls.Certificate, trust *testCA) *tls.Config {
 // certPeerName is Config.PeerName for test certificates, whose common
 // name is the node name.
 func certPeerName(c net.Conn) (string, error) {
-	tc, ok := c.(*tls.Conn)
+	tc, ok := c.(interface{ ConnectionState() tls.ConnectionState })
 	if !ok {
 		return "", fmt.Errorf("%T is not a TLS connection", c)
 	}
