@@ -159,6 +159,14 @@ func TestE2ERotateEncryptionKey(t *testing.T) {
 	if !strings.Contains(out, "[file] removed") || !regexp.MustCompile(`(?m)^`+newKey+`\s+active`).MatchString(out) {
 		t.Fatalf("finish:\n%s", out)
 	}
+	// The leader's metrics: the rewrite has nothing left, one active key.
+	waitFor(t, 30*time.Second, "the rewrite's metrics on the leader", func() bool {
+		r := do(t, leaderOf(t, nodes).httpClient(), http.MethodGet, leaderOf(t, nodes).url()+"/metrics", nil, nil)
+		body := string(r.body)
+		return strings.Contains(body, "trustplane_encryption_rewrite_stale_values 0") &&
+			strings.Contains(body, `trustplane_trust_root_keys{phase="active",root="encryption-key"} 1`) &&
+			strings.Contains(body, `trustplane_trust_root_keys{phase="retiring",root="encryption-key"} 0`)
+	})
 	// Each step is an Event in kube-system, a refusal a Warning.
 	waitFor(t, 30*time.Second, "an Event per step", func() bool {
 		evs, err := nodes[0].clientset().EventsV1().Events("kube-system").List(ctx, metav1.ListOptions{})

@@ -107,8 +107,11 @@ type Store struct {
 	// covered caches, by resource, whether the file encrypts it.
 	covered sync.Map
 
-	// progress is the leader's rewrite as status reports it.
+	// progress is the leader's rewrite as status reports it, and stale
+	// the count of stale values its last pass found (-1: not the leader,
+	// or no pass yet).
 	progress atomic.Pointer[string]
+	stale    atomic.Int64
 	// warnOnce says once that the file stopped encrypting secrets.
 	warnOnce sync.Once
 	// lastCheck is when the leader's rewrite last looked for stale values
@@ -125,6 +128,7 @@ func New(cfg Config) *Store {
 		cfg.Logger = slog.Default()
 	}
 	s := &Store{cfg: cfg}
+	s.stale.Store(-1)
 	if cfg.File != nil {
 		s.kek = storage.AtRestWith(cfg.File.TransformerForResource(secrets))
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/time/rate"
 	"k8s.io/apiserver/pkg/server/options/encryptionconfig"
 	"k8s.io/apiserver/pkg/storage/value"
@@ -442,5 +443,34 @@ func TestResealInternal(t *testing.T) {
 	only2 := newEnvOn(t, e.log, fileTransformers(t, [2]string{"key2", "b"}))
 	if got, _, err := only2.get(internalKey); err != nil || got != "private" {
 		t.Fatalf("the internal record with key1 gone: %q %v", got, err)
+	}
+}
+
+// The leader's rewrite reports the stale values it found as a metric: the
+// count before the rewrite, 0 once it is done, nothing before any pass.
+func TestRewriteMetric(t *testing.T) {
+	e := newEnv(t, fileTransformers(t, [2]string{"key1", "a"}))
+	for i := 0; i < 3; i++ {
+		e.put(secretKey(i), fmt.Sprintf("secret %d", i))
+	}
+	if n := testutil.CollectAndCount(e.s.Collector()); n != 0 {
+		t.Fatalf("%d series before any pass", n)
+	}
+	e.mustStep(rotation.StepStart, rotation.Options{})
+	e.mustStep(rotation.StepPromote, rotation.Options{})
+	rc := RewriteConfig{Export: e.log.FSM.Export, AtRestOf: e.stor.AtRestOf, IsLeader: func() bool { return true }}
+	// A pass that may rewrite one value only.
+	if err := e.s.rewritePass(context.Background(), rc, rate.NewLimiter(0, 0)); err == nil {
+		t.Fatal("a pass with no rate to spend rewrote everything")
+	}
+	if got := testutil.ToFloat64(e.s.Collector()); got != 3 {
+		t.Fatalf("stale values %v, want 3", got)
+	}
+	e.rewriteAll()
+	if err := e.s.rewritePass(context.Background(), rc, rate.NewLimiter(rate.Inf, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(e.s.Collector()); got != 0 {
+		t.Fatalf("stale values %v after the rewrite, want 0", got)
 	}
 }

@@ -63,6 +63,7 @@ func (s *Store) Run(ctx context.Context, rc RewriteConfig) {
 		}
 		if !rc.IsLeader() {
 			s.progress.Store(nil)
+			s.stale.Store(-1)
 			continue
 		}
 		if err := s.rewritePass(ctx, rc, lim); err != nil && ctx.Err() == nil {
@@ -136,6 +137,7 @@ func (s *Store) rewritePass(ctx context.Context, rc RewriteConfig, lim *rate.Lim
 		}
 		return true
 	})
+	s.stale.Store(int64(remaining + unreadable))
 	if remaining == 0 && unreadable == 0 {
 		if rec.Rewritten != 0 || !sealable {
 			return nil
@@ -175,6 +177,7 @@ func (s *Store) rewritePass(ctx context.Context, rc RewriteConfig, lim *rate.Lim
 			return err
 		}
 		s.setProgress(fmt.Sprintf("rewriting: %d values left of %d at revision %d", remaining-rewritten, remaining, exp.Index()))
+		s.stale.Store(int64(remaining - rewritten + unreadable))
 	}
 	if firstErr != nil {
 		s.setProgress(fmt.Sprintf("rewriting: %d values cannot be opened (first: %v)", unreadable, firstErr))

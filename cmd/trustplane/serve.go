@@ -454,7 +454,7 @@ func serve(args []string) error {
 	for p, h := range rotation.Handlers(roots, rotEvents) {
 		acfg.Actions[p] = h
 	}
-	acfg.Collectors = append(nodeCollectors(node), rotation.Collector(counters))
+	acfg.Collectors = append(nodeCollectors(node), rotation.Collector(counters), encKeys.Collector())
 	auditLog, err := o.audit.open(log, acfg)
 	if err != nil {
 		return err
