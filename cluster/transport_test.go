@@ -2,8 +2,12 @@ package cluster
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"io"
 	"net"
+	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -280,5 +284,79 @@ func TestStreamLayerDialsFromItsBindIP(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the peer saw no connection")
 		}
+	}
+}
+
+// TestRecheckClosesConnectionsOfPeersNoLongerTrusted: with live trust
+// (VerifyConnection, no CA pool), Recheck closes every connection past its
+// handshake, accepted and dialled, whose peer the trust of the moment
+// refuses, and keeps the others.
+func TestRecheckClosesConnectionsOfPeersNoLongerTrusted(t *testing.T) {
+	ca := newTestCA(t, "cluster-ca")
+	var trusted atomic.Bool
+	trusted.Store(true)
+	live := func(name string) *tls.Config {
+		c := tlsConfig(ca.nodeCert(t, name), ca)
+		c.RootCAs, c.ClientCAs = nil, nil
+		c.VerifyConnection = func(cs tls.ConnectionState) error {
+			if !trusted.Load() {
+				return errors.New("no longer trusted")
+			}
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("no certificate")
+			}
+			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: ca.pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+			return err
+		}
+		return c
+	}
+	srv, err := newTLSStreamLayer("127.0.0.1:0", "", live("server"), testLogger(), handshakeLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cli, err := newTLSStreamLayer("127.0.0.1:0", "", live("client"), testLogger(), handshakeLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := srv.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	conn, err := cli.Dial(raft.ServerAddress(srv.Addr().String()), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("x")); err != nil { // the first byte classifies it as raft
+		t.Fatal(err)
+	}
+	var in net.Conn
+	select {
+	case in = <-accepted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing accepted")
+	}
+	if n := srv.Recheck() + cli.Recheck(); n != 0 {
+		t.Fatalf("Recheck closed %d trusted connections", n)
+	}
+	trusted.Store(false)
+	if n := srv.Recheck(); n != 1 {
+		t.Fatalf("the acceptor closed %d connections, want the one", n)
+	}
+	if n := cli.Recheck(); n != 1 {
+		t.Fatalf("the dialler closed %d connections, want the one", n)
+	}
+	_ = in.SetReadDeadline(time.Now().Add(5 * time.Second))
+	// The byte that classified it, then nothing: the connection is closed.
+	if _, err := io.ReadFull(in, make([]byte, 2)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a connection of a peer no longer trusted still reads: %v", err)
+	}
+	if n := srv.Recheck(); n != 0 {
+		t.Fatalf("a closed connection was still tracked (%d)", n)
 	}
 }
