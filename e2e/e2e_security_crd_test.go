@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -115,7 +116,18 @@ func TestE2ESecurityCustomResourceDefinitions(t *testing.T) {
 		}
 		return string(r.body)
 	}
-	rbacBefore, keysBefore, pid := rbacState(), jwks(), n.pid()
+	// The cluster-role aggregation controller updates the aggregated roles
+	// (admin, edit, view) at a moment of its own after start: the baseline
+	// is taken once RBAC has stayed the same for a second.
+	rbacBefore := rbacState()
+	waitFor(t, 30*time.Second, "RBAC settled", func() bool {
+		time.Sleep(time.Second)
+		cur := rbacState()
+		same := maps.Equal(cur, rbacBefore)
+		rbacBefore = cur
+		return same
+	})
+	keysBefore, pid := jwks(), n.pid()
 
 	write := manifests(t)
 	hostile := `  - name: v1
