@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/trustplane/trustplane/api/keyrecord"
 	"github.com/trustplane/trustplane/api/rotation"
 	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/cluster"
@@ -36,11 +37,9 @@ var (
 	ErrConflict = errors.New("gossipkeys: the gossip keyring changed meanwhile")
 )
 
-// Backend is what the store needs of the replicated state machine.
-type Backend interface {
-	Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error)
-	List(p fsm.Prefix, opts fsm.ListOptions) (fsm.ListResult, error)
-}
+// Backend is what the store needs of the replicated state machine: its
+// record's (keyrecord.Backend).
+type Backend = keyrecord.Backend
 
 // Keyring is this node's gossip keyring (cluster.Node.SetGossipKeys).
 type Keyring interface {
@@ -133,56 +132,37 @@ func (r *record) keys() (primary []byte, trusted [][]byte) {
 
 // read reads and opens the record; nil when there is none.
 func (s *Store) read() (*record, *fsm.KV, error) {
-	res, err := s.cfg.Backend.List(fsm.Prefix{Space: recordKey.Space, Resource: recordKey.Resource}, fsm.ListOptions{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("gossipkeys: reading the keyring: %w", err)
+	var rec record
+	kv, err := s.record().Read(&rec)
+	switch {
+	case err != nil && errors.Is(err, keyrecord.ErrUnreadable):
+		return nil, nil, fmt.Errorf("%w: %w", ErrBadRecord, err)
+	case err != nil || kv == nil:
+		return nil, nil, err
 	}
-	for _, kv := range res.KVs {
-		if kv.Key != recordKey {
-			continue
-		}
-		plain, _, err := s.cfg.AtRest.Open(kv)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %w", ErrBadRecord, err)
-		}
-		var rec record
-		if json.Unmarshal(plain, &rec) != nil || len(rec.Keys) == 0 {
+	if len(rec.Keys) == 0 {
+		return nil, nil, ErrBadRecord
+	}
+	for _, e := range rec.Keys {
+		if len(e.Key) != 32 || keyID(e.Key) != e.ID {
 			return nil, nil, ErrBadRecord
 		}
-		for _, e := range rec.Keys {
-			if len(e.Key) != 32 || keyID(e.Key) != e.ID {
-				return nil, nil, ErrBadRecord
-			}
-		}
-		return &rec, kv, nil
 	}
-	return nil, nil, nil
+	return &rec, kv, nil
 }
 
 // write stores rec with a compare-and-swap on prev (nil: must not exist).
 func (s *Store) write(ctx context.Context, prev *fsm.KV, rec *record) error {
-	plain, err := json.Marshal(rec)
-	if err != nil {
-		return err
+	err := s.record().Write(ctx, prev, rec)
+	if errors.Is(err, keyrecord.ErrConflict) {
+		return fmt.Errorf("%w (%v)", ErrConflict, err)
 	}
-	val, err := s.cfg.AtRest.Seal(recordKey, plain)
-	if err != nil {
-		return fmt.Errorf("gossipkeys: sealing the keyring: %w", err)
-	}
-	cmd := &fsm.Command{Op: fsm.OpPut, Key: recordKey, Value: val}
-	if prev == nil {
-		cmd.MustNotExist = true
-	} else {
-		cmd.ModRevision = prev.ModRevision
-	}
-	res, err := s.cfg.Backend.Propose(ctx, cmd)
-	if err != nil {
-		return fmt.Errorf("gossipkeys: writing the keyring: %w", err)
-	}
-	if res.Err != nil {
-		return fmt.Errorf("%w (%v)", ErrConflict, res.Err)
-	}
-	return nil
+	return err
+}
+
+// record is the stored record (keyrecord).
+func (s *Store) record() keyrecord.Record {
+	return keyrecord.Record{Backend: s.cfg.Backend, Key: recordKey, AtRest: s.cfg.AtRest}
 }
 
 // Seed writes the keyring with key, the key gossip runs with, as its

@@ -3,7 +3,6 @@ package nodecas
 import (
 	"context"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/trustplane/trustplane/api/keyrecord"
 	"github.com/trustplane/trustplane/api/rotation"
 	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/certs"
@@ -47,11 +47,9 @@ var (
 	ErrConflict = errors.New("nodecas: the node CAs changed meanwhile")
 )
 
-// Backend is what the store needs of the replicated state machine.
-type Backend interface {
-	Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error)
-	List(p fsm.Prefix, opts fsm.ListOptions) (fsm.ListResult, error)
-}
+// Backend is what the store needs of the replicated state machine: its
+// record's (keyrecord.Backend).
+type Backend = keyrecord.Backend
 
 // Config configures a Store.
 type Config struct {
@@ -157,55 +155,36 @@ func (r *record) roots(cas map[string]*certs.CA) []*x509.Certificate {
 
 // read reads and opens the record; nil when there is none.
 func (s *Store) read() (*record, map[string]*certs.CA, *fsm.KV, error) {
-	res, err := s.cfg.Backend.List(fsm.Prefix{Space: recordKey.Space, Resource: recordKey.Resource}, fsm.ListOptions{})
+	var rec record
+	kv, err := s.record().Read(&rec)
+	switch {
+	case err != nil && errors.Is(err, keyrecord.ErrUnreadable):
+		return nil, nil, nil, fmt.Errorf("%w: %w", ErrBadRecord, err)
+	case err != nil || kv == nil:
+		return nil, nil, nil, err
+	}
+	if len(rec.Keys) == 0 || rotation.First(rec.entries(), rotation.Active) == nil {
+		return nil, nil, nil, ErrBadRecord
+	}
+	cas, err := rec.cas()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("nodecas: reading the node CAs: %w", err)
+		return nil, nil, nil, err
 	}
-	for _, kv := range res.KVs {
-		if kv.Key != recordKey {
-			continue
-		}
-		plain, _, err := s.cfg.AtRest.Open(kv)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("%w: %w", ErrBadRecord, err)
-		}
-		var rec record
-		if json.Unmarshal(plain, &rec) != nil || len(rec.Keys) == 0 || rotation.First(rec.entries(), rotation.Active) == nil {
-			return nil, nil, nil, ErrBadRecord
-		}
-		cas, err := rec.cas()
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		return &rec, cas, kv, nil
-	}
-	return nil, nil, nil, nil
+	return &rec, cas, kv, nil
 }
 
 // write stores rec with a compare-and-swap on prev (nil: must not exist).
 func (s *Store) write(ctx context.Context, prev *fsm.KV, rec *record) error {
-	plain, err := json.Marshal(rec)
-	if err != nil {
-		return err
+	err := s.record().Write(ctx, prev, rec)
+	if errors.Is(err, keyrecord.ErrConflict) {
+		return fmt.Errorf("%w (%v)", ErrConflict, err)
 	}
-	val, err := s.cfg.AtRest.Seal(recordKey, plain)
-	if err != nil {
-		return fmt.Errorf("nodecas: sealing the node CAs: %w", err)
-	}
-	cmd := &fsm.Command{Op: fsm.OpPut, Key: recordKey, Value: val}
-	if prev == nil {
-		cmd.MustNotExist = true
-	} else {
-		cmd.ModRevision = prev.ModRevision
-	}
-	res, err := s.cfg.Backend.Propose(ctx, cmd)
-	if err != nil {
-		return fmt.Errorf("nodecas: writing the node CAs: %w", err)
-	}
-	if res.Err != nil {
-		return fmt.Errorf("%w (%v)", ErrConflict, res.Err)
-	}
-	return nil
+	return err
+}
+
+// record is the stored record (keyrecord).
+func (s *Store) record() keyrecord.Record {
+	return keyrecord.Record{Backend: s.cfg.Backend, Key: recordKey, AtRest: s.cfg.AtRest}
 }
 
 // Seed writes the record with ca, the CA directory's node CA, as its
