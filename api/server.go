@@ -392,7 +392,7 @@ func (s *Server) withTLSAuthentication(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if req.TLS != nil && len(req.TLS.VerifiedChains) > 0 && len(req.TLS.VerifiedChains[0]) > 0 {
+		if req.TLS != nil && len(req.TLS.VerifiedChains) > 0 && len(req.TLS.VerifiedChains[0]) > 0 && s.stillTrusted(req.TLS.VerifiedChains) {
 			leaf := req.TLS.VerifiedChains[0][0]
 			groups := append(append([]string{}, leaf.Subject.Organization...), user.AllAuthenticated)
 			u := &user.DefaultInfo{Name: leaf.Subject.CommonName, Groups: groups}
@@ -406,6 +406,25 @@ func (s *Server) withTLSAuthentication(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, req)
 	})
+}
+
+// stillTrusted reports whether a chain the handshake verified still ends
+// at a client CA of the moment (Config.ClientCAs): a connection made
+// before a CA left the pool (a rotation's finish) must not keep the
+// identity that CA gave it. The anchor is looked up in the pool, which
+// costs a hash, not a signature.
+func (s *Server) stillTrusted(chains [][]*x509.Certificate) bool {
+	if s.cfg.ClientCAs == nil {
+		return true
+	}
+	pool := s.cfg.ClientCAs()
+	for _, ch := range chains {
+		anchor := ch[len(ch)-1]
+		if _, err := anchor.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}, CurrentTime: anchor.NotBefore.Add(time.Second)}); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // withTokenAuthentication identifies a caller withTLSAuthentication did

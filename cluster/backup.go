@@ -189,22 +189,26 @@ func seed(dir string, cfg SeedConfig, exp *fsm.Export) error {
 
 // isMembershipRecord says whether k is a removal marker (removed.go), a
 // data-directory record (datadir.go), the gossip keyring (api/gossipkeys'
-// record, GossipKeysResource) or the node CAs (api/nodecas' record,
-// NodeCAsResource): all describe the source cluster's members, and a
-// cluster seeded from the backup has its own (its nodes' CA directory
-// seeds its keyring and its node CAs).
+// record, GossipKeysResource) or the node and cluster CAs (api/caroots'
+// records, NodeCAsResource and ClusterCAsResource): all describe the
+// source cluster's members, and a cluster seeded from the backup has its
+// own (its nodes' CA directory seeds its keyring and its CAs).
 func isMembershipRecord(k fsm.Key) bool {
 	return k.Space == fsm.SpaceInternal &&
-		(k.Resource == removedPrefix.Resource || k.Resource == dataDirPrefix.Resource || k.Resource == GossipKeysResource || k.Resource == NodeCAsResource)
+		(k.Resource == removedPrefix.Resource || k.Resource == dataDirPrefix.Resource || k.Resource == GossipKeysResource || k.Resource == NodeCAsResource || k.Resource == ClusterCAsResource)
 }
 
 // GossipKeysResource is the internal resource api/gossipkeys keeps the
 // gossip keyring under; a restore leaves it out (isMembershipRecord).
 const GossipKeysResource = "gossipkeys"
 
-// NodeCAsResource is the internal resource api/nodecas keeps the node CAs
-// under; a restore leaves it out (isMembershipRecord).
-const NodeCAsResource = "nodecas"
+// NodeCAsResource and ClusterCAsResource are the internal resources
+// api/caroots keeps the node CAs and the cluster CAs under; a restore
+// leaves them out (isMembershipRecord).
+const (
+	NodeCAsResource    = "nodecas"
+	ClusterCAsResource = "clustercas"
+)
 
 // privatise makes dir's tree 0700/0600: raft's snapshot store asks for
 // 0755 and 0644, and a snapshot holds every Secret.

@@ -36,7 +36,8 @@ func TestSeedDataDir(t *testing.T) {
 	}
 	gossipKeys := fsm.Key{Space: fsm.SpaceInternal, Resource: GossipKeysResource, Name: "keyring"}
 	nodeCAs := fsm.Key{Space: fsm.SpaceInternal, Resource: NodeCAsResource, Name: "set"}
-	for _, k := range []fsm.Key{gossipKeys, nodeCAs} {
+	clusterCAs := fsm.Key{Space: fsm.SpaceInternal, Resource: ClusterCAsResource, Name: "set"}
+	for _, k := range []fsm.Key{gossipKeys, nodeCAs, clusterCAs} {
 		if res, err := src.Propose(ctx, &fsm.Command{Op: fsm.OpPut, Key: k, Value: []byte("sealed")}); err != nil || res.Err != nil {
 			t.Fatalf("Propose: %v %v", err, res)
 		}
@@ -104,6 +105,9 @@ func TestSeedDataDir(t *testing.T) {
 	}
 	if kv, _, _ := f.Get(nodeCAs, 0); kv != nil {
 		t.Fatal("the restored state holds the source's node CAs")
+	}
+	if kv, _, _ := f.Get(clusterCAs, 0); kv != nil {
+		t.Fatal("the restored state holds the source's cluster CAs")
 	}
 	if kv, _, _ := f.Get(gossipKeys, 0); kv != nil {
 		t.Fatal("the source's gossip keyring was carried to the new cluster, whose gossip.key seeds its own")

@@ -16,7 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/trustplane/trustplane/api/nodecas"
+	"github.com/trustplane/trustplane/api/caroots"
 	"github.com/trustplane/trustplane/certs"
 )
 
@@ -25,7 +25,7 @@ import (
 // rotation is restarted after finish. raft restores that snapshot (the
 // record: the old CA active alone) and, until a leader tells it the commit
 // index, CommitIndex is 0, so cluster.Node.CheckCaughtUp says "caught up".
-// nodecas.Store.Run then trusts exactly the snapshot's CAs (drops the new
+// caroots.Store.Run then trusts exactly the snapshot's CAs (drops the new
 // one, rewrites node-trust.pem with the old CA alone) and reissues its
 // certificate from the retired CA: the node refuses the leader's
 // certificate and presents one every peer refuses. It never rejoins, and
@@ -90,7 +90,7 @@ func TestRedteamE2ENodeCARestartFromOldSnapshot(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	trust, _, _ := nodecas.LoadTrust(filepath.Join(f.dir, "node-trust.pem"))
+	trust, _, _ := caroots.LoadTrust(filepath.Join(f.dir, "node-trust.pem"))
 	var ids []string
 	for _, c := range trust {
 		ids = append(ids, certs.CertID(c))

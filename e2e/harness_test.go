@@ -323,10 +323,12 @@ func (n *node) fullLog() string {
 	return string(b)
 }
 
-// caPool reads the cluster CA the node generated.
+// caPool reads the cluster CAs the node trusts: those of its admin
+// kubeconfig once it has written one (the node rewrites it as the cluster
+// CA rotates), else its CA directory's.
 func (n *node) caPool() *x509.CertPool {
-	if n.external != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", n.external)
+	if _, err := os.Stat(n.kubeconfigPath()); err == nil {
+		cfg, err := clientcmd.BuildConfigFromFlags("", n.kubeconfigPath())
 		if err != nil {
 			return nil
 		}

@@ -3,8 +3,10 @@ package authz
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"golang.org/x/sync/errgroup"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -103,6 +105,8 @@ func bootstrapPolicy() []policyObject {
 		b.Labels, b.Annotations = bootstrappolicy.Label, bootstrappolicy.Annotation
 		bindings = append(bindings, b)
 	}
+
+	clusterRoles, bindings = withTrustBundlePublisher(clusterRoles, bindings)
 
 	for i := range clusterRoles {
 		out = append(out, policyObject{gvr: registry.ClusterRolesGVR, obj: &clusterRoles[i]})
@@ -322,4 +326,45 @@ func (m roleBindingModifier) Create(in reconciliation.RoleBinding) (reconciliati
 func (m roleBindingModifier) Update(in reconciliation.RoleBinding) (reconciliation.RoleBinding, error) {
 	out := &rbacv1.RoleBinding{}
 	return reconciliation.RoleBindingAdapter{RoleBinding: out}, m.s.update(in.GetNamespace(), in.GetObject(), out)
+}
+
+// trustBundlePublisherRole is kube's role for its kube-apiserver-serving
+// ClusterTrustBundle publisher (bootstrappolicy, with the
+// ClusterTrustBundle feature on).
+const trustBundlePublisherRole = "system:controller:kube-apiserver-serving-clustertrustbundle-publisher"
+
+// trustBundleSigners are the signers whose ClusterTrustBundles the
+// publisher keeps (api/controllers trustBundleControllers): kube's
+// kube-apiserver-serving and, beyond kube, every built-in CSR signer, so
+// that clients find each signer's CAs while they rotate.
+var trustBundleSigners = []string{
+	"kubernetes.io/kube-apiserver-serving",
+	certificatesv1.KubeAPIServerClientSignerName,
+	certificatesv1.KubeAPIServerClientKubeletSignerName,
+	certificatesv1.KubeletServingSignerName,
+}
+
+// withTrustBundlePublisher adds kube's publisher role and binding when
+// the feature gate left them out, and lets the role attest every signer
+// of trustBundleSigners.
+func withTrustBundlePublisher(roles []rbacv1.ClusterRole, bindings []rbacv1.ClusterRoleBinding) ([]rbacv1.ClusterRole, []rbacv1.ClusterRoleBinding) {
+	attest := rbacv1helpers.NewRule("attest").Groups("certificates.k8s.io").Resources("signers").Names(trustBundleSigners...).RuleOrDie()
+	i := slices.IndexFunc(roles, func(r rbacv1.ClusterRole) bool { return r.Name == trustBundlePublisherRole })
+	if i < 0 {
+		roles = append(roles, rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: trustBundlePublisherRole, Labels: bootstrappolicy.Label, Annotations: bootstrappolicy.Annotation},
+			Rules: []rbacv1.PolicyRule{
+				rbacv1helpers.NewRule("create", "update", "delete", "list", "watch").Groups("certificates.k8s.io").Resources("clustertrustbundles").RuleOrDie(),
+				rbacv1helpers.NewRule("create", "update", "patch").Groups("", "events.k8s.io").Resources("events").RuleOrDie(),
+			},
+		})
+		i = len(roles) - 1
+	}
+	roles[i].Rules = append(roles[i].Rules, attest)
+	if !slices.ContainsFunc(bindings, func(b rbacv1.ClusterRoleBinding) bool { return b.Name == trustBundlePublisherRole }) {
+		b := rbacv1helpers.NewClusterBinding(trustBundlePublisherRole).SAs("kube-system", "kube-apiserver-serving-clustertrustbundle-publisher").BindingOrDie()
+		b.Labels, b.Annotations = bootstrappolicy.Label, bootstrappolicy.Annotation
+		bindings = append(bindings, b)
+	}
+	return roles, bindings
 }

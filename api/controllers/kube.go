@@ -59,6 +59,9 @@ const (
 	// NamespaceController empties a terminating namespace and then removes
 	// its kubernetes finalizer.
 	NamespaceController = "namespace-controller"
+	// TrustBundlePublisher publishes the signers' ClusterTrustBundles, as
+	// kube-controller-manager's kube-apiserver-serving publisher does.
+	TrustBundlePublisher = "kube-apiserver-serving-clustertrustbundle-publisher"
 )
 
 // KubeControllerManagerUser is the root identity of kube-controller-manager:
@@ -95,10 +98,13 @@ type Issuer interface {
 type KubeConfig struct {
 	// Host is the URL of this node's own API (https://host:port).
 	Host string
-	// CAPEM is the cluster CA in PEM form: the root the clients trust for
-	// the API's serving certificate, the ca.crt the root CA publisher puts
-	// in every namespace, and the ca.crt of token Secrets.
-	CAPEM []byte
+	// CAPEM returns the cluster CAs in PEM form: the roots the clients
+	// trust for the API's serving certificate, the ca.crt the root CA
+	// publisher puts in every namespace, and the ca.crt of token Secrets.
+	// Each term reads it once, at its start; while the cluster CA rotates
+	// it holds every CA the cluster trusts, and a step restarts the term
+	// (Manager.Restart).
+	CAPEM func() []byte
 	// Issuer makes the controllers' client certificates.
 	Issuer Issuer
 	// TokenGenerator signs the non-expiring tokens the tokens controller
@@ -109,6 +115,12 @@ type KubeConfig struct {
 	// Signers are the built-in CSR signers' CAs; a signer without files is
 	// not run. kube-controller-manager's --cluster-signing-*-file flags.
 	Signers Signers
+	// TrustBundles returns, at the start of each term, the CA bundle (PEM)
+	// each signer's ClusterTrustBundle publishes, by signer name; nil
+	// publishes none. They are published only while the API serves
+	// ClusterTrustBundles (v1beta1, else v1alpha1), as
+	// kube-controller-manager publishes kube-apiserver-serving's.
+	TrustBundles func() map[string][]byte
 	// SigningDuration caps the lifetime of a signed certificate; a CSR's
 	// spec.expirationSeconds may only shorten it
 	// (--cluster-signing-duration, one year by default).
@@ -161,7 +173,7 @@ func ValidateKubeConfig(c *KubeConfig) error {
 		return fmt.Errorf("%w: no config", ErrInvalidConfig)
 	case c.Host == "":
 		return fmt.Errorf("%w: no API Host", ErrInvalidConfig)
-	case !x509.NewCertPool().AppendCertsFromPEM(c.CAPEM):
+	case c.CAPEM == nil || !x509.NewCertPool().AppendCertsFromPEM(c.CAPEM()):
 		return fmt.Errorf("%w: CAPEM holds no certificate", ErrInvalidConfig)
 	case c.Issuer == nil:
 		return fmt.Errorf("%w: no Issuer", ErrInvalidConfig)
@@ -198,6 +210,7 @@ func (k *Kube) TokensEnabled() bool { return k.cfg.TokenGenerator != nil }
 // the term opened, so none outlives it.
 type clients struct {
 	k          *Kube
+	caPEM      []byte // the term's CAPEM
 	transports []*http.Transport
 	conns      conns
 }
@@ -231,7 +244,7 @@ func (c *clients) configFor(id Identity, name string) (*rest.Config, error) {
 		return nil, fmt.Errorf("client certificate for %s: %w", id.User, err)
 	}
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(k.cfg.CAPEM)
+	pool.AppendCertsFromPEM(c.caPEM)
 	tr := utilnet.SetTransportDefaults(&http.Transport{
 		TLSClientConfig:     &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout: 10 * time.Second,
@@ -322,7 +335,7 @@ func (k *Kube) Run(ctx context.Context) error {
 	logger := logr.FromSlogHandler(k.log.Handler())
 	ctx = klog.NewContext(ctx, logger)
 
-	cl := &clients{k: k}
+	cl := &clients{k: k, caPEM: k.cfg.CAPEM()}
 	defer cl.close() // also on the error paths; closing twice is harmless
 	// kube-controller-manager's shared informers list and watch as its
 	// root identity: the controllers' own roles grant only their writes.
@@ -366,7 +379,7 @@ func (k *Kube) Run(ctx context.Context) error {
 		return err
 	}
 	pub, err := rootcacertpublisher.NewPublisher(
-		factory.Core().V1().ConfigMaps(), factory.Core().V1().Namespaces(), pubClient, k.cfg.CAPEM)
+		factory.Core().V1().ConfigMaps(), factory.Core().V1().Namespaces(), pubClient, cl.caPEM)
 	if err != nil {
 		return fmt.Errorf("%s: %w", RootCACertPublisher, err)
 	}
@@ -386,7 +399,7 @@ func (k *Kube) Run(ctx context.Context) error {
 		}
 		tc, err := serviceaccountcontroller.NewTokensController(logger,
 			factory.Core().V1().ServiceAccounts(), factory.Core().V1().Secrets(), tokClient,
-			serviceaccountcontroller.TokensControllerOptions{TokenGenerator: k.cfg.TokenGenerator, RootCA: k.cfg.CAPEM})
+			serviceaccountcontroller.TokensControllerOptions{TokenGenerator: k.cfg.TokenGenerator, RootCA: cl.caPEM})
 		if err != nil {
 			return fmt.Errorf("%s: %w", TokensController, err)
 		}
@@ -400,6 +413,12 @@ func (k *Kube) Run(ctx context.Context) error {
 		return err
 	}
 	run = append(run, csrRun...)
+
+	bundleRun, err := k.trustBundleControllers(cl)
+	if err != nil {
+		return err
+	}
+	run = append(run, bundleRun...)
 
 	policyRun, err := k.admissionPolicyControllers(cl, factory)
 	if err != nil {

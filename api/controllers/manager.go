@@ -100,6 +100,7 @@ type Manager struct {
 	log     *slog.Logger
 	running atomic.Bool
 	terms   atomic.Int64
+	restart chan string
 }
 
 // New returns a Manager for cfg.
@@ -111,11 +112,25 @@ func New(cfg *Config) (*Manager, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	m := &Manager{cfg: *cfg, log: log}
+	m := &Manager{cfg: *cfg, log: log, restart: make(chan string, 1)}
 	if m.cfg.Name == "" {
 		m.cfg.Name = "controllers"
 	}
 	return m, nil
+}
+
+// Restart ends the running term and starts the next one at once, so that
+// the Runner picks up what it reads at the start of a term (the cluster
+// CAs after a rotation step); why is logged. Without a running term it
+// does nothing: the next term reads the new state anyway.
+func (m *Manager) Restart(why string) {
+	if !m.running.Load() {
+		return
+	}
+	select {
+	case m.restart <- why:
+	default:
+	}
 }
 
 // Running reports whether a term is running now.
@@ -190,6 +205,11 @@ func (m *Manager) Run(ctx context.Context) {
 				m.stop(cur, "shutting down")
 			}
 			return
+		case why := <-m.restart:
+			if cur != nil {
+				m.stop(cur, why)
+				cur = nil
+			}
 		case <-tick.C:
 		}
 	}

@@ -172,3 +172,27 @@ func TestValidateConfig(t *testing.T) {
 		t.Fatalf("NewKube without host, CA and issuer: %v, want ErrInvalidConfig", err)
 	}
 }
+
+// Restart ends the running term and starts the next at once; one term at
+// a time still; without a term it does nothing.
+func TestManagerRestart(t *testing.T) {
+	var lead flag
+	r := &recorder{}
+	m := newManager(t, &lead, r)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	m.Restart("no term yet")
+	lead.v.Store(true)
+	eventually(t, "the first term", func() bool { s, _, live, _ := r.counts(); return s == 1 && live == 1 })
+	m.Restart("the cluster CAs changed")
+	eventually(t, "a second term after the restart", func() bool { s, st, live, _ := r.counts(); return s == 2 && st == 1 && live == 1 })
+	if _, _, _, maxLive := r.counts(); maxLive != 1 {
+		t.Fatalf("%d terms ran at once", maxLive)
+	}
+	if m.Terms() != 2 {
+		t.Fatalf("%d terms, want 2", m.Terms())
+	}
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
@@ -10,7 +9,6 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/kubernetes/plugin/pkg/admission/certificates/approval"
 	"k8s.io/kubernetes/plugin/pkg/admission/certificates/ctbattest"
 	"k8s.io/kubernetes/plugin/pkg/admission/certificates/signing"
@@ -19,27 +17,11 @@ import (
 
 	admissionhook "github.com/trustplane/trustplane/api/admission"
 	"github.com/trustplane/trustplane/api/registry"
-	"github.com/trustplane/trustplane/certs"
 )
 
 // loopbackUser is the identity the node uses to read its own API for
 // admission, as kube-apiserver's loopback client does.
 const loopbackUser = "system:apiserver"
-
-// loopbackConfig is a client configuration for this node's own API, acting
-// as user in groups with a client certificate issued in memory.
-func loopbackConfig(ca *certs.CA, url, user string, groups ...string) (*rest.Config, error) {
-	cert, key, err := ca.Issue(certs.Request{CommonName: user, Organization: groups, Client: true})
-	if err != nil {
-		return nil, fmt.Errorf("loopback certificate for %s: %w", user, err)
-	}
-	return &rest.Config{
-		Host:            url,
-		TLSClientConfig: rest.TLSClientConfig{CAData: ca.CertPEM, CertData: cert, KeyData: key},
-		QPS:             200, Burst: 400,
-		UserAgent: "trustplane/" + user,
-	}, nil
-}
 
 // admissionChain is the node's admission (registry.Admission): each
 // part's steps for a resource, in the order of the parts.
@@ -157,8 +139,8 @@ func (p *plugins) ForDelete(gvr schema.GroupVersionResource, kind schema.GroupVe
 // start initialises the plugins that read the API, over the node's own
 // API at url, and starts their informers, which stop with ctx. It runs
 // after the listener is bound and before requests are served.
-func (p *plugins) start(ctx context.Context, ca *certs.CA, url string) error {
-	cfg, err := loopbackConfig(ca, url, loopbackUser, "system:masters")
+func (p *plugins) start(ctx context.Context, lb *loopback, url string) error {
+	cfg, err := lb.config(url, loopbackUser, "system:masters")
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,8 @@ import (
 // membership adapts the cluster's member view to the API's.
 type membership struct {
 	node *cluster.Node
-	// clusterID is the cluster CA's id, recorded in snapshots (snapshot.go).
+	// clusterID is the cluster's id (clusterIDAtStart), recorded in
+	// snapshots (snapshot.go).
 	clusterID string
 }
 

@@ -108,7 +108,7 @@ func (l *limitFlags) setAPI(a *api.Config) {
 }
 
 // componentUsers are the users the node's own components authenticate
-// as, each with a client certificate the node issues itself (loopbackConfig,
+// as, each with a client certificate the node issues itself (loopback.config,
 // controllers.Kube): the loopback user, kube-controller-manager's root
 // identity, and the ServiceAccount identity of each controller the node
 // runs. The watch cap treats a client certificate naming one as a system
@@ -120,7 +120,7 @@ func componentUsers() []string {
 	for _, name := range []string{
 		controllers.ServiceAccountController, controllers.RootCACertPublisher, controllers.ClusterRoleAggregationController,
 		controllers.CertificateController, controllers.GarbageCollector, controllers.NamespaceController,
-		controllers.ValidatingAdmissionPolicyStatusController,
+		controllers.ValidatingAdmissionPolicyStatusController, controllers.TrustBundlePublisher,
 	} {
 		users = append(users, controllers.ControllerIdentity(name).User)
 	}

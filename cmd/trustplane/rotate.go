@@ -19,7 +19,7 @@ import (
 
 // rotateUsage is the command's synopsis.
 const rotateUsage = "usage: trustplane rotate ROOT STEP [--kubeconfig F] [--force] [--key-file F]\n" +
-	"  ROOT: signing-key, gossip-key, encryption-key, node-ca (cluster-ca and signer-ca: not online yet, docs/SECURITY.md §6)\n" +
+	"  ROOT: signing-key, gossip-key, encryption-key, node-ca, cluster-ca (signer-ca: not online yet, docs/SECURITY.md §6)\n" +
 	"  STEP: status, start, promote, finish, abort"
 
 // rotateCmd implements "trustplane rotate ROOT STEP": one step of a trust
@@ -30,7 +30,7 @@ func rotateCmd(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("rotate", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", defaultKubeconfig(), "admin kubeconfig of any node")
 	force := fs.Bool("force", false, "take the step even though a safety check refuses it (finish before the retiring key's tokens expire)")
-	keyFile := fs.String("key-file", "", "start only: the new key, for a root whose key you keep a copy of (gossip-key: base64 of 32 bytes, as gossip.key; node-ca: the CA's certificate and private key in PEM, as node-ca.crt and node-ca.key concatenated)")
+	keyFile := fs.String("key-file", "", "start only: the new key, for a root whose key you keep a copy of (gossip-key: base64 of 32 bytes, as gossip.key; node-ca and cluster-ca: the CA's certificate and private key in PEM, as node-ca.crt and node-ca.key, or ca.crt and ca.key, concatenated)")
 	var pos []string
 	for rest := args; ; {
 		if err := fs.Parse(rest); err != nil {

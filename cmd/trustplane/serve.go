@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -26,9 +28,9 @@ import (
 
 	"github.com/trustplane/trustplane/api"
 	"github.com/trustplane/trustplane/api/authn"
+	"github.com/trustplane/trustplane/api/caroots"
 	"github.com/trustplane/trustplane/api/encryptionkeys"
 	"github.com/trustplane/trustplane/api/gossipkeys"
-	"github.com/trustplane/trustplane/api/nodecas"
 	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/api/rotation"
 	"github.com/trustplane/trustplane/api/storage"
@@ -260,6 +262,10 @@ func serve(args []string) error {
 	if err != nil {
 		return fmt.Errorf("cluster CA: %w", err)
 	}
+	clusterID, err := clusterIDAtStart(o.dataDir, caDir, ca)
+	if err != nil {
+		return fmt.Errorf("cluster id: %w", err)
+	}
 	clusterIP, err := firstServiceIP(o.serviceCIDR)
 	if err != nil {
 		return err
@@ -268,9 +274,21 @@ func serve(args []string) error {
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
-	serving, err := ca.EnsurePair(filepath.Join(pki, "apiserver.crt"), filepath.Join(pki, "apiserver.key"), servingRequest(o.nodeName, clusterIP, append([]string{listenHost, o.advertise.address}, splitList(o.tlsSANs)...)...))
+	// The cluster CAs and the serving certificate follow the replicated
+	// set live (api/caroots), as the node CAs and the node certificate do.
+	clusterRootsAtStart, clusterTrustRev, err := casAtStart(log, caroots.ClusterKind, ca, filepath.Join(caDir, certs.CACertFile), filepath.Join(o.dataDir, clusterTrustFile))
+	if err != nil {
+		return err
+	}
+	clusterRoots := certs.NewRoots(clusterRootsAtStart...)
+	servingReq := servingRequest(o.nodeName, clusterIP, append([]string{listenHost, o.advertise.address}, splitList(o.tlsSANs)...)...)
+	servingPair, err := certAtStart(caroots.ClusterKind, ca, clusterRootsAtStart, filepath.Join(pki, "apiserver.crt"), filepath.Join(pki, "apiserver.key"), servingReq)
 	if err != nil {
 		return fmt.Errorf("serving certificate: %w", err)
+	}
+	serving := certs.NewNodeCert(servingPair)
+	if err := clusterSignerAtStart(pki, ca); err != nil {
+		return fmt.Errorf("the default signers' CA: %w", err)
 	}
 	raftHost, _, err := net.SplitHostPort(o.raftAddr)
 	if err != nil {
@@ -280,14 +298,14 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	nodeRoots, nodeTrustRev, err := nodeCAsAtStart(log, nodeCA, caDir, o.dataDir)
+	nodeRoots, nodeTrustRev, err := casAtStart(log, caroots.NodeKind, nodeCA, filepath.Join(caDir, certs.NodeCACertFile), filepath.Join(o.dataDir, nodeTrustFile))
 	if err != nil {
 		return err
 	}
 	nodes := certs.NewNodeVerifier(nodeCA)
 	nodes.SetRoots(nodeRoots)
 	nodeReq := certs.NodeRequest(o.nodeName, raftHost, hostOf(o.addrs.raft))
-	nodePair, err := nodeCertAtStart(nodeCA, nodeRoots, filepath.Join(pki, "node.crt"), filepath.Join(pki, "node.key"), nodeReq)
+	nodePair, err := certAtStart(caroots.NodeKind, nodeCA, nodeRoots, filepath.Join(pki, "node.crt"), filepath.Join(pki, "node.key"), nodeReq)
 	if err != nil {
 		return fmt.Errorf("node certificate: %w", err)
 	}
@@ -315,8 +333,15 @@ func serve(args []string) error {
 	ccfg.TrailingLogs = o.trailingLogs
 	ccfg.DeadServerTimeout = o.deadServerTimeout
 	ccfg.CompactRetention = o.compactRetention
-	ccfg.Features = []string{encryptionkeys.Feature, nodecas.Feature}
-	ccfg.Facts = func() map[string]string { return nodecas.Facts(nodes, nodeCert) }
+	ccfg.Features = []string{encryptionkeys.Feature, caroots.NodeKind.Feature, caroots.ClusterKind.Feature}
+	ccfg.Facts = func() map[string]string {
+		facts := caroots.Facts(caroots.NodeKind, nodes, nodeCert)
+		if facts == nil {
+			facts = map[string]string{}
+		}
+		maps.Copy(facts, caroots.Facts(caroots.ClusterKind, clusterRoots, serving))
+		return facts
+	}
 	ccfg.CompactInterval = o.compactInterval
 	o.limits.setCluster(ccfg)
 	if o.multiNode() {
@@ -329,7 +354,7 @@ func serve(args []string) error {
 		ccfg.GossipKey, ccfg.GossipKeys = primary, more
 		ccfg.Join = splitList(o.join)
 		ccfg.APIAddr = o.addrs.api
-		ccfg.ClusterID = ca.ID()
+		ccfg.ClusterID = clusterID
 	}
 	node, err := cluster.New(ccfg, f)
 	if err != nil {
@@ -344,7 +369,7 @@ func serve(args []string) error {
 	scfg.Feed = f
 	scfg.Builtin = builtin
 	// The internal records that hold secret material, sealed as Secrets.
-	scfg.SealedInternal = []string{authn.SigningKeysResource, cluster.GossipKeysResource, cluster.NodeCAsResource}
+	scfg.SealedInternal = []string{authn.SigningKeysResource, cluster.GossipKeysResource, cluster.NodeCAsResource, cluster.ClusterCAsResource}
 	scfg.Watch = watchcache.DefaultConfig()
 	scfg.Watch.Window = o.watchWindow
 	o.limits.setWatchCache(scfg.Watch)
@@ -374,11 +399,11 @@ func serve(args []string) error {
 	var bootstrapped, shuttingDown atomic.Bool
 	port, _ := strconv.Atoi(listenPort)
 
-	signers := o.signing.signers(caDir)
+	signers := o.signing.signers(pki)
 	if err := refuseNodeCASigners(nodes.Roots(), signers); err != nil {
 		return err
 	}
-	baseClientCAs, err := clientCAPool(ca, signers)
+	ownSignerCAs, err := o.signing.ownClientCAs()
 	if err != nil {
 		return err
 	}
@@ -386,24 +411,44 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	// Node certificates authenticate to the API too (a follower forwarding
-	// a write); what they may then assert is decided by acfg.Nodes. The
-	// node CAs change live (api/nodecas), and the pool with them.
-	clientCAs := newLiveClientCAs(baseClientCAs, nodes)
-	nodeCAs := setupNodeCAs(wired, nodes, nodeCert, nodeReq, nodeTrustRev, clientCAs.rebuild, append(signerCAs, ca.Cert))
+	lb, err := newLoopback(clusterRoots)
+	if err != nil {
+		return err
+	}
+	// Client certificates of the cluster CAs, of the client signers' own
+	// CAs and of this process's loopback CA authenticate; so do node
+	// certificates (a follower forwarding a write), whose assertions
+	// acfg.Nodes decides. The cluster and node CAs change live
+	// (api/caroots), and the pool with them.
+	clientCAs := newLiveClientCAs(func() []*x509.Certificate { return ownSignerCAs }, clusterRoots.Roots, nodes.Roots, lb.trusted)
+	nodeCAs := setupCARoot(wired, caRoot{
+		kind: caroots.NodeKind, trust: nodes, cert: nodeCert, req: nodeReq,
+		certFile: filepath.Join(pki, "node.crt"), keyFile: filepath.Join(pki, "node.key"),
+		trustFile: filepath.Join(o.dataDir, nodeTrustFile), trustRev: nodeTrustRev,
+		onTrust: clientCAs.rebuild, reconnect: node.Reconnect,
+		forbidden: func() []*x509.Certificate { return append(clusterRoots.Roots(), signerCAs...) },
+	})
+	followCA := newClusterCAFollower(wired, clusterRoots)
+	clusterCAs := setupCARoot(wired, caRoot{
+		kind: caroots.ClusterKind, trust: clusterRoots, cert: serving, req: servingReq,
+		certFile: filepath.Join(pki, "apiserver.crt"), keyFile: filepath.Join(pki, "apiserver.key"),
+		trustFile: filepath.Join(o.dataDir, clusterTrustFile), trustRev: clusterTrustRev,
+		onTrust: clientCAs.rebuild, onChange: followCA.onChange,
+		forbidden: nodes.Roots,
+	})
 	acfg := api.DefaultConfig()
 	acfg.Listen = o.listen
 	acfg.Logger = log.With("component", "api")
 	o.limits.setAPI(acfg)
 	acfg.TLS = &tls.Config{
-		Certificates: []tls.Certificate{serving},
 		// A node calling this API asks for NodeServerName and gets the
-		// node certificate, so it can check that it reached a node.
+		// node certificate, so it can check that it reached a node; every
+		// other client gets the serving certificate of the moment.
 		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			if hello.ServerName == certs.NodeServerName {
 				return nodeCert.Get(), nil
 			}
-			return nil, nil
+			return serving.Get(), nil
 		},
 		ClientAuth: tls.VerifyClientCertIfGiven,
 		ClientCAs:  clientCAs.pool(),
@@ -435,7 +480,7 @@ func serve(args []string) error {
 			return nil
 		}),
 	}
-	acfg.Membership = membership{node: node, clusterID: ca.ID()}
+	acfg.Membership = membership{node: node, clusterID: clusterID}
 	acfg.MaxStaleRead = o.maxStaleRead
 	acfg.Authenticator = ident.authenticator
 	acfg.Paths = ident.paths
@@ -443,8 +488,8 @@ func serve(args []string) error {
 	acfg.Authorizer = az.authorizer
 	// Every trust root rotated online: its steps, its metrics, an Event
 	// per step.
-	roots := map[string]rotation.Root{authn.SigningKeyRoot: ident.keys.Root(), encryptionkeys.Root: encKeys.Root(f.Export, stor.AtRestOf), nodecas.Root: nodeCAs.Root()}
-	counters := map[string]rotation.Counter{authn.SigningKeyRoot: ident.keys.PhaseCounts, encryptionkeys.Root: encKeys.PhaseCounts, nodecas.Root: nodeCAs.PhaseCounts}
+	roots := map[string]rotation.Root{authn.SigningKeyRoot: ident.keys.Root(), encryptionkeys.Root: encKeys.Root(f.Export, stor.AtRestOf), caroots.NodeKind.Root: nodeCAs.Root(), caroots.ClusterKind.Root: clusterCAs.Root()}
+	counters := map[string]rotation.Counter{authn.SigningKeyRoot: ident.keys.PhaseCounts, encryptionkeys.Root: encKeys.PhaseCounts, caroots.NodeKind.Root: nodeCAs.PhaseCounts, caroots.ClusterKind.Root: clusterCAs.PhaseCounts}
 	var gossipKeys *gossipkeys.Store
 	if o.multiNode() {
 		gossipKeys = setupGossipKeys(wired)
@@ -482,10 +527,10 @@ func serve(args []string) error {
 	}
 	admissionCtx, stopAdmission := context.WithCancel(context.Background())
 	defer stopAdmission()
-	if err := adm.start(admissionCtx, ca, apiURL(srv.Addr().String(), listenHost)); err != nil {
+	if err := adm.start(admissionCtx, lb, apiURL(srv.Addr().String(), listenHost)); err != nil {
 		return fmt.Errorf("admission: %w", err)
 	}
-	loopback, err := loopbackConfig(ca, apiURL(srv.Addr().String(), listenHost), loopbackUser, "system:masters")
+	loopback, err := lb.config(apiURL(srv.Addr().String(), listenHost), loopbackUser, "system:masters")
 	if err != nil {
 		return err
 	}
@@ -511,18 +556,24 @@ func serve(args []string) error {
 			go gossipKeys.Run(ctx)
 		}
 		go runEncryptionKeys(ctx, encKeys, f, stor, node, o.atRest.rewriteRate)
-		tasks = append(tasks, func(ctx context.Context) error { return encKeys.ResealInternal(ctx, f.Export, stor.AtRestOf) }, seedNodeCAs(nodeCAs, nodeCA))
+		tasks = append(tasks, func(ctx context.Context) error { return encKeys.ResealInternal(ctx, f.Export, stor.AtRestOf) }, seedCARoot(nodeCAs, nodeCA), seedCARoot(clusterCAs, ca))
 		go nodeCAs.Run(ctx)
+		go clusterCAs.Run(ctx)
 		served, err := bootstrap(ctx, log, node, f, tasks)
 		if err != nil {
 			return
 		}
 		bootstrapped.Store(true)
 		go rebootstrapOnLeadership(ctx, log, node, tasks, served)
-		go runControllers(ctx, wired, ident, apiURL(srv.Addr().String(), listenHost))
+		go runControllers(ctx, wired, ident, apiURL(srv.Addr().String(), listenHost), lb, followCA)
 		go runEventExpiry(ctx, log, node, stor)
 		kubeconfig := filepath.Join(o.dataDir, "admin.kubeconfig")
-		if err := writeAdminKubeconfig(ca, pki, kubeconfig, apiURL(srv.Addr().String(), listenHost)); err != nil {
+		followCA.server = apiURL(srv.Addr().String(), listenHost)
+		if followCA.active.Load() == nil {
+			followCA.active.CompareAndSwap(nil, ca)
+		}
+		followCA.ready.Store(true)
+		if err := followCA.writeKubeconfig(); err != nil {
 			log.Error("writing the admin kubeconfig", "error", err)
 			return
 		}

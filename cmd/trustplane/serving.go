@@ -123,17 +123,6 @@ func apiURL(bound, listenHost string) string {
 	return "https://" + net.JoinHostPort(host, port)
 }
 
-func writeAdminKubeconfig(ca *certs.CA, pki, path, server string) error {
-	cert, key, err := ca.Issue(certs.Request{CommonName: "trustplane-admin", Organization: []string{"system:masters"}, Client: true})
-	if err != nil {
-		return err
-	}
-	return certs.WriteKubeconfig(path, certs.Kubeconfig{
-		Server: server, ClusterName: "trustplane", UserName: "trustplane-admin",
-		CAPEM: ca.CertPEM, CertPEM: cert, KeyPEM: key,
-	})
-}
-
 // versionString is what `trustplane version` prints. A binary built with
 // -tags failpoints says so (" +failpoints"): the chaos tool checks for it
 // before relying on <data-dir>/failpoints.

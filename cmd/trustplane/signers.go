@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"crypto/x509"
 	"flag"
 	"fmt"
@@ -8,8 +9,9 @@ import (
 	"path/filepath"
 	"time"
 
+	certutil "k8s.io/client-go/util/cert"
+
 	"github.com/trustplane/trustplane/api/controllers"
-	"github.com/trustplane/trustplane/certs"
 )
 
 // signingFlags are kube-controller-manager's CSR signing flags. Every
@@ -54,9 +56,10 @@ func (s *signingFlags) validate() error {
 }
 
 // signers resolves each signer's files: its own flags, else the shared
-// signing flags, else the cluster CA in caDir.
-func (s *signingFlags) signers(caDir string) controllers.Signers {
-	def := controllers.SignerFiles{CertFile: filepath.Join(caDir, certs.CACertFile), KeyFile: filepath.Join(caDir, certs.CAKeyFile)}
+// signing flags, else the active cluster CA, which the node keeps in pki
+// (clusterSignerCert) as it follows the cluster CA's rotation.
+func (s *signingFlags) signers(pki string) controllers.Signers {
+	def := controllers.SignerFiles{CertFile: filepath.Join(pki, clusterSignerCert), KeyFile: filepath.Join(pki, clusterSignerKey)}
 	if s.certFile != "" {
 		def = controllers.SignerFiles{CertFile: s.certFile, KeyFile: s.keyFile}
 	}
@@ -73,19 +76,25 @@ func (s *signingFlags) signers(caDir string) controllers.Signers {
 	}
 }
 
-// clientCAPool is the pool the API verifies client certificates with: the
-// cluster CA and the CAs of the two client signers, so that a certificate
-// a CSR got from them authenticates.
-func clientCAPool(ca *certs.CA, s controllers.Signers) (*x509.CertPool, error) {
-	pool := ca.Pool()
-	for _, f := range []controllers.SignerFiles{s.KubeAPIServerClient, s.KubeAPIServerClientKubelet} {
-		pem, err := os.ReadFile(f.CertFile)
+// ownClientCAs are the CAs of the client signers given their own files
+// (kube-apiserver-client and kube-apiserver-client-kubelet), so that a
+// certificate a CSR got from them authenticates. A signer left at the
+// default signs with the active cluster CA, which the cluster CAs cover.
+func (s *signingFlags) ownClientCAs() ([]*x509.Certificate, error) {
+	var out []*x509.Certificate
+	for _, f := range []string{cmp.Or(s.clientCert, s.certFile), cmp.Or(s.kubeletClientCert, s.certFile)} {
+		if f == "" {
+			continue
+		}
+		b, err := os.ReadFile(f)
 		if err != nil {
 			return nil, fmt.Errorf("client signer CA: %w", err)
 		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("client signer CA %s holds no PEM certificate", f.CertFile)
+		cs, err := certutil.ParseCertsPEM(b)
+		if err != nil || len(cs) == 0 {
+			return nil, fmt.Errorf("client signer CA %s holds no PEM certificate", f)
 		}
+		out = append(out, cs...)
 	}
-	return pool, nil
+	return out, nil
 }

@@ -1,4 +1,4 @@
-package nodecas
+package caroots
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/trustplane/trustplane/fsm"
 )
 
-// Root is the node CA as a rotation root.
+// Root is the kind's rotation root.
 func (s *Store) Root() rotation.Root { return root{s} }
 
 type root struct{ s *Store }
@@ -20,22 +20,22 @@ type root struct{ s *Store }
 func (r root) load() (*record, map[string]*certs.CA, *fsm.KV, error) {
 	rec, cas, kv, err := r.s.read()
 	if err == nil && rec == nil {
-		err = fmt.Errorf("%w: the node CAs are not seeded yet (the leader seeds them at start)", rotation.ErrNotReady)
+		err = fmt.Errorf("%w: the %ss are not seeded yet (the leader seeds them at start)", rotation.ErrNotReady, r.s.cfg.Kind.Noun)
 	}
 	return rec, cas, kv, err
 }
 
 // builds refuses start and promote while a voter runs a build that does
-// not follow the node CAs live (not to be forced: it would refuse its
-// peers' new certificates and leave the cluster).
+// not follow the CAs live (not to be forced: it would refuse its peers' or
+// its clients' new certificates).
 func (r root) builds(ctx context.Context) error {
-	return rotation.Builds(ctx, r.s.cfg.Unable, "trusts its CA directory's node CA alone")
+	return rotation.Builds(ctx, r.s.cfg.Unable, "trusts its CA directory's "+r.s.cfg.Kind.Noun+" alone")
 }
 
 // members is every voter's view of the record: whether it has applied it,
 // and so trusts every CA the leader trusts.
 func (r root) members(ctx context.Context, kv *fsm.KV) ([]rotation.Member, string) {
-	return rotation.Members(ctx, r.s.cfg.Members, kv.ModRevision, "the node CAs")
+	return rotation.Members(ctx, r.s.cfg.Members, kv.ModRevision, "the "+r.s.cfg.Kind.Noun+"s")
 }
 
 // presenting says which voters do not yet present a certificate issued by
@@ -58,7 +58,7 @@ func (r root) presenting(ctx context.Context, active string) string {
 		return ""
 	}
 	sort.Strings(behind)
-	return fmt.Sprintf("members %v still present a certificate of another node CA than %s", behind, active)
+	return fmt.Sprintf("members %v still present a certificate of another %s than %s", behind, r.s.cfg.Kind.Noun, active)
 }
 
 func orUnknown(id string) string {
@@ -74,7 +74,7 @@ func (r root) status(ctx context.Context, done string) (*rotation.Status, error)
 		return nil, err
 	}
 	es := rec.entries()
-	st := &rotation.Status{Root: Root, Keys: rotation.Keys(es), Done: done}
+	st := &rotation.Status{Root: r.s.cfg.Kind.Root, Keys: rotation.Keys(es), Done: done}
 	var lacking string
 	st.Members, lacking = r.members(ctx, kv)
 	switch {
@@ -108,13 +108,13 @@ func (r root) Start(ctx context.Context, o rotation.Options) (*rotation.Status, 
 		if ca, err = certs.ParseCA(o.Key); err != nil {
 			return nil, fmt.Errorf("%w: %w", rotation.ErrNotReady, err)
 		}
-	} else if ca, err = certs.NewNodeCA(); err != nil {
+	} else if ca, err = r.s.cfg.Kind.NewCA(); err != nil {
 		return nil, err
 	}
 	if r.s.cfg.Forbidden != nil {
 		for _, f := range r.s.cfg.Forbidden() {
 			if certs.SameKey(f, ca.Cert) {
-				return nil, fmt.Errorf("%w: that CA is the cluster CA or a signer's CA; a node CA is used for nothing else, or any certificate it signs for an API user would pass for a node", rotation.ErrNotReady)
+				return nil, fmt.Errorf("%w: that CA is already a CA of another kind (the node CA, the cluster CA or a signer's CA); a CA serves one purpose, or a certificate it signs for an API user could pass for a node", rotation.ErrNotReady)
 			}
 		}
 	}
@@ -122,7 +122,7 @@ func (r root) Start(ctx context.Context, o rotation.Options) (*rotation.Status, 
 	es, err := rotation.AddPending(rec.entries(), id, r.s.cfg.Now().Unix())
 	if err != nil {
 		if p := rotation.First(rec.entries(), rotation.Pending); p != nil && p.ID == id {
-			return r.status(ctx, "node CA "+id+" is pending already")
+			return r.status(ctx, r.s.cfg.Kind.Noun+" "+id+" is pending already")
 		}
 		return nil, err
 	}
@@ -133,7 +133,7 @@ func (r root) Start(ctx context.Context, o rotation.Options) (*rotation.Status, 
 	if err := r.s.write(ctx, kv, rec.withEntries(es, map[string][]byte{id: bundle})); err != nil {
 		return nil, err
 	}
-	return r.status(ctx, "started: node CA "+id+" is pending")
+	return r.status(ctx, "started: "+r.s.cfg.Kind.Noun+" "+id+" is pending")
 }
 
 // Promote makes the pending CA active, once every voter trusts it (unless
@@ -156,7 +156,7 @@ func (r root) Promote(ctx context.Context, o rotation.Options) (*rotation.Status
 	if err := r.s.write(ctx, kv, rec.withEntries(es, nil)); err != nil {
 		return nil, err
 	}
-	return r.status(ctx, "promoted: every node presents a certificate of node CA "+p.ID+" once it has applied this")
+	return r.status(ctx, "promoted: every node presents a certificate of "+r.s.cfg.Kind.Noun+" "+p.ID+" once it has applied this")
 }
 
 // Finish removes the retiring CAs, once every voter presents a certificate
@@ -169,7 +169,7 @@ func (r root) Finish(ctx context.Context, o rotation.Options) (*rotation.Status,
 	}
 	kept, removed := rotation.Finish(rec.entries())
 	if len(removed) == 0 {
-		return r.status(ctx, "no retiring node CA to remove")
+		return r.status(ctx, "no retiring "+r.s.cfg.Kind.Noun+" to remove")
 	}
 	if !o.Force {
 		if why := r.presenting(ctx, rotation.First(kept, rotation.Active).ID); why != "" {
@@ -183,7 +183,7 @@ func (r root) Finish(ctx context.Context, o rotation.Options) (*rotation.Status,
 	for i, e := range removed {
 		ids[i] = e.ID
 	}
-	return r.status(ctx, fmt.Sprintf("finished: node CAs %v removed", ids))
+	return r.status(ctx, fmt.Sprintf("finished: %ss %v removed", r.s.cfg.Kind.Noun, ids))
 }
 
 // Abort undoes the rotation in progress; after promote every node issues

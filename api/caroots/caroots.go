@@ -1,7 +1,8 @@
-package nodecas
+package caroots
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -21,31 +22,64 @@ import (
 	"github.com/trustplane/trustplane/fsm"
 )
 
-// Root is the node CA's name in the operator interface.
-const Root = "node-ca"
+// Kind is what makes one CA root differ from another.
+type Kind struct {
+	// Root is the root's name in the operator interface.
+	Root string
+	// Noun names one of its CAs in messages and logs.
+	Noun string
+	// Resource is the internal resource of its record. A restore into a
+	// new cluster leaves it out (cluster/backup.go): the new cluster's CA
+	// directory seeds its own.
+	Resource string
+	// Feature is what a build that follows these CAs live reports to its
+	// peers (cluster.Config.Features): start and promote wait until every
+	// voter does, since an older build trusts its CA directory's CA alone
+	// and would refuse its peers' or clients' new certificates.
+	Feature string
+	// Fact is the key of Member.Facts under which a node reports the id of
+	// the CA that issued the certificate it presents.
+	Fact string
+	// NewCA makes a CA when start is given none.
+	NewCA func() (*certs.CA, error)
+	// Chain: the node's certificate is verified by clients that may trust
+	// only one CA of the record, so it is presented with the active CA
+	// cross-signed by each other CA.
+	Chain bool
+}
 
-// recordKey is the record of the node CAs. A restore into a new cluster
-// leaves it out (cluster.NodeCAsResource): its CA directory seeds its own.
-var recordKey = fsm.Key{Space: fsm.SpaceInternal, Resource: cluster.NodeCAsResource, Name: "set"}
-
-// Feature is what a build that follows the node CAs live reports to its
-// peers (cluster.Config.Features): start and promote wait until every
-// voter does, since an older build trusts its CA directory's node CA
-// alone and would refuse its peers' new certificates.
-const Feature = "node-ca-rotation"
-
-// Fact is the key of Member.Facts under which a node reports the id of the
-// node CA that issued the certificate it presents.
-const Fact = "node-ca"
+// The kinds of CA rotated online.
+var (
+	NodeKind = Kind{
+		Root: "node-ca", Noun: "node CA", Resource: cluster.NodeCAsResource,
+		Feature: "node-ca-rotation", Fact: "node-ca", NewCA: certs.NewNodeCA,
+	}
+	ClusterKind = Kind{
+		Root: "cluster-ca", Noun: "cluster CA", Resource: cluster.ClusterCAsResource,
+		Feature: "cluster-ca-rotation", Fact: "cluster-ca", NewCA: certs.NewClusterCA, Chain: true,
+	}
+)
 
 // Sentinel errors.
 var (
 	// ErrBadRecord: the stored record cannot be opened or decoded. The
 	// message names the record, never its bytes.
-	ErrBadRecord = errors.New("nodecas: the stored node CAs are unreadable")
+	ErrBadRecord = errors.New("caroots: the stored CAs are unreadable")
 	// ErrConflict: the record changed between a step's read and write.
-	ErrConflict = errors.New("nodecas: the node CAs changed meanwhile")
+	ErrConflict = errors.New("caroots: the CAs changed meanwhile")
 )
+
+// Trust is a node's live trust in one kind's CAs.
+type Trust interface {
+	Roots() []*x509.Certificate
+	SetRoots([]*x509.Certificate)
+}
+
+// Cert is the certificate a node presents, replaced live.
+type Cert interface {
+	Get() *tls.Certificate
+	Set(tls.Certificate)
+}
 
 // Backend is what the store needs of the replicated state machine: its
 // record's (keyrecord.Backend).
@@ -57,10 +91,12 @@ type Config struct {
 	// AtRest seals the record: the transformation of internal records
 	// that hold secret material (storage.Storage.InternalAtRest).
 	AtRest storage.AtRest
-	// Verifier is the node's trust in node CAs, and Cert the certificate
+	// Kind is the kind of CA.
+	Kind Kind
+	// Verifier is the node's trust in the CAs, and Cert the certificate
 	// it presents; both change live.
-	Verifier *certs.NodeVerifier
-	Cert     *certs.NodeCert
+	Verifier Trust
+	Cert     Cert
 	// Request is what the node's certificate must hold (its name, hosts).
 	Request certs.Request
 	// CertFile and KeyFile keep the node's certificate; TrustFile the CAs
@@ -74,6 +110,10 @@ type Config struct {
 	TrustRevision uint64
 	// OnTrust runs after the trusted CAs changed (the API's client CAs).
 	OnTrust func()
+	// OnChange runs, once the node is caught up, after it has applied a
+	// new record and brought its certificate in step: cas are every CA of
+	// the record, newest first, and active the one that issues.
+	OnChange func(cas []*certs.CA, active *certs.CA)
 	// Reconnect closes the node's pooled connections to its peers, after
 	// its trust or its certificate changed, so that the next ones are made
 	// with the new ones (cluster.Node.Reconnect).
@@ -82,8 +122,8 @@ type Config struct {
 	// voters' Fact by name ("" when a voter did not say).
 	Members    rotation.Applied
 	Presenting func(ctx context.Context) (map[string]string, error)
-	// Forbidden are the CAs a node CA must never be: the cluster CA and
-	// the signers' CAs.
+	// Forbidden are the CAs a CA of this kind must never be: those of the
+	// other kinds (for the node CA, the cluster CA and the signers' CAs).
 	Forbidden func() []*x509.Certificate
 	// Unable returns the voters whose build does not report Feature.
 	Unable func(ctx context.Context) ([]string, error)
@@ -96,7 +136,7 @@ type Config struct {
 }
 
 // Store keeps a node's trust and certificate following the replicated
-// record, and is the node CA's rotation root on the leader.
+// record of one kind, and is that kind's rotation root on the leader.
 type Store struct {
 	cfg  Config
 	kick chan struct{}
@@ -106,6 +146,8 @@ type Store struct {
 	// floor is the newest record revision the node has trusted (from
 	// TrustFile at start, then from every record applied when current).
 	floor uint64
+	// changed is the ModRevision of the record OnChange last ran for.
+	changed uint64
 }
 
 // New returns a Store; Run keeps the certificate in step.
@@ -119,7 +161,7 @@ func New(cfg Config) *Store {
 	return &Store{cfg: cfg, kick: make(chan struct{}, 1), floor: cfg.TrustRevision}
 }
 
-// record is the stored set of node CAs, newest first; each key is the
+// record is the stored set of CAs, newest first; each key is the
 // CA's PEM bundle (certs.CA.PEM).
 type record struct {
 	Keys []rotation.Keyed `json:"keys"`
@@ -184,10 +226,15 @@ func (s *Store) write(ctx context.Context, prev *fsm.KV, rec *record) error {
 
 // record is the stored record (keyrecord).
 func (s *Store) record() keyrecord.Record {
-	return keyrecord.Record{Backend: s.cfg.Backend, Key: recordKey, AtRest: s.cfg.AtRest}
+	return keyrecord.Record{Backend: s.cfg.Backend, Key: s.key(), AtRest: s.cfg.AtRest}
 }
 
-// Seed writes the record with ca, the CA directory's node CA, as its
+// key is the record's key.
+func (s *Store) key() fsm.Key {
+	return fsm.Key{Space: fsm.SpaceInternal, Resource: s.cfg.Kind.Resource, Name: "set"}
+}
+
+// Seed writes the record with ca, the CA directory's CA, as its
 // active CA, unless a record is stored already. It runs on the leader at
 // bootstrap and is idempotent.
 func (s *Store) Seed(ctx context.Context, ca *certs.CA) error {
@@ -212,9 +259,9 @@ func (s *Store) Seed(ctx context.Context, ca *certs.CA) error {
 // wakes Run to bring the certificate in step.
 func (s *Store) OnApply(events []fsm.Event) {
 	for _, ev := range events {
-		if ev.KV != nil && ev.KV.Key == recordKey {
+		if ev.KV != nil && ev.KV.Key == s.key() {
 			if err := s.syncTrust(); err != nil {
-				s.cfg.Logger.Warn("node CAs not applied", "error", err)
+				s.cfg.Logger.Warn(s.cfg.Kind.Noun+"s not applied", "error", err)
 			}
 			s.wake()
 			return
@@ -269,7 +316,7 @@ func (s *Store) syncTrust() error {
 			s.cfg.OnTrust()
 		}
 		s.reconnect()
-		s.cfg.Logger.Info("node CAs trusted", "cas", ids(roots))
+		s.cfg.Logger.Info(s.cfg.Kind.Noun+"s trusted", "cas", ids(roots))
 	}
 	if caughtUp && kv.ModRevision != s.applied {
 		if s.cfg.TrustFile != "" {
@@ -312,46 +359,121 @@ func (s *Store) Run(ctx context.Context) {
 			continue
 		}
 		if err := s.syncTrust(); err != nil {
-			s.cfg.Logger.Warn("node CAs not applied", "error", err)
+			s.cfg.Logger.Warn(s.cfg.Kind.Noun+"s not applied", "error", err)
 			continue
 		}
 		if err := s.ensureCert(); err != nil {
-			s.cfg.Logger.Warn("node certificate not reissued", "error", err)
+			s.cfg.Logger.Warn("certificate of the active "+s.cfg.Kind.Noun+" not issued", "error", err)
 		}
 	}
 }
 
 // ensureCert gives the node a certificate issued by the active CA when the
-// one it presents is not (or is near its end): written to its data
-// directory, then presented from the next handshake on.
+// one it presents is not (or is near its end), with the chain Kind.Chain
+// asks for: written to its data directory, then presented from the next
+// handshake on. OnChange runs once the certificate is in step with a new
+// record.
 func (s *Store) ensureCert() error {
 	rec, cas, kv, err := s.read()
 	if err != nil || rec == nil {
 		return err
 	}
 	s.mu.Lock()
-	history := kv.ModRevision < s.floor
+	history, changed := kv.ModRevision < s.floor, kv.ModRevision != s.changed
 	s.mu.Unlock()
 	if history {
 		return nil
 	}
 	active := cas[rotation.First(rec.entries(), rotation.Active).ID]
-	if cur := s.cfg.Cert.Get(); cur != nil && cur.Leaf != nil && active.Covers(cur.Leaf, s.cfg.Request) {
-		return nil
+	var others []*certs.CA
+	if s.cfg.Kind.Chain {
+		for _, k := range rec.Keys {
+			if k.ID != certs.CertID(active.Cert) {
+				others = append(others, cas[k.ID])
+			}
+		}
 	}
-	pair, err := active.EnsurePair(s.cfg.CertFile, s.cfg.KeyFile, s.cfg.Request)
-	if err != nil {
-		return err
+	cur := s.cfg.Cert.Get()
+	covered := cur != nil && cur.Leaf != nil && active.Covers(cur.Leaf, s.cfg.Request)
+	if !covered || !chained(cur, active, others) {
+		if err := s.issue(cur, covered, active, others); err != nil {
+			return err
+		}
 	}
-	if pair.Leaf == nil {
-		if pair.Leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
+	if changed && s.cfg.OnChange != nil {
+		all := make([]*certs.CA, 0, len(rec.Keys))
+		for _, k := range rec.Keys {
+			all = append(all, cas[k.ID])
+		}
+		s.cfg.OnChange(all, active)
+	}
+	s.mu.Lock()
+	s.changed = kv.ModRevision
+	s.mu.Unlock()
+	return nil
+}
+
+// issue presents a certificate of active (cur's leaf when covered, else
+// one from CertFile or a new one), chained through active cross-signed by
+// each of others.
+func (s *Store) issue(cur *tls.Certificate, covered bool, active *certs.CA, others []*certs.CA) error {
+	var pair tls.Certificate
+	if covered {
+		pair = *cur
+	} else {
+		var err error
+		if pair, err = active.EnsurePair(s.cfg.CertFile, s.cfg.KeyFile, s.cfg.Request); err != nil {
+			return err
+		}
+		if pair.Leaf == nil {
+			if pair.Leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
+				return err
+			}
+		}
+	}
+	pair.Certificate = pair.Certificate[:1:1]
+	for _, o := range others {
+		cross, err := certs.CrossSign(active, o)
+		if err != nil {
+			return err
+		}
+		pair.Certificate = append(pair.Certificate, cross.Raw)
+	}
+	if s.cfg.Kind.Chain {
+		var b []byte
+		for _, der := range pair.Certificate {
+			b = append(b, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+		}
+		if err := certs.WriteFileAtomic(s.cfg.CertFile, b, 0o644); err != nil {
 			return err
 		}
 	}
 	s.cfg.Cert.Set(pair)
 	s.reconnect()
-	s.cfg.Logger.Info("node certificate issued by the active node CA", "ca", certs.CertID(active.Cert))
+	s.cfg.Logger.Info("certificate of the active "+s.cfg.Kind.Noun+" presented", "ca", certs.CertID(active.Cert), "cross-signed-by", len(others))
 	return nil
+}
+
+// chained reports whether cur carries, after its leaf, exactly active
+// cross-signed by each of others.
+func chained(cur *tls.Certificate, active *certs.CA, others []*certs.CA) bool {
+	if len(cur.Certificate) != 1+len(others) {
+		return false
+	}
+	var inter []*x509.Certificate
+	for _, der := range cur.Certificate[1:] {
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			return false
+		}
+		inter = append(inter, c)
+	}
+	for _, o := range others {
+		if !slices.ContainsFunc(inter, func(c *x509.Certificate) bool { return certs.IsCrossOf(c, active.Cert, o.Cert) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // reconnect runs Reconnect off the caller's goroutine: trust changes on
@@ -362,23 +484,24 @@ func (s *Store) reconnect() {
 	}
 }
 
-// Facts are what a node reports to its peers (cluster.Config.Facts): the
-// id of the CA v trusts that issued the certificate c presents. The node
-// reports it from its first RPC on, before any Store exists.
-func Facts(v *certs.NodeVerifier, c *certs.NodeCert) map[string]string {
+// Facts are what a node reports to its peers (cluster.Config.Facts) for
+// kind k: the id of the CA v trusts that issued the certificate c
+// presents. The node reports it from its first RPC on, before any Store
+// exists.
+func Facts(k Kind, v Trust, c Cert) map[string]string {
 	cur := c.Get()
 	if cur == nil || cur.Leaf == nil {
 		return nil
 	}
 	for _, r := range v.Roots() {
 		if cur.Leaf.CheckSignatureFrom(r) == nil {
-			return map[string]string{Fact: certs.CertID(r)}
+			return map[string]string{k.Fact: certs.CertID(r)}
 		}
 	}
 	return nil
 }
 
-// PhaseCounts counts this node's node CAs by phase, as it has applied them
+// PhaseCounts counts this node's CAs by phase, as it has applied them
 // (trustplane_trust_root_keys).
 func (s *Store) PhaseCounts() (map[rotation.Phase]int, error) {
 	rec, _, _, err := s.read()
@@ -418,7 +541,7 @@ func LoadTrust(path string) ([]*x509.Certificate, uint64, error) {
 		}
 		c, err := x509.ParseCertificate(block.Bytes)
 		if err != nil || !c.IsCA {
-			return nil, 0, fmt.Errorf("nodecas: %s is unreadable", path)
+			return nil, 0, fmt.Errorf("caroots: %s is unreadable", path)
 		}
 		if r, err := strconv.ParseUint(block.Headers[revisionHeader], 10, 64); err == nil {
 			rev = max(rev, r)
@@ -426,7 +549,7 @@ func LoadTrust(path string) ([]*x509.Certificate, uint64, error) {
 		out = append(out, c)
 	}
 	if len(out) == 0 {
-		return nil, 0, fmt.Errorf("nodecas: %s holds no CA", path)
+		return nil, 0, fmt.Errorf("caroots: %s holds no CA", path)
 	}
 	return out, rev, nil
 }

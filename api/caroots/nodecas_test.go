@@ -1,4 +1,4 @@
-package nodecas
+package caroots
 
 import (
 	"context"
@@ -48,7 +48,7 @@ func newEnv(t *testing.T, forbidden ...*x509.Certificate) *env {
 	}
 	e.cert = certs.NewNodeCert(pair)
 	e.s = New(Config{
-		Backend: e.log, AtRest: storage.AtRest{}, Verifier: e.v, Cert: e.cert, Request: req,
+		Kind: NodeKind, Backend: e.log, AtRest: storage.AtRest{}, Verifier: e.v, Cert: e.cert, Request: req,
 		CertFile: filepath.Join(e.dir, "node.crt"), KeyFile: filepath.Join(e.dir, "node.key"), TrustFile: filepath.Join(e.dir, "trust.pem"),
 		OnTrust: func() { e.trusted++ },
 		Members: func(context.Context) (map[string]uint64, error) {
@@ -108,7 +108,7 @@ func (e *env) trusts(ids ...string) {
 	}
 }
 
-func (e *env) presents() string { return Facts(e.v, e.cert)[Fact] }
+func (e *env) presents() string { return Facts(NodeKind, e.v, e.cert)[NodeKind.Fact] }
 
 func TestNodeCARotation(t *testing.T) {
 	e := newEnv(t)
@@ -220,8 +220,8 @@ func TestNodeCAStartRefusals(t *testing.T) {
 		key  []byte
 		want string
 	}{
-		{"the cluster CA", bundle, "is the cluster CA or a signer's CA"},
-		{"the cluster CA re-issued", reissued, "is the cluster CA or a signer's CA"},
+		{"the cluster CA", bundle, "already a CA of another kind"},
+		{"the cluster CA re-issued", reissued, "already a CA of another kind"},
 		{"a leaf certificate", append(leafPEM, leafKey...), "not a CA certificate"},
 		{"a certificate without its key", cluster.CertPEM, "needs a certificate and its private key"},
 		{"garbage", []byte("-----BEGIN CERTIFICATE-----\nsecret\n-----END CERTIFICATE-----\n"), "needs a certificate"},

@@ -1,0 +1,147 @@
+package certs
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// NewClusterCA makes a cluster CA in memory, for a rotation of the cluster
+// CA that the cluster makes itself. Its common name carries the moment it
+// was made, so that two generations of the cluster CA never share a
+// subject and a chain names which one it runs through.
+func NewClusterCA() (*CA, error) {
+	return newCA(caCommonName + "-" + strconv.FormatInt(time.Now().Unix(), 10))
+}
+
+// CrossSign issues subject's CA certificate again, signed by by: the same
+// subject, key and key identifier, so that a chain ending at subject also
+// ends at by. A certificate issued by subject, presented with this one,
+// verifies for a client that trusts either CA, which is what lets a
+// serving certificate move to a new CA before every client has it. It
+// lives no longer than either CA.
+func CrossSign(subject, by *CA) (*x509.Certificate, error) {
+	serial, err := randomSerial()
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               subject.Cert.Subject,
+		NotBefore:             time.Now().Add(-backdate),
+		NotAfter:              subject.Cert.NotAfter,
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		SubjectKeyId:          subject.Cert.SubjectKeyId,
+	}
+	if by.Cert.NotAfter.Before(tmpl.NotAfter) {
+		tmpl.NotAfter = by.Cert.NotAfter
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, by.Cert, subject.Cert.PublicKey, by.Key)
+	if err != nil {
+		return nil, fmt.Errorf("certs: cross-sign CA %s by %s: %w", CertID(subject.Cert), CertID(by.Cert), err)
+	}
+	return x509.ParseCertificate(der)
+}
+
+// IsCrossOf reports whether c is subject's CA certificate issued by by
+// (CrossSign's output, or any certificate of subject's key that by
+// signed).
+func IsCrossOf(c *x509.Certificate, subject, by *x509.Certificate) bool {
+	return c.IsCA && SameKey(c, subject) && c.CheckSignatureFrom(by) == nil
+}
+
+// Roots is a set of trusted CA certificates that changes live (SetRoots),
+// such as the cluster CAs while the cluster CA rotates: every reader sees
+// the set of its moment.
+type Roots struct {
+	p atomic.Pointer[[]*x509.Certificate]
+}
+
+// NewRoots trusts roots.
+func NewRoots(roots ...*x509.Certificate) *Roots {
+	r := &Roots{}
+	r.SetRoots(roots)
+	return r
+}
+
+// SetRoots replaces the set; an empty set is ignored, as a node always
+// trusts some CA.
+func (r *Roots) SetRoots(roots []*x509.Certificate) {
+	if len(roots) == 0 {
+		return
+	}
+	c := slices.Clone(roots)
+	r.p.Store(&c)
+}
+
+// Roots are the CAs trusted now.
+func (r *Roots) Roots() []*x509.Certificate { return slices.Clone(*r.p.Load()) }
+
+// Pool is a fresh pool of the CAs trusted now.
+func (r *Roots) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	for _, c := range *r.p.Load() {
+		p.AddCert(c)
+	}
+	return p
+}
+
+// PEM is the CAs trusted now as a PEM bundle, as kube-root-ca.crt and
+// kubeconfigs carry them.
+func (r *Roots) PEM() []byte {
+	var b []byte
+	for _, c := range *r.p.Load() {
+		b = append(b, encodeCertPEM(c.Raw)...)
+	}
+	return b
+}
+
+// VerifyServer is a tls.Config.VerifyConnection hook for a client that
+// trusts the server certificates of a live set of CAs (crypto/tls checks
+// against a pool fixed in the configuration, so a client whose trust
+// changes checks here instead, with InsecureSkipVerify set): the chain the
+// server presented must verify, for the name dialled, against roots() of
+// the moment of the handshake.
+func VerifyServer(roots func() *x509.CertPool) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return fmt.Errorf("certs: the server presented no certificate")
+		}
+		inter := x509.NewCertPool()
+		for _, c := range cs.PeerCertificates[1:] {
+			inter.AddCert(c)
+		}
+		_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{
+			Roots:         roots(),
+			Intermediates: inter,
+			DNSName:       cs.ServerName,
+			KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		})
+		return err
+	}
+}
+
+// NewLoopbackCA makes the CA of one process's loopback clients, in memory
+// only: as kube-apiserver's loopback credentials, it exists for as long
+// as the process, is trusted by that process alone, and never leaves it.
+func NewLoopbackCA() (*CA, error) { return newCA("trustplane-loopback") }
+
+// WriteFiles writes the CA to certFile and keyFile (the key 0600, first,
+// each file atomically), as a file-reading signer wants it.
+func (ca *CA) WriteFiles(certFile, keyFile string) error {
+	keyPEM, err := encodeKeyPEM(ca.Key)
+	if err != nil {
+		return err
+	}
+	if err := WriteFileAtomic(keyFile, keyPEM, 0o600); err != nil {
+		return err
+	}
+	return WriteFileAtomic(certFile, ca.CertPEM, 0o644)
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/rest"
+
+	"github.com/trustplane/trustplane/api/controllers"
+	"github.com/trustplane/trustplane/certs"
+)
+
+// The files of the cluster CA that signs for the built-in signers left at
+// their default (no --cluster-signing-* flag), in <data-dir>/pki: each
+// node writes the active cluster CA there as it applies a rotation step,
+// because kube's signers read their CA from files (and reload them).
+const (
+	clusterSignerCert = "cluster-signer.crt"
+	clusterSignerKey  = "cluster-signer.key"
+)
+
+// clusterIDFile keeps the cluster's id in a node's data directory (and,
+// optionally, in the CA directory for nodes that join later).
+const clusterIDFile = "cluster-id"
+
+// clusterIDAtStart is the id gossip and backups know the cluster by. It
+// is fixed at a node's first start and kept in its data directory, so
+// that it survives a rotation of the cluster CA it was first derived
+// from: <ca-dir>/cluster-id when the operator put one there (a node that
+// joins after a rotation), else the CA directory's CA's id.
+func clusterIDAtStart(dataDir, caDir string, ca *certs.CA) (string, error) {
+	own := filepath.Join(dataDir, clusterIDFile)
+	for _, p := range []string{own, filepath.Join(caDir, clusterIDFile)} {
+		b, err := os.ReadFile(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		id := strings.TrimSpace(string(b))
+		if len(id) != 64 || strings.Trim(id, "0123456789abcdef") != "" {
+			return "", fmt.Errorf("%s: not a cluster id (64 hex digits)", p)
+		}
+		if p != own {
+			if err := certs.WriteFileAtomic(own, []byte(id+"\n"), 0o644); err != nil {
+				return "", err
+			}
+		}
+		return id, nil
+	}
+	id := ca.ID()
+	return id, certs.WriteFileAtomic(own, []byte(id+"\n"), 0o644)
+}
+
+// clusterSignerAtStart makes sure the default signers' CA files exist: a
+// node keeps the last active cluster CA there; a new node starts with the
+// CA directory's.
+func clusterSignerAtStart(pki string, seed *certs.CA) error {
+	if _, err := os.Stat(filepath.Join(pki, clusterSignerCert)); err == nil {
+		if _, err := os.Stat(filepath.Join(pki, clusterSignerKey)); err == nil {
+			return nil
+		}
+	}
+	return seed.WriteFiles(filepath.Join(pki, clusterSignerCert), filepath.Join(pki, clusterSignerKey))
+}
+
+// clusterCAFollower does what a node must besides trusting the cluster
+// CAs and presenting a certificate of the active one (api/caroots) when a
+// step of the cluster CA's rotation is applied: the default signers sign
+// with the active CA, the admin kubeconfig holds a certificate of it and
+// trusts every CA, and the controllers start a new term with the new
+// roots (kube-root-ca.crt, token Secrets' ca.crt).
+type clusterCAFollower struct {
+	w          *wiring
+	roots      *certs.Roots
+	server     string      // the node's API URL, once it serves
+	ready      atomic.Bool // the admin kubeconfig is written once the node is ready
+	mu         sync.Mutex  // serialises writes of the kubeconfig
+	active     atomic.Pointer[certs.CA]
+	controller atomic.Pointer[controllers.Manager]
+	termPEM    atomic.Pointer[[]byte] // the roots the controllers' term was last restarted for
+}
+
+func newClusterCAFollower(w *wiring, roots *certs.Roots) *clusterCAFollower {
+	f := &clusterCAFollower{w: w, roots: roots}
+	pem := roots.PEM()
+	f.termPEM.Store(&pem)
+	return f
+}
+
+func (f *clusterCAFollower) onChange(_ []*certs.CA, active *certs.CA) {
+	f.active.Store(active)
+	log := f.w.log.With("component", "cluster-ca")
+	if err := active.WriteFiles(filepath.Join(f.w.pki, clusterSignerCert), filepath.Join(f.w.pki, clusterSignerKey)); err != nil {
+		log.Error("the default signers' CA files", "error", err)
+	}
+	if f.ready.Load() {
+		if err := f.writeKubeconfig(); err != nil {
+			log.Error("writing the admin kubeconfig", "error", err)
+		}
+	}
+	// A new term only when the roots changed: the first record a node
+	// applies after a restart is usually the one its trust file held.
+	pem := f.roots.PEM()
+	if last := f.termPEM.Swap(&pem); last != nil && string(*last) == string(pem) {
+		return
+	}
+	if m := f.controller.Load(); m != nil {
+		m.Restart("the cluster CAs changed")
+	}
+}
+
+// writeKubeconfig writes <data-dir>/admin.kubeconfig: a system:masters
+// certificate of the active cluster CA, trusting every cluster CA.
+func (f *clusterCAFollower) writeKubeconfig() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	active := f.active.Load()
+	cert, key, err := active.Issue(certs.Request{CommonName: "trustplane-admin", Organization: []string{"system:masters"}, Client: true})
+	if err != nil {
+		return err
+	}
+	return certs.WriteKubeconfig(filepath.Join(f.w.opts.dataDir, "admin.kubeconfig"), certs.Kubeconfig{
+		Server: f.server, ClusterName: "trustplane", UserName: "trustplane-admin",
+		CAPEM: f.roots.PEM(), CertPEM: cert, KeyPEM: key,
+	})
+}
+
+// loopback is this process's credentials for its own API, as
+// kube-apiserver's loopback client: a client certificate of a CA that
+// exists in this process only (certs.NewLoopbackCA), trusted by this
+// node's API alone, so it outlives every rotation of the cluster CA; and
+// the server verified against the cluster CAs of the moment.
+type loopback struct {
+	ca    *certs.CA
+	roots *certs.Roots
+}
+
+func newLoopback(roots *certs.Roots) (*loopback, error) {
+	ca, err := certs.NewLoopbackCA()
+	if err != nil {
+		return nil, err
+	}
+	return &loopback{ca: ca, roots: roots}, nil
+}
+
+// trusted is the loopback CA, for the API's client CAs.
+func (l *loopback) trusted() []*x509.Certificate { return []*x509.Certificate{l.ca.Cert} }
+
+// config is a client of url as user in groups, with a transport of its
+// own.
+func (l *loopback) config(url, user string, groups ...string) (*rest.Config, error) {
+	certPEM, keyPEM, err := l.ca.Issue(certs.Request{CommonName: user, Organization: groups, Client: true})
+	if err != nil {
+		return nil, fmt.Errorf("loopback certificate for %s: %w", user, err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("loopback certificate for %s: %w", user, err)
+	}
+	tr := utilnet.SetTransportDefaults(&http.Transport{
+		TLSClientConfig: &tls.Config{
+			Certificates:       []tls.Certificate{pair},
+			MinVersion:         tls.VersionTLS12,
+			InsecureSkipVerify: true, // verified by VerifyConnection against the live roots, never skipped
+			VerifyConnection:   certs.VerifyServer(l.roots.Pool),
+		},
+		TLSHandshakeTimeout: 10 * time.Second,
+	})
+	return &rest.Config{Host: url, Transport: tr, QPS: 200, Burst: 400, UserAgent: "trustplane/" + user}, nil
+}
+
+// Issue makes a client certificate of the loopback CA (the controllers'
+// controllers.Issuer).
+func (l *loopback) Issue(r certs.Request) ([]byte, []byte, error) { return l.ca.Issue(r) }
