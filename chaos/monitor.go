@@ -29,7 +29,7 @@ type monitor struct {
 func newMonitor(t Target) (*monitor, error) {
 	m := &monitor{names: t.Names()}
 	for _, n := range m.names {
-		cfg, err := t.Config(n)
+		cfg, err := followConfig(t, n)
 		if err != nil {
 			return nil, err
 		}

@@ -18,7 +18,7 @@ import (
 // rotationRoots are the trust roots the "rotate" fault rotates, one per
 // injection, in turn. A root the cluster does not rotate online (404), or
 // cannot now (no encryption configuration), is skipped.
-var rotationRoots = []string{"signing-key", "node-ca", "encryption-key", "gossip-key"}
+var rotationRoots = []string{"signing-key", "node-ca", "encryption-key", "gossip-key", "cluster-ca"}
 
 // rotationPlans are what an injection does with its root, in turn per
 // root: a whole rotation (the run's first one with the leader killed
@@ -50,6 +50,13 @@ func (n *nemesis) rotateOnce(ctx context.Context, f *report.Fault) error {
 	step := func(s string, force bool) error {
 		return n.rotationStep(ctx, via, root, s, force)
 	}
+	var probe *clusterCAProbe
+	if root == "cluster-ca" {
+		var err error
+		if probe, err = newClusterCAProbe(n, via); err != nil {
+			return err
+		}
+	}
 	if err := step("start", false); err != nil {
 		if errors.Is(err, errRotateSkipped) {
 			f.Node += " (skipped: " + err.Error() + ")"
@@ -58,9 +65,15 @@ func (n *nemesis) rotateOnce(ctx context.Context, f *report.Fault) error {
 		return err
 	}
 	if plan == "abort-after-start" {
-		return step("abort", false)
+		if err := step("abort", false); err != nil {
+			return err
+		}
+		return probe.after(ctx, plan)
 	}
 	if err := step("promote", false); err != nil {
+		return err
+	}
+	if err := probe.promoted(ctx, via); err != nil {
 		return err
 	}
 	if killAfterPromote {
@@ -83,7 +96,10 @@ func (n *nemesis) rotateOnce(ctx context.Context, f *report.Fault) error {
 			return err
 		}
 	}
-	return step("finish", false)
+	if err := step("finish", false); err != nil {
+		return err
+	}
+	return probe.after(ctx, plan)
 }
 
 // rotationStep takes one step, retrying while it is refused as not ready

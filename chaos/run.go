@@ -72,7 +72,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		wc.RunID = fmt.Sprintf("r%d", rand.New(rand.NewSource(cfg.Seed)).Intn(1_000_000))
 	}
 	for _, name := range names {
-		rc, err := cfg.Target.Config(name)
+		rc, err := followConfig(cfg.Target, name)
 		if err != nil {
 			return nil, err
 		}

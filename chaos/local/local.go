@@ -244,6 +244,21 @@ func (c *Cluster) startProcess(n *Node) error {
 	return nil
 }
 
+// trust is the pool n's server is verified with: the cluster CAs of its
+// admin kubeconfig, which the node rewrites as the cluster CA rotates, else
+// the CA directory's.
+func (c *Cluster) trust(n *Node) *x509.CertPool {
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(n.Dir, "admin.kubeconfig"))
+	if err != nil {
+		return c.pool
+	}
+	p := x509.NewCertPool()
+	if !p.AppendCertsFromPEM(cfg.CAData) {
+		return c.pool
+	}
+	return p
+}
+
 // WaitReady polls the node's /readyz until it answers 200 and its admin
 // kubeconfig exists, or ctx ends (bounded to 90 s).
 func (c *Cluster) WaitReady(ctx context.Context, name string) error {
@@ -251,11 +266,11 @@ func (c *Cluster) WaitReady(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: c.pool}}}
-	defer hc.CloseIdleConnections()
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
+		hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: c.trust(n)}}}
 		resp, err := hc.Get("https://" + n.API + "/readyz")
+		hc.CloseIdleConnections()
 		if err == nil {
 			resp.Body.Close()
 			if _, serr := os.Stat(filepath.Join(n.Dir, "admin.kubeconfig")); resp.StatusCode == http.StatusOK && serr == nil {
