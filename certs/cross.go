@@ -19,6 +19,12 @@ func NewClusterCA() (*CA, error) {
 	return newCA(caCommonName + "-" + strconv.FormatInt(time.Now().Unix(), 10))
 }
 
+// NewSignerCA makes the CA of a CSR signer (short: its name after
+// kubernetes.io/) in memory, for a rotation that the cluster makes itself.
+func NewSignerCA(short string) (*CA, error) {
+	return newCA("trustplane-" + short + "-ca-" + strconv.FormatInt(time.Now().Unix(), 10))
+}
+
 // CrossSign issues subject's CA certificate again, signed by by: the same
 // subject, key and key identifier, so that a chain ending at subject also
 // ends at by. A certificate issued by subject, presented with this one,

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -189,13 +190,14 @@ func seed(dir string, cfg SeedConfig, exp *fsm.Export) error {
 
 // isMembershipRecord says whether k is a removal marker (removed.go), a
 // data-directory record (datadir.go), the gossip keyring (api/gossipkeys'
-// record, GossipKeysResource) or the node and cluster CAs (api/caroots'
-// records, NodeCAsResource and ClusterCAsResource): all describe the
-// source cluster's members, and a cluster seeded from the backup has its
-// own (its nodes' CA directory seeds its keyring and its CAs).
+// record, GossipKeysResource) or the node, cluster and signer CAs
+// (api/caroots' records, NodeCAsResource, ClusterCAsResource,
+// SignerCAsResourcePrefix): all describe the source cluster's members, and
+// a cluster seeded from the backup has its own (its nodes' CA directory
+// and signing files seed its keyring and its CAs).
 func isMembershipRecord(k fsm.Key) bool {
 	return k.Space == fsm.SpaceInternal &&
-		(k.Resource == removedPrefix.Resource || k.Resource == dataDirPrefix.Resource || k.Resource == GossipKeysResource || k.Resource == NodeCAsResource || k.Resource == ClusterCAsResource)
+		(k.Resource == removedPrefix.Resource || k.Resource == dataDirPrefix.Resource || k.Resource == GossipKeysResource || k.Resource == NodeCAsResource || k.Resource == ClusterCAsResource || strings.HasPrefix(k.Resource, SignerCAsResourcePrefix))
 }
 
 // GossipKeysResource is the internal resource api/gossipkeys keeps the
@@ -208,6 +210,9 @@ const GossipKeysResource = "gossipkeys"
 const (
 	NodeCAsResource    = "nodecas"
 	ClusterCAsResource = "clustercas"
+	// SignerCAsResourcePrefix starts the resource of each built-in CSR
+	// signer's CAs (api/caroots SignerKind).
+	SignerCAsResourcePrefix = "signercas-"
 )
 
 // privatise makes dir's tree 0700/0600: raft's snapshot store asks for

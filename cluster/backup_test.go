@@ -37,7 +37,8 @@ func TestSeedDataDir(t *testing.T) {
 	gossipKeys := fsm.Key{Space: fsm.SpaceInternal, Resource: GossipKeysResource, Name: "keyring"}
 	nodeCAs := fsm.Key{Space: fsm.SpaceInternal, Resource: NodeCAsResource, Name: "set"}
 	clusterCAs := fsm.Key{Space: fsm.SpaceInternal, Resource: ClusterCAsResource, Name: "set"}
-	for _, k := range []fsm.Key{gossipKeys, nodeCAs, clusterCAs} {
+	signerCAs := fsm.Key{Space: fsm.SpaceInternal, Resource: SignerCAsResourcePrefix + "kubelet-serving", Name: "set"}
+	for _, k := range []fsm.Key{gossipKeys, nodeCAs, clusterCAs, signerCAs} {
 		if res, err := src.Propose(ctx, &fsm.Command{Op: fsm.OpPut, Key: k, Value: []byte("sealed")}); err != nil || res.Err != nil {
 			t.Fatalf("Propose: %v %v", err, res)
 		}
@@ -108,6 +109,9 @@ func TestSeedDataDir(t *testing.T) {
 	}
 	if kv, _, _ := f.Get(clusterCAs, 0); kv != nil {
 		t.Fatal("the restored state holds the source's cluster CAs")
+	}
+	if kv, _, _ := f.Get(signerCAs, 0); kv != nil {
+		t.Fatal("the restored state holds the source's signer CAs")
 	}
 	if kv, _, _ := f.Get(gossipKeys, 0); kv != nil {
 		t.Fatal("the source's gossip keyring was carried to the new cluster, whose gossip.key seeds its own")

@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,6 +61,25 @@ var (
 	}
 )
 
+// SignerRootPrefix starts the root name of a built-in CSR signer's CA
+// (SignerKind); the operator names the signer (`trustplane rotate
+// signer-ca STEP --signer NAME`).
+const SignerRootPrefix = "signer-ca-"
+
+// SignerKind is the kind of the CA of the built-in CSR signer called
+// signer (kubernetes.io/kube-apiserver-client, ...) when it has CA files
+// of its own (--cluster-signing-*-file); a signer without them signs with
+// the cluster CA and rotates with it. Its CAs sign for others and present
+// nothing, so finish waits for the certificates the retiring CA issued
+// to expire (Config.RetireAfter) instead.
+func SignerKind(signer string) Kind {
+	short := strings.TrimPrefix(signer, "kubernetes.io/")
+	return Kind{
+		Root: SignerRootPrefix + short, Noun: signer + " signer CA", Resource: cluster.SignerCAsResourcePrefix + short,
+		Feature: "signer-ca-rotation", NewCA: func() (*certs.CA, error) { return certs.NewSignerCA(short) },
+	}
+}
+
 // Sentinel errors.
 var (
 	// ErrBadRecord: the stored record cannot be opened or decoded. The
@@ -94,9 +114,15 @@ type Config struct {
 	// Kind is the kind of CA.
 	Kind Kind
 	// Verifier is the node's trust in the CAs, and Cert the certificate
-	// it presents; both change live.
+	// it presents; both change live. A kind whose CAs only sign for
+	// others (a CSR signer's) has no Cert: finish then waits for
+	// RetireAfter instead of for the voters' certificates.
 	Verifier Trust
 	Cert     Cert
+	// RetireAfter is how long after promote a certificate the retiring
+	// CA issued may still be valid (the signer's longest lifetime): finish
+	// waits for it, unless forced. Zero: finish does not wait.
+	RetireAfter time.Duration
 	// Request is what the node's certificate must hold (its name, hosts).
 	Request certs.Request
 	// CertFile and KeyFile keep the node's certificate; TrustFile the CAs
@@ -134,6 +160,9 @@ type Config struct {
 	Now    func() time.Time
 	Logger *slog.Logger
 }
+
+// Kind is the kind of CA s keeps.
+func (s *Store) Kind() Kind { return s.cfg.Kind }
 
 // Store keeps a node's trust and certificate following the replicated
 // record of one kind, and is that kind's rotation root on the leader.
@@ -393,11 +422,13 @@ func (s *Store) ensureCert() error {
 			}
 		}
 	}
-	cur := s.cfg.Cert.Get()
-	covered := cur != nil && cur.Leaf != nil && active.Covers(cur.Leaf, s.cfg.Request)
-	if !covered || !chained(cur, active, others) {
-		if err := s.issue(cur, covered, active, others); err != nil {
-			return err
+	if s.cfg.Cert != nil {
+		cur := s.cfg.Cert.Get()
+		covered := cur != nil && cur.Leaf != nil && active.Covers(cur.Leaf, s.cfg.Request)
+		if !covered || !chained(cur, active, others) {
+			if err := s.issue(cur, covered, active, others); err != nil {
+				return err
+			}
 		}
 	}
 	if changed && s.cfg.OnChange != nil {

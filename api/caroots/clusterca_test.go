@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,4 +140,68 @@ func mustKey(t *testing.T, s *Store, id string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// A signer's CAs present nothing: the store issues no certificate, and
+// finish waits until the certificates the retiring CA issued may have
+// expired (RetireAfter after promote), unless forced.
+func TestSignerCAFinishWaitsForIssuedCertificates(t *testing.T) {
+	ctx := context.Background()
+	seed, err := certs.NewSignerCA("kube-apiserver-client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := memlog.New()
+	roots := certs.NewRoots(seed.Cert)
+	now := time.Unix(1000, 0)
+	var active string
+	s := New(Config{
+		Kind: SignerKind("kubernetes.io/kube-apiserver-client"), Backend: log, AtRest: storage.AtRest{}, Verifier: roots,
+		TrustFile: filepath.Join(t.TempDir(), "trust.pem"), RetireAfter: time.Hour,
+		OnChange: func(_ []*certs.CA, a *certs.CA) { active = certs.CertID(a.Cert) },
+		Members: func(context.Context) (map[string]uint64, error) {
+			return map[string]uint64{"n1": log.AppliedIndex()}, nil
+		},
+		Now: func() time.Time { return now },
+	})
+	t.Cleanup(log.FSM.Subscribe(s))
+	if err := s.Seed(ctx, seed); err != nil {
+		t.Fatal(err)
+	}
+	step := func(st rotation.Step, o rotation.Options) (*rotation.Status, error) {
+		t.Helper()
+		out, err := rotation.Run(ctx, s.Root(), st, o)
+		if err == nil {
+			if err := s.syncTrust(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.ensureCert(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out, err
+	}
+	if _, err := step(rotation.StepStart, rotation.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := step(rotation.StepPromote, rotation.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if active == certs.CertID(seed.Cert) || active == "" {
+		t.Fatalf("after promote OnChange saw %q", active)
+	}
+	st, err := step(rotation.StepStatus, rotation.Options{})
+	if err != nil || !strings.Contains(st.Waiting, "may be valid until 1970-01-01T01:16:40Z") {
+		t.Fatalf("status after promote: %+v %v", st, err)
+	}
+	if _, err := step(rotation.StepFinish, rotation.Options{}); !errors.Is(err, rotation.ErrNotReady) || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("finish within the lifetime of the old CA's certificates: %v", err)
+	}
+	now = now.Add(time.Hour)
+	if _, err := step(rotation.StepFinish, rotation.Options{}); err != nil {
+		t.Fatalf("finish once they expired: %v", err)
+	}
+	if got := roots.Roots(); len(got) != 1 || got[0].Equal(seed.Cert) {
+		t.Fatal("after finish the old signer CA is still trusted")
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/trustplane/trustplane/api/rotation"
 	"github.com/trustplane/trustplane/certs"
@@ -84,6 +85,10 @@ func (r root) status(ctx context.Context, done string) (*rotation.Status, error)
 		st.Next = rotation.StepFinish
 		if st.Waiting = lacking; lacking == "" {
 			st.Waiting = r.presenting(ctx, rotation.First(es, rotation.Active).ID)
+		}
+		if st.Waiting == "" {
+			_, retiring := rotation.Finish(es)
+			st.Waiting = r.issuedStillValid(retiring)
 		}
 	}
 	return st, nil
@@ -175,6 +180,9 @@ func (r root) Finish(ctx context.Context, o rotation.Options) (*rotation.Status,
 		if why := r.presenting(ctx, rotation.First(kept, rotation.Active).ID); why != "" {
 			return nil, fmt.Errorf("%w: %s", rotation.ErrNotReady, why)
 		}
+		if why := r.issuedStillValid(removed); why != "" {
+			return nil, fmt.Errorf("%w: %s", rotation.ErrNotReady, why)
+		}
 	}
 	if err := r.s.write(ctx, kv, rec.withEntries(kept, nil)); err != nil {
 		return nil, err
@@ -184,6 +192,21 @@ func (r root) Finish(ctx context.Context, o rotation.Options) (*rotation.Status,
 		ids[i] = e.ID
 	}
 	return r.status(ctx, fmt.Sprintf("finished: %ss %v removed", r.s.cfg.Kind.Noun, ids))
+}
+
+// issuedStillValid says why finish must wait while a certificate a
+// retiring CA issued may still be valid (Config.RetireAfter after it
+// stopped issuing), "" when it need not.
+func (r root) issuedStillValid(retiring []rotation.Entry) string {
+	if r.s.cfg.RetireAfter <= 0 {
+		return ""
+	}
+	for _, e := range retiring {
+		if until := time.Unix(e.Since, 0).Add(r.s.cfg.RetireAfter); r.s.cfg.Now().Before(until) {
+			return fmt.Sprintf("certificates %s %s issued may be valid until %s; finish then, or pass --force", r.s.cfg.Kind.Noun, e.ID, until.UTC().Format(time.RFC3339))
+		}
+	}
+	return ""
 }
 
 // Abort undoes the rotation in progress; after promote every node issues

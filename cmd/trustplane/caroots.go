@@ -4,15 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/trustplane/trustplane/api/caroots"
-	"github.com/trustplane/trustplane/api/controllers"
 	"github.com/trustplane/trustplane/certs"
 )
 
@@ -85,28 +83,6 @@ func (l *liveClientCAs) rebuild() {
 
 func (l *liveClientCAs) pool() *x509.CertPool { return l.cur.Load() }
 
-// signerCACerts are the CA certificates of every built-in signer.
-func signerCACerts(s controllers.Signers) ([]*x509.Certificate, error) {
-	var out []*x509.Certificate
-	for _, f := range []controllers.SignerFiles{s.KubeAPIServerClient, s.KubeAPIServerClientKubelet, s.KubeletServing} {
-		b, err := os.ReadFile(f.CertFile)
-		if err != nil {
-			return nil, fmt.Errorf("signer CA: %w", err)
-		}
-		for {
-			var block *pem.Block
-			block, b = pem.Decode(b)
-			if block == nil {
-				break
-			}
-			if c, err := x509.ParseCertificate(block.Bytes); err == nil {
-				out = append(out, c)
-			}
-		}
-	}
-	return out, nil
-}
-
 // caRoot is what setupCARoot needs to build one kind's store.
 type caRoot struct {
 	kind              caroots.Kind
@@ -120,29 +96,35 @@ type caRoot struct {
 	onChange          func(cas []*certs.CA, active *certs.CA)
 	forbidden         func() []*x509.Certificate
 	reconnect         func()
+	retireAfter       time.Duration
 }
 
 // setupCARoot builds one kind's replicated CAs (api/caroots): the node's
 // trust and certificate follow them live.
 func setupCARoot(w *wiring, r caRoot) *caroots.Store {
 	m := membership{node: w.node}
-	s := caroots.New(caroots.Config{
+	cfg := caroots.Config{
 		Kind: r.kind, Backend: w.back, AtRest: w.reg.InternalAtRest(),
-		Verifier: r.trust, Cert: r.cert, Request: r.req,
+		Verifier: r.trust, Cert: r.cert, Request: r.req, RetireAfter: r.retireAfter,
 		CertFile: r.certFile, KeyFile: r.keyFile,
 		TrustFile: r.trustFile, TrustRevision: r.trustRev,
-		OnTrust:    r.onTrust,
-		OnChange:   r.onChange,
-		Reconnect:  r.reconnect,
-		Members:    m.appliedIndexes,
-		Presenting: m.facts(r.kind.Fact),
-		Unable:     m.lacking(r.kind.Feature),
-		Forbidden:  r.forbidden,
+		OnTrust:   r.onTrust,
+		OnChange:  r.onChange,
+		Reconnect: r.reconnect,
+		Members:   m.appliedIndexes,
+		Unable:    m.lacking(r.kind.Feature),
+		Forbidden: r.forbidden,
 		CaughtUp: func() bool {
 			return w.node.CheckCaughtUp() == nil
 		},
 		Logger: w.log.With("component", r.kind.Root),
-	})
+	}
+	if r.kind.Fact != "" {
+		// The voters report the CA of the certificate they present;
+		// finish waits for them.
+		cfg.Presenting = m.facts(r.kind.Fact)
+	}
+	s := caroots.New(cfg)
 	w.fsm.Subscribe(s)
 	return s
 }

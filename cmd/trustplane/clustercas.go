@@ -75,31 +75,66 @@ func clusterSignerAtStart(pki string, seed *certs.CA) error {
 	return seed.WriteFiles(filepath.Join(pki, clusterSignerCert), filepath.Join(pki, clusterSignerKey))
 }
 
-// clusterCAFollower does what a node must besides trusting the cluster
-// CAs and presenting a certificate of the active one (api/caroots) when a
-// step of the cluster CA's rotation is applied: the default signers sign
-// with the active CA, the admin kubeconfig holds a certificate of it and
-// trusts every CA, and the controllers start a new term with the new
-// roots (kube-root-ca.crt, token Secrets' ca.crt).
-type clusterCAFollower struct {
+// caFollower does what a node must besides trusting the CAs and
+// presenting a certificate of the active cluster CA (api/caroots) when a
+// step of a CA's rotation is applied: the signers sign with their active
+// CA, the admin kubeconfig holds a certificate of the active cluster CA
+// and trusts every cluster CA, and the controllers start a new term with
+// the new roots (kube-root-ca.crt, token Secrets' ca.crt, the
+// ClusterTrustBundles).
+type caFollower struct {
 	w          *wiring
-	roots      *certs.Roots
-	server     string      // the node's API URL, once it serves
-	ready      atomic.Bool // the admin kubeconfig is written once the node is ready
-	mu         sync.Mutex  // serialises writes of the kubeconfig
+	roots      *certs.Roots // the cluster CAs
+	signers    []*signerCA  // the signers with CA files of their own
+	server     string       // the node's API URL, once it serves
+	ready      atomic.Bool  // the admin kubeconfig is written once the node is ready
+	mu         sync.Mutex   // serialises writes of the kubeconfig
 	active     atomic.Pointer[certs.CA]
 	controller atomic.Pointer[controllers.Manager]
 	termPEM    atomic.Pointer[[]byte] // the roots the controllers' term was last restarted for
 }
 
-func newClusterCAFollower(w *wiring, roots *certs.Roots) *clusterCAFollower {
-	f := &clusterCAFollower{w: w, roots: roots}
-	pem := roots.PEM()
+func newCAFollower(w *wiring, roots *certs.Roots, signers []*signerCA) *caFollower {
+	f := &caFollower{w: w, roots: roots, signers: signers}
+	pem := f.published()
 	f.termPEM.Store(&pem)
 	return f
 }
 
-func (f *clusterCAFollower) onChange(_ []*certs.CA, active *certs.CA) {
+// published is every bundle the controllers publish, as one value.
+func (f *caFollower) published() []byte {
+	out := f.roots.PEM()
+	for _, sc := range f.signers {
+		out = append(out, sc.roots.PEM()...)
+	}
+	return out
+}
+
+// restartControllers starts a new term of the controllers when the
+// bundles they publish changed since the last: the first record a node
+// applies after a restart is usually the one its trust file held.
+func (f *caFollower) restartControllers(why string) {
+	pem := f.published()
+	if last := f.termPEM.Swap(&pem); last != nil && string(*last) == string(pem) {
+		return
+	}
+	if m := f.controller.Load(); m != nil {
+		m.Restart(why)
+	}
+}
+
+// onSignerChange writes signer's active CA where kube's signer reads it.
+func (f *caFollower) onSignerChange(signer string) func([]*certs.CA, *certs.CA) {
+	return func(_ []*certs.CA, active *certs.CA) {
+		files := signerCAFiles(f.w.pki, signer)
+		if err := active.WriteFiles(files.CertFile, files.KeyFile); err != nil {
+			f.w.log.Error("the signer's CA files", "signer", signer, "error", err)
+		}
+		f.restartControllers("the " + signer + " signer CAs changed")
+	}
+}
+
+func (f *caFollower) onChange(_ []*certs.CA, active *certs.CA) {
 	f.active.Store(active)
 	log := f.w.log.With("component", "cluster-ca")
 	if err := active.WriteFiles(filepath.Join(f.w.pki, clusterSignerCert), filepath.Join(f.w.pki, clusterSignerKey)); err != nil {
@@ -110,20 +145,12 @@ func (f *clusterCAFollower) onChange(_ []*certs.CA, active *certs.CA) {
 			log.Error("writing the admin kubeconfig", "error", err)
 		}
 	}
-	// A new term only when the roots changed: the first record a node
-	// applies after a restart is usually the one its trust file held.
-	pem := f.roots.PEM()
-	if last := f.termPEM.Swap(&pem); last != nil && string(*last) == string(pem) {
-		return
-	}
-	if m := f.controller.Load(); m != nil {
-		m.Restart("the cluster CAs changed")
-	}
+	f.restartControllers("the cluster CAs changed")
 }
 
 // writeKubeconfig writes <data-dir>/admin.kubeconfig: a system:masters
 // certificate of the active cluster CA, trusting every cluster CA.
-func (f *clusterCAFollower) writeKubeconfig() error {
+func (f *caFollower) writeKubeconfig() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	active := f.active.Load()

@@ -13,13 +13,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/trustplane/trustplane/api/caroots"
 	"github.com/trustplane/trustplane/api/gossipkeys"
 	"github.com/trustplane/trustplane/api/rotation"
 )
 
 // rotateUsage is the command's synopsis.
-const rotateUsage = "usage: trustplane rotate ROOT STEP [--kubeconfig F] [--force] [--key-file F]\n" +
-	"  ROOT: signing-key, gossip-key, encryption-key, node-ca, cluster-ca (signer-ca: not online yet, docs/SECURITY.md §6)\n" +
+const rotateUsage = "usage: trustplane rotate ROOT STEP [--kubeconfig F] [--force] [--key-file F] [--signer NAME]\n" +
+	"  ROOT: signing-key, gossip-key, encryption-key, node-ca, cluster-ca, signer-ca (with --signer: a built-in signer given CA files of its own)\n" +
 	"  STEP: status, start, promote, finish, abort"
 
 // rotateCmd implements "trustplane rotate ROOT STEP": one step of a trust
@@ -30,7 +31,8 @@ func rotateCmd(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("rotate", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", defaultKubeconfig(), "admin kubeconfig of any node")
 	force := fs.Bool("force", false, "take the step even though a safety check refuses it (finish before the retiring key's tokens expire)")
-	keyFile := fs.String("key-file", "", "start only: the new key, for a root whose key you keep a copy of (gossip-key: base64 of 32 bytes, as gossip.key; node-ca and cluster-ca: the CA's certificate and private key in PEM, as node-ca.crt and node-ca.key, or ca.crt and ca.key, concatenated)")
+	signer := fs.String("signer", "", "signer-ca only: the signer whose CA rotates (kubernetes.io/kube-apiserver-client, kubernetes.io/kube-apiserver-client-kubelet, kubernetes.io/kubelet-serving)")
+	keyFile := fs.String("key-file", "", "start only: the new key, for a root whose key you keep a copy of (gossip-key: base64 of 32 bytes, as gossip.key; node-ca, cluster-ca and signer-ca: the CA's certificate and private key in PEM, as node-ca.crt and node-ca.key, or ca.crt and ca.key, concatenated)")
 	var pos []string
 	for rest := args; ; {
 		if err := fs.Parse(rest); err != nil {
@@ -45,6 +47,14 @@ func rotateCmd(args []string, out io.Writer) error {
 		return errors.New(rotateUsage)
 	}
 	root, step := pos[0], rotation.Step(pos[1])
+	switch {
+	case root == "signer-ca" && *signer == "":
+		return fmt.Errorf("signer-ca needs --signer NAME\n%s", rotateUsage)
+	case root == "signer-ca":
+		root = caroots.SignerKind(*signer).Root
+	case *signer != "":
+		return fmt.Errorf("--signer is for signer-ca only\n%s", rotateUsage)
+	}
 	known := false
 	for _, s := range rotation.Steps {
 		known = known || s == step
@@ -87,6 +97,9 @@ func rotateCmd(args []string, out io.Writer) error {
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusNotFound:
+		if pos[0] == "signer-ca" {
+			return fmt.Errorf("signer %s has no CA of its own on this server: it signs with the cluster CA, which `trustplane rotate cluster-ca` rotates (or it is no built-in signer)", *signer)
+		}
 		return fmt.Errorf("%s cannot be rotated online by this server\n%s", root, rotateUsage)
 	default:
 		return fmt.Errorf("%s %s: %s", root, step, strings.TrimSpace(string(body)))

@@ -333,7 +333,7 @@ func serve(args []string) error {
 	ccfg.TrailingLogs = o.trailingLogs
 	ccfg.DeadServerTimeout = o.deadServerTimeout
 	ccfg.CompactRetention = o.compactRetention
-	ccfg.Features = []string{encryptionkeys.Feature, caroots.NodeKind.Feature, caroots.ClusterKind.Feature}
+	ccfg.Features = []string{encryptionkeys.Feature, caroots.NodeKind.Feature, caroots.ClusterKind.Feature, caroots.SignerKind("").Feature}
 	ccfg.Facts = func() map[string]string {
 		facts := caroots.Facts(caroots.NodeKind, nodes, nodeCert)
 		if facts == nil {
@@ -370,6 +370,9 @@ func serve(args []string) error {
 	scfg.Builtin = builtin
 	// The internal records that hold secret material, sealed as Secrets.
 	scfg.SealedInternal = []string{authn.SigningKeysResource, cluster.GossipKeysResource, cluster.NodeCAsResource, cluster.ClusterCAsResource}
+	for _, signer := range builtinSigners {
+		scfg.SealedInternal = append(scfg.SealedInternal, caroots.SignerKind(signer).Resource)
+	}
 	scfg.Watch = watchcache.DefaultConfig()
 	scfg.Watch.Window = o.watchWindow
 	o.limits.setWatchCache(scfg.Watch)
@@ -399,16 +402,13 @@ func serve(args []string) error {
 	var bootstrapped, shuttingDown atomic.Bool
 	port, _ := strconv.Atoi(listenPort)
 
-	signers := o.signing.signers(pki)
-	if err := refuseNodeCASigners(nodes.Roots(), signers); err != nil {
-		return err
-	}
-	ownSignerCAs, err := o.signing.ownClientCAs()
+	// The signers with CA files of their own follow their replicated
+	// CAs, seeded by the files, as the cluster CA does.
+	signerCAs, err := signerCAsAtStart(log, &o.signing, o.dataDir, pki)
 	if err != nil {
 		return err
 	}
-	signerCAs, err := signerCACerts(signers)
-	if err != nil {
+	if err := refuseNodeCASigners(nodes.Roots(), o.signing.signers(pki)); err != nil {
 		return err
 	}
 	lb, err := newLoopback(clusterRoots)
@@ -418,17 +418,18 @@ func serve(args []string) error {
 	// Client certificates of the cluster CAs, of the client signers' own
 	// CAs and of this process's loopback CA authenticate; so do node
 	// certificates (a follower forwarding a write), whose assertions
-	// acfg.Nodes decides. The cluster and node CAs change live
+	// acfg.Nodes decides. The cluster, signer and node CAs change live
 	// (api/caroots), and the pool with them.
-	clientCAs := newLiveClientCAs(func() []*x509.Certificate { return ownSignerCAs }, clusterRoots.Roots, nodes.Roots, lb.trusted)
+	clientCAs := newLiveClientCAs(signerRoots(signerCAs, true), clusterRoots.Roots, nodes.Roots, lb.trusted)
 	nodeCAs := setupCARoot(wired, caRoot{
 		kind: caroots.NodeKind, trust: nodes, cert: nodeCert, req: nodeReq,
 		certFile: filepath.Join(pki, "node.crt"), keyFile: filepath.Join(pki, "node.key"),
 		trustFile: filepath.Join(o.dataDir, nodeTrustFile), trustRev: nodeTrustRev,
 		onTrust: clientCAs.rebuild, reconnect: node.Reconnect,
-		forbidden: func() []*x509.Certificate { return append(clusterRoots.Roots(), signerCAs...) },
+		forbidden: func() []*x509.Certificate { return append(clusterRoots.Roots(), signerRoots(signerCAs, false)()...) },
 	})
-	followCA := newClusterCAFollower(wired, clusterRoots)
+	followCA := newCAFollower(wired, clusterRoots, signerCAs)
+	setupSignerCAs(wired, signerCAs, clientCAs.rebuild, followCA, nodes.Roots)
 	clusterCAs := setupCARoot(wired, caRoot{
 		kind: caroots.ClusterKind, trust: clusterRoots, cert: serving, req: servingReq,
 		certFile: filepath.Join(pki, "apiserver.crt"), keyFile: filepath.Join(pki, "apiserver.key"),
@@ -490,6 +491,9 @@ func serve(args []string) error {
 	// per step.
 	roots := map[string]rotation.Root{authn.SigningKeyRoot: ident.keys.Root(), encryptionkeys.Root: encKeys.Root(f.Export, stor.AtRestOf), caroots.NodeKind.Root: nodeCAs.Root(), caroots.ClusterKind.Root: clusterCAs.Root()}
 	counters := map[string]rotation.Counter{authn.SigningKeyRoot: ident.keys.PhaseCounts, encryptionkeys.Root: encKeys.PhaseCounts, caroots.NodeKind.Root: nodeCAs.PhaseCounts, caroots.ClusterKind.Root: clusterCAs.PhaseCounts}
+	for _, sc := range signerCAs {
+		roots[sc.store.Kind().Root], counters[sc.store.Kind().Root] = sc.store.Root(), sc.store.PhaseCounts
+	}
 	var gossipKeys *gossipkeys.Store
 	if o.multiNode() {
 		gossipKeys = setupGossipKeys(wired)
@@ -557,6 +561,10 @@ func serve(args []string) error {
 		}
 		go runEncryptionKeys(ctx, encKeys, f, stor, node, o.atRest.rewriteRate)
 		tasks = append(tasks, func(ctx context.Context) error { return encKeys.ResealInternal(ctx, f.Export, stor.AtRestOf) }, seedCARoot(nodeCAs, nodeCA), seedCARoot(clusterCAs, ca))
+		for _, sc := range signerCAs {
+			tasks = append(tasks, seedCARoot(sc.store, sc.seed))
+			go sc.store.Run(ctx)
+		}
 		go nodeCAs.Run(ctx)
 		go clusterCAs.Run(ctx)
 		served, err := bootstrap(ctx, log, node, f, tasks)

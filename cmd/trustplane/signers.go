@@ -1,15 +1,12 @@
 package main
 
 import (
-	"cmp"
-	"crypto/x509"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
-	certutil "k8s.io/client-go/util/cert"
+	certificatesv1 "k8s.io/api/certificates/v1"
 
 	"github.com/trustplane/trustplane/api/controllers"
 )
@@ -55,46 +52,21 @@ func (s *signingFlags) validate() error {
 	return nil
 }
 
-// signers resolves each signer's files: its own flags, else the shared
-// signing flags, else the active cluster CA, which the node keeps in pki
-// (clusterSignerCert) as it follows the cluster CA's rotation.
+// signers resolves each signer's files: for a signer given CA files of
+// its own (or the shared --cluster-signing-*), where the node keeps its
+// active CA (signerCAFiles); else the active cluster CA, which the node
+// keeps in pki (clusterSignerCert) as it follows the cluster CA's
+// rotation.
 func (s *signingFlags) signers(pki string) controllers.Signers {
-	def := controllers.SignerFiles{CertFile: filepath.Join(pki, clusterSignerCert), KeyFile: filepath.Join(pki, clusterSignerKey)}
-	if s.certFile != "" {
-		def = controllers.SignerFiles{CertFile: s.certFile, KeyFile: s.keyFile}
-	}
-	pick := func(cert, key string) controllers.SignerFiles {
-		if cert != "" {
-			return controllers.SignerFiles{CertFile: cert, KeyFile: key}
+	pick := func(signer string) controllers.SignerFiles {
+		if s.ownFiles(signer).CertFile != "" {
+			return signerCAFiles(pki, signer)
 		}
-		return def
+		return controllers.SignerFiles{CertFile: filepath.Join(pki, clusterSignerCert), KeyFile: filepath.Join(pki, clusterSignerKey)}
 	}
 	return controllers.Signers{
-		KubeAPIServerClient:        pick(s.clientCert, s.clientKey),
-		KubeAPIServerClientKubelet: pick(s.kubeletClientCert, s.kubeletClientKey),
-		KubeletServing:             pick(s.kubeletServingCert, s.kubeletServingKey),
+		KubeAPIServerClient:        pick(certificatesv1.KubeAPIServerClientSignerName),
+		KubeAPIServerClientKubelet: pick(certificatesv1.KubeAPIServerClientKubeletSignerName),
+		KubeletServing:             pick(certificatesv1.KubeletServingSignerName),
 	}
-}
-
-// ownClientCAs are the CAs of the client signers given their own files
-// (kube-apiserver-client and kube-apiserver-client-kubelet), so that a
-// certificate a CSR got from them authenticates. A signer left at the
-// default signs with the active cluster CA, which the cluster CAs cover.
-func (s *signingFlags) ownClientCAs() ([]*x509.Certificate, error) {
-	var out []*x509.Certificate
-	for _, f := range []string{cmp.Or(s.clientCert, s.certFile), cmp.Or(s.kubeletClientCert, s.certFile)} {
-		if f == "" {
-			continue
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("client signer CA: %w", err)
-		}
-		cs, err := certutil.ParseCertsPEM(b)
-		if err != nil || len(cs) == 0 {
-			return nil, fmt.Errorf("client signer CA %s holds no PEM certificate", f)
-		}
-		out = append(out, cs...)
-	}
-	return out, nil
 }
