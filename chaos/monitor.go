@@ -120,6 +120,14 @@ func (m *monitor) TermRise() int {
 	return int(m.maxTerm - m.firstTerm)
 }
 
+// term asks now and returns the highest raft term seen so far.
+func (m *monitor) term() uint64 {
+	m.ask()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.maxTerm
+}
+
 // currentLeader asks now, falling back to the last one seen.
 func (m *monitor) currentLeader() string {
 	if l := m.ask(); l != "" {

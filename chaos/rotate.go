@@ -39,6 +39,12 @@ const stepTimeout = 90 * time.Second
 // still valid, an encryption key's history not yet compacted) is forced:
 // the run cannot wait that long, and what it invalidates is named.
 func (n *nemesis) rotateOnce(ctx context.Context, f *report.Fault) error {
+	before := n.mon.term()
+	gossip, killed := n.watchGossip(ctx), ""
+	defer func() {
+		f.Elections = int(n.mon.term() - before)
+		f.Flaps = gossip.flaps(killed)
+	}()
 	i := n.rotations
 	n.rotations++
 	root := rotationRoots[i%len(rotationRoots)]
@@ -80,7 +86,7 @@ func (n *nemesis) rotateOnce(ctx context.Context, f *report.Fault) error {
 		n.killedInRotation = true
 		leader := n.mon.currentLeader()
 		if leader != "" {
-			f.Leader = true
+			f.Leader, killed = true, leader
 			via = n.followerOf(leader)
 			if err := n.t.Kill(leader); err != nil {
 				return err
@@ -173,10 +179,21 @@ func rotationCheck(faults []report.Fault) report.Check {
 			continue
 		}
 		ran++
-		if f.Err != "" {
+		allowed := 0
+		if f.Leader {
+			allowed = 1 // the leader it killed
+		}
+		switch {
+		case f.Err != "":
 			c.OK = false
 			c.Violations = append(c.Violations, f.Node+": "+f.Err)
-		} else {
+		case len(f.Flaps) > 0:
+			c.OK = false
+			c.Violations = append(c.Violations, fmt.Sprintf("%s: gossip flapped during the rotation: %v", f.Node, f.Flaps))
+		case f.Elections > allowed:
+			c.OK = false
+			c.Violations = append(c.Violations, fmt.Sprintf("%s: the raft term rose by %d during the rotation (%d for its leader kill)", f.Node, f.Elections, allowed))
+		default:
 			c.Info = append(c.Info, f.Node)
 		}
 	}
