@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 )
 
 // NewClusterCA makes a cluster CA in memory, for a rotation of the cluster
@@ -65,48 +68,84 @@ func IsCrossOf(c *x509.Certificate, subject, by *x509.Certificate) bool {
 
 // Roots is a set of trusted CA certificates that changes live (SetRoots),
 // such as the cluster CAs while the cluster CA rotates: every reader sees
-// the set of its moment.
+// the set of its moment. It is a dynamiccertificates.CAContentProvider,
+// kube's live CA bundle: listeners (a union of bundles, a
+// ClusterTrustBundle publisher) are told of each change.
 type Roots struct {
-	p atomic.Pointer[[]*x509.Certificate]
+	name string
+	set  atomic.Pointer[rootSet]
+
+	mu        sync.Mutex
+	listeners []dynamiccertificates.Listener
 }
 
-// NewRoots trusts roots.
-func NewRoots(roots ...*x509.Certificate) *Roots {
-	r := &Roots{}
+// rootSet is one value of a Roots, with the forms its readers want, made
+// once per change.
+type rootSet struct {
+	certs []*x509.Certificate
+	pool  *x509.CertPool
+	pem   []byte
+}
+
+var _ dynamiccertificates.CAContentProvider = (*Roots)(nil)
+
+// NewRoots trusts roots; name names the bundle (dynamiccertificates).
+func NewRoots(name string, roots ...*x509.Certificate) *Roots {
+	r := &Roots{name: name}
 	r.SetRoots(roots)
 	return r
 }
 
-// SetRoots replaces the set; an empty set is ignored, as a node always
-// trusts some CA.
+// SetRoots replaces the set and tells the listeners; an empty set is
+// ignored, as a node always trusts some CA.
 func (r *Roots) SetRoots(roots []*x509.Certificate) {
 	if len(roots) == 0 {
 		return
 	}
-	c := slices.Clone(roots)
-	r.p.Store(&c)
+	set := &rootSet{certs: slices.Clone(roots), pool: x509.NewCertPool()}
+	for _, c := range roots {
+		set.pool.AddCert(c)
+		set.pem = append(set.pem, encodeCertPEM(c.Raw)...)
+	}
+	r.set.Store(set)
+	r.mu.Lock()
+	listeners := slices.Clone(r.listeners)
+	r.mu.Unlock()
+	for _, l := range listeners {
+		l.Enqueue()
+	}
 }
+
+func (r *Roots) current() *rootSet { return r.set.Load() }
 
 // Roots are the CAs trusted now.
-func (r *Roots) Roots() []*x509.Certificate { return slices.Clone(*r.p.Load()) }
+func (r *Roots) Roots() []*x509.Certificate { return slices.Clone(r.current().certs) }
 
 // Pool is a fresh pool of the CAs trusted now.
-func (r *Roots) Pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	for _, c := range *r.p.Load() {
-		p.AddCert(c)
-	}
-	return p
-}
+func (r *Roots) Pool() *x509.CertPool { return r.current().pool.Clone() }
 
 // PEM is the CAs trusted now as a PEM bundle, as kube-root-ca.crt and
 // kubeconfigs carry them.
-func (r *Roots) PEM() []byte {
-	var b []byte
-	for _, c := range *r.p.Load() {
-		b = append(b, encodeCertPEM(c.Raw)...)
-	}
-	return b
+func (r *Roots) PEM() []byte { return slices.Clone(r.current().pem) }
+
+// Name names the bundle (dynamiccertificates.CAContentProvider).
+func (r *Roots) Name() string { return r.name }
+
+// CurrentCABundleContent is PEM (dynamiccertificates.CAContentProvider).
+func (r *Roots) CurrentCABundleContent() []byte { return r.PEM() }
+
+// VerifyOptions verifies against the CAs trusted now
+// (dynamiccertificates.CAContentProvider); the pool is shared, read only.
+func (r *Roots) VerifyOptions() (x509.VerifyOptions, bool) {
+	return x509.VerifyOptions{Roots: r.current().pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, true
+}
+
+// AddListener tells l of every later change
+// (dynamiccertificates.Notifier).
+func (r *Roots) AddListener(l dynamiccertificates.Listener) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.listeners = append(r.listeners, l)
 }
 
 // VerifyServer is a tls.Config.VerifyConnection hook for a client that

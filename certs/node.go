@@ -81,40 +81,28 @@ func (r *Request) AddHost(h string) {
 // a node's, whatever its subject says. The trusted CAs change live
 // (SetRoots); every handshake verifies against those of its moment.
 type NodeVerifier struct {
-	trust atomic.Pointer[nodeTrust]
-}
-
-type nodeTrust struct {
-	roots []*x509.Certificate
-	pool  *x509.CertPool
+	trust *Roots
 }
 
 // NewNodeVerifier trusts nodeCA.
 func NewNodeVerifier(nodeCA *CA) *NodeVerifier {
-	v := &NodeVerifier{}
-	v.SetRoots([]*x509.Certificate{nodeCA.Cert})
-	return v
+	return &NodeVerifier{trust: NewRoots("node-cas", nodeCA.Cert)}
 }
 
 // SetRoots makes roots the node CAs trusted from now on, by every
 // handshake that starts after it; established connections keep going. An
 // empty set is ignored: a node always trusts some node CA.
-func (v *NodeVerifier) SetRoots(roots []*x509.Certificate) {
-	if len(roots) == 0 {
-		return
-	}
-	t := &nodeTrust{roots: slices.Clone(roots), pool: x509.NewCertPool()}
-	for _, r := range roots {
-		t.pool.AddCert(r)
-	}
-	v.trust.Store(t)
-}
+func (v *NodeVerifier) SetRoots(roots []*x509.Certificate) { v.trust.SetRoots(roots) }
 
 // Roots are the node CAs trusted now.
-func (v *NodeVerifier) Roots() []*x509.Certificate { return slices.Clone(v.trust.Load().roots) }
+func (v *NodeVerifier) Roots() []*x509.Certificate { return v.trust.Roots() }
 
 // Pool is a fresh pool of the node CAs trusted now.
-func (v *NodeVerifier) Pool() *x509.CertPool { return v.trust.Load().pool.Clone() }
+func (v *NodeVerifier) Pool() *x509.CertPool { return v.trust.Pool() }
+
+// Trust is the node CAs as a live CA bundle (dynamiccertificates), for
+// the API's client CAs.
+func (v *NodeVerifier) Trust() *Roots { return v.trust }
 
 // NodeName returns the node name that verified chains prove. chains are
 // what crypto/tls verified (ConnectionState.VerifiedChains); one of them
@@ -123,7 +111,7 @@ func (v *NodeVerifier) Pool() *x509.CertPool { return v.trust.Load().pool.Clone(
 // really chains to a node CA. The leaf must carry NodeOrganization and a
 // NodeUserPrefix common name.
 func (v *NodeVerifier) NodeName(chains [][]*x509.Certificate) (string, error) {
-	roots := v.trust.Load().roots
+	roots := v.trust.current().certs
 	for _, chain := range chains {
 		if len(chain) < 2 || !slices.ContainsFunc(roots, chain[len(chain)-1].Equal) {
 			continue
@@ -155,7 +143,7 @@ func (v *NodeVerifier) PeerNode(cs tls.ConnectionState) (string, error) {
 		inter.AddCert(c)
 	}
 	chains, err := leaf.Verify(x509.VerifyOptions{
-		Roots: v.trust.Load().pool, Intermediates: inter, DNSName: NodeServerName,
+		Roots: v.trust.current().pool, Intermediates: inter, DNSName: NodeServerName,
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	})
 	if err != nil {

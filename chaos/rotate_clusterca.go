@@ -5,10 +5,13 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -31,6 +34,7 @@ type clientCred struct{ cert, key []byte }
 type clusterCAProbe struct {
 	n       *nemesis
 	oldCred clientCred
+	oldCAs  []byte // the CAs the old kubeconfig trusts
 	renewed *clientCred
 }
 
@@ -39,7 +43,7 @@ func newClusterCAProbe(n *nemesis, via string) (*clusterCAProbe, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clusterCAProbe{n: n, oldCred: clientCred{cfg.CertData, cfg.KeyData}}, nil
+	return &clusterCAProbe{n: n, oldCred: clientCred{cfg.CertData, cfg.KeyData}, oldCAs: cfg.CAData}, nil
 }
 
 // clientWith is a client of node name with cred, which does not verify
@@ -175,5 +179,51 @@ func (p *clusterCAProbe) after(ctx context.Context, plan string) error {
 	if err := p.expect(ctx, "the old CA's certificate after finish", p.oldCred, false); err != nil {
 		return err
 	}
-	return p.expect(ctx, "a certificate renewed after promote, after finish", *p.renewed, true)
+	if err := p.expect(ctx, "a certificate renewed after promote, after finish", *p.renewed, true); err != nil {
+		return err
+	}
+	return p.servesNewCA()
+}
+
+// servesNewCA checks that every node serves a chain its kubeconfig's CAs
+// verify and the old CAs do not.
+func (p *clusterCAProbe) servesNewCA() error {
+	old := x509.NewCertPool()
+	old.AppendCertsFromPEM(p.oldCAs)
+	for _, name := range p.n.t.Names() {
+		cfg, err := p.n.t.Config(name)
+		if err != nil {
+			return err
+		}
+		cur := x509.NewCertPool()
+		cur.AppendCertsFromPEM(cfg.CAData)
+		u, err := url.Parse(cfg.Host)
+		if err != nil {
+			return err
+		}
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", u.Host, &tls.Config{
+			InsecureSkipVerify: true, // verified below, against each pool
+			MinVersion:         tls.VersionTLS12,
+		})
+		if err != nil {
+			continue // a node that does not answer says nothing of its certificate
+		}
+		chain := conn.ConnectionState().PeerCertificates
+		conn.Close()
+		inter := x509.NewCertPool()
+		for _, c := range chain[1:] {
+			inter.AddCert(c)
+		}
+		verify := func(roots *x509.CertPool) error {
+			_, err := chain[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: u.Hostname()})
+			return err
+		}
+		if err := verify(cur); err != nil {
+			return fmt.Errorf("cluster-ca: after finish %s serves a chain its kubeconfig's CAs do not verify: %w", name, err)
+		}
+		if verify(old) == nil {
+			return fmt.Errorf("cluster-ca: after finish %s serves a chain the old CA still verifies", name)
+		}
+	}
+	return nil
 }

@@ -134,8 +134,6 @@ type Config struct {
 	// node is replaying (a restart from an older snapshot): the node only
 	// adds its CAs, saves nothing and issues itself nothing from it.
 	TrustRevision uint64
-	// OnTrust runs after the trusted CAs changed (the API's client CAs).
-	OnTrust func()
 	// OnChange runs, once the node is caught up, after it has applied a
 	// new record and brought its certificate in step: cas are every CA of
 	// the record, newest first, and active the one that issues.
@@ -341,9 +339,6 @@ func (s *Store) syncTrust() error {
 	}
 	if !sameRoots(roots, s.cfg.Verifier.Roots()) {
 		s.cfg.Verifier.SetRoots(roots)
-		if s.cfg.OnTrust != nil {
-			s.cfg.OnTrust()
-		}
 		s.reconnect()
 		s.cfg.Logger.Info(s.cfg.Kind.Noun+"s trusted", "cas", ids(roots))
 	}

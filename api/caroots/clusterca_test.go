@@ -48,7 +48,7 @@ func TestClusterCAChain(t *testing.T) {
 	}
 	dir := t.TempDir()
 	log := memlog.New()
-	roots := certs.NewRoots(seed.Cert)
+	roots := certs.NewRoots("test", seed.Cert)
 	req := certs.Request{CommonName: "trustplane-apiserver", IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, Server: true}
 	pair, err := seed.EnsurePair(filepath.Join(dir, "apiserver.crt"), filepath.Join(dir, "apiserver.key"), req)
 	if err != nil {
@@ -152,7 +152,7 @@ func TestSignerCAFinishWaitsForIssuedCertificates(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := memlog.New()
-	roots := certs.NewRoots(seed.Cert)
+	roots := certs.NewRoots("test", seed.Cert)
 	now := time.Unix(1000, 0)
 	var active string
 	s := New(Config{

@@ -32,7 +32,6 @@ type env struct {
 	dir        string
 	presenting map[string]string
 	caughtUp   bool
-	trusted    int // OnTrust calls
 }
 
 func newEnv(t *testing.T, forbidden ...*x509.Certificate) *env {
@@ -50,7 +49,6 @@ func newEnv(t *testing.T, forbidden ...*x509.Certificate) *env {
 	e.s = New(Config{
 		Kind: NodeKind, Backend: e.log, AtRest: storage.AtRest{}, Verifier: e.v, Cert: e.cert, Request: req,
 		CertFile: filepath.Join(e.dir, "node.crt"), KeyFile: filepath.Join(e.dir, "node.key"), TrustFile: filepath.Join(e.dir, "trust.pem"),
-		OnTrust: func() { e.trusted++ },
 		Members: func(context.Context) (map[string]uint64, error) {
 			i := e.log.AppliedIndex()
 			return map[string]uint64{"n1": i, "n2": i}, nil

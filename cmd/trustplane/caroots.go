@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"log/slog"
 	"slices"
 	"sync/atomic"
@@ -56,29 +57,30 @@ func certAtStart(k caroots.Kind, seed *certs.CA, roots []*x509.Certificate, cert
 	return seed.EnsurePair(certFile, keyFile, r)
 }
 
-// liveClientCAs is the API's client CA pool of the moment, a union of
-// sources, rebuilt when one of them changes (api.Config.ClientCAs): the
-// signers' own CAs (fixed), the cluster CAs and the node CAs (both
-// rotated live) and this process's loopback CA.
+// liveClientCAs is the API's client CA pool of the moment
+// (api.Config.ClientCAs): kube's union of live CA bundles
+// (dynamiccertificates) over the cluster CAs, the signers' own CAs and the
+// node CAs (all rotated live) and this process's loopback CA. Each bundle
+// tells the union's listener of its changes, which makes the pool once per
+// change: kube's union parses its bundles on every VerifyOptions, which a
+// handshake and every request with a client certificate would pay.
 type liveClientCAs struct {
-	sources []func() []*x509.Certificate
-	cur     atomic.Pointer[x509.CertPool]
+	union dynamiccertificates.CAContentProvider
+	cur   atomic.Pointer[x509.CertPool]
 }
 
-func newLiveClientCAs(sources ...func() []*x509.Certificate) *liveClientCAs {
-	l := &liveClientCAs{sources: sources}
-	l.rebuild()
+func newLiveClientCAs(bundles ...dynamiccertificates.CAContentProvider) *liveClientCAs {
+	l := &liveClientCAs{union: dynamiccertificates.NewUnionCAContentProvider(bundles...)}
+	l.union.AddListener(l)
+	l.Enqueue()
 	return l
 }
 
-func (l *liveClientCAs) rebuild() {
-	p := x509.NewCertPool()
-	for _, src := range l.sources {
-		for _, c := range src() {
-			p.AddCert(c)
-		}
+// Enqueue makes the pool again (dynamiccertificates.Listener).
+func (l *liveClientCAs) Enqueue() {
+	if opts, ok := l.union.VerifyOptions(); ok {
+		l.cur.Store(opts.Roots)
 	}
-	l.cur.Store(p)
 }
 
 func (l *liveClientCAs) pool() *x509.CertPool { return l.cur.Load() }
@@ -92,7 +94,6 @@ type caRoot struct {
 	certFile, keyFile string
 	trustFile         string
 	trustRev          uint64
-	onTrust           func()
 	onChange          func(cas []*certs.CA, active *certs.CA)
 	forbidden         func() []*x509.Certificate
 	reconnect         func()
@@ -108,7 +109,6 @@ func setupCARoot(w *wiring, r caRoot) *caroots.Store {
 		Verifier: r.trust, Cert: r.cert, Request: r.req, RetireAfter: r.retireAfter,
 		CertFile: r.certFile, KeyFile: r.keyFile,
 		TrustFile: r.trustFile, TrustRevision: r.trustRev,
-		OnTrust:   r.onTrust,
 		OnChange:  r.onChange,
 		Reconnect: r.reconnect,
 		Members:   m.appliedIndexes,

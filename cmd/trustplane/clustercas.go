@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/rest"
 
 	"github.com/trustplane/trustplane/api/controllers"
@@ -182,8 +182,10 @@ func newLoopback(roots *certs.Roots) (*loopback, error) {
 	return &loopback{ca: ca, roots: roots}, nil
 }
 
-// trusted is the loopback CA, for the API's client CAs.
-func (l *loopback) trusted() []*x509.Certificate { return []*x509.Certificate{l.ca.Cert} }
+// bundle is the loopback CA, for the API's client CAs.
+func (l *loopback) bundle() dynamiccertificates.CAContentProvider {
+	return certs.NewRoots("loopback", l.ca.Cert)
+}
 
 // config is a client of url as user in groups, with a transport of its
 // own.

@@ -280,7 +280,7 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	clusterRoots := certs.NewRoots(clusterRootsAtStart...)
+	clusterRoots := certs.NewRoots("cluster-cas", clusterRootsAtStart...)
 	servingReq := servingRequest(o.nodeName, clusterIP, append([]string{listenHost, o.advertise.address}, splitList(o.tlsSANs)...)...)
 	servingPair, err := certAtStart(caroots.ClusterKind, ca, clusterRootsAtStart, filepath.Join(pki, "apiserver.crt"), filepath.Join(pki, "apiserver.key"), servingReq)
 	if err != nil {
@@ -420,21 +420,21 @@ func serve(args []string) error {
 	// certificates (a follower forwarding a write), whose assertions
 	// acfg.Nodes decides. The cluster, signer and node CAs change live
 	// (api/caroots), and the pool with them.
-	clientCAs := newLiveClientCAs(signerRoots(signerCAs, true), clusterRoots.Roots, nodes.Roots, lb.trusted)
+	clientCAs := newLiveClientCAs(append(signerBundles(signerCAs), clusterRoots, nodes.Trust(), lb.bundle())...)
 	nodeCAs := setupCARoot(wired, caRoot{
 		kind: caroots.NodeKind, trust: nodes, cert: nodeCert, req: nodeReq,
 		certFile: filepath.Join(pki, "node.crt"), keyFile: filepath.Join(pki, "node.key"),
 		trustFile: filepath.Join(o.dataDir, nodeTrustFile), trustRev: nodeTrustRev,
-		onTrust: clientCAs.rebuild, reconnect: node.Reconnect,
-		forbidden: func() []*x509.Certificate { return append(clusterRoots.Roots(), signerRoots(signerCAs, false)()...) },
+		reconnect: node.Reconnect,
+		forbidden: func() []*x509.Certificate { return append(clusterRoots.Roots(), signerRoots(signerCAs)()...) },
 	})
 	followCA := newCAFollower(wired, clusterRoots, signerCAs)
-	setupSignerCAs(wired, signerCAs, clientCAs.rebuild, followCA, nodes.Roots)
+	setupSignerCAs(wired, signerCAs, followCA, nodes.Roots)
 	clusterCAs := setupCARoot(wired, caRoot{
 		kind: caroots.ClusterKind, trust: clusterRoots, cert: serving, req: servingReq,
 		certFile: filepath.Join(pki, "apiserver.crt"), keyFile: filepath.Join(pki, "apiserver.key"),
 		trustFile: filepath.Join(o.dataDir, clusterTrustFile), trustRev: clusterTrustRev,
-		onTrust: clientCAs.rebuild, onChange: followCA.onChange,
+		onChange:  followCA.onChange,
 		forbidden: nodes.Roots,
 	})
 	acfg := api.DefaultConfig()

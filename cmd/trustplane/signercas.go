@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 
 	"github.com/trustplane/trustplane/api/caroots"
 	"github.com/trustplane/trustplane/api/controllers"
@@ -97,35 +98,44 @@ func signerCAsAtStart(log *slog.Logger, s *signingFlags, dataDir, pki string) ([
 				return nil, fmt.Errorf("%s signer CA: %w", signer, err)
 			}
 		}
-		out = append(out, &signerCA{signer: signer, seed: seed, roots: certs.NewRoots(roots...), rev: rev})
+		out = append(out, &signerCA{signer: signer, seed: seed, roots: certs.NewRoots(signer, roots...), rev: rev})
 	}
 	return out, nil
 }
 
 // signerRoots are the CAs trusted now of the signers with CA files of
-// their own, the client signers' only when client is set (a source of the
-// API's client CAs, and of what a node CA must never be).
-func signerRoots(scs []*signerCA, client bool) func() []*x509.Certificate {
+// their own (what a node CA must never be).
+func signerRoots(scs []*signerCA) func() []*x509.Certificate {
 	return func() []*x509.Certificate {
 		var out []*x509.Certificate
 		for _, sc := range scs {
-			if !client || clientSigner(sc.signer) {
-				out = append(out, sc.roots.Roots()...)
-			}
+			out = append(out, sc.roots.Roots()...)
 		}
 		return out
 	}
 }
 
+// signerBundles are the live CA bundles of the client signers with CA
+// files of their own (sources of the API's client CAs).
+func signerBundles(scs []*signerCA) []dynamiccertificates.CAContentProvider {
+	var out []dynamiccertificates.CAContentProvider
+	for _, sc := range scs {
+		if clientSigner(sc.signer) {
+			out = append(out, sc.roots)
+		}
+	}
+	return out
+}
+
 // setupSignerCAs builds each signer's replicated CAs (api/caroots): its
 // roots follow them live; finish waits for the longest lifetime of a
 // certificate the signer issues.
-func setupSignerCAs(w *wiring, scs []*signerCA, onTrust func(), follow *caFollower, forbidden func() []*x509.Certificate) {
+func setupSignerCAs(w *wiring, scs []*signerCA, follow *caFollower, forbidden func() []*x509.Certificate) {
 	for _, sc := range scs {
 		sc.store = setupCARoot(w, caRoot{
 			kind: caroots.SignerKind(sc.signer), trust: sc.roots,
 			trustFile: filepath.Join(w.opts.dataDir, signerTrustFile(sc.signer)), trustRev: sc.rev,
-			onTrust: onTrust, onChange: follow.onSignerChange(sc.signer),
+			onChange:  follow.onSignerChange(sc.signer),
 			forbidden: forbidden, retireAfter: w.opts.signing.duration,
 		})
 	}
