@@ -117,7 +117,7 @@ type caRoot struct {
 	trustFile         string
 	trustRev          uint64
 	onTrust           func()
-	onChange          func(cas []*certs.CA, active *certs.CA)
+	onChange          func(cas []*certs.CA, active *certs.CA) error
 	forbidden         func() []*x509.Certificate
 	reconnect         func()
 }

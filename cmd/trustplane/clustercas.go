@@ -99,26 +99,30 @@ func newClusterCAFollower(w *wiring, roots *certs.Roots) *clusterCAFollower {
 	return f
 }
 
-func (f *clusterCAFollower) onChange(_ []*certs.CA, active *certs.CA) {
+func (f *clusterCAFollower) onChange(_ []*certs.CA, active *certs.CA) error {
 	f.active.Store(active)
-	log := f.w.log.With("component", "cluster-ca")
+	// A failed write returns before the term restarts: api/caroots runs
+	// onChange again for the same record, which writes both files again
+	// (the key is written first, so a failure between them leaves a pair
+	// that does not match until then).
 	if err := active.WriteFiles(filepath.Join(f.w.pki, clusterSignerCert), filepath.Join(f.w.pki, clusterSignerKey)); err != nil {
-		log.Error("the default signers' CA files", "error", err)
+		return fmt.Errorf("the default signers' CA files: %w", err)
 	}
 	if f.ready.Load() {
 		if err := f.writeKubeconfig(); err != nil {
-			log.Error("writing the admin kubeconfig", "error", err)
+			return fmt.Errorf("writing the admin kubeconfig: %w", err)
 		}
 	}
 	// A new term only when the roots changed: the first record a node
 	// applies after a restart is usually the one its trust file held.
 	pem := f.roots.PEM()
 	if last := f.termPEM.Swap(&pem); last != nil && string(*last) == string(pem) {
-		return
+		return nil
 	}
 	if m := f.controller.Load(); m != nil {
 		m.Restart("the cluster CAs changed")
 	}
+	return nil
 }
 
 // writeKubeconfig writes <data-dir>/admin.kubeconfig: a system:masters
