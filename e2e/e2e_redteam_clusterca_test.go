@@ -132,4 +132,3 @@ func caBundleFile(t *testing.T, ca *certs.CA) string {
 	}
 	return p
 }
-
