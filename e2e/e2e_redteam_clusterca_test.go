@@ -132,3 +132,32 @@ func caBundleFile(t *testing.T, ca *certs.CA) string {
 	}
 	return p
 }
+
+// CCA-3: an operator's mistake the start check exists for. A node whose
+// kubelet-serving signer has its own CA (so that its approvers cannot
+// issue what the API's clients trust) is told to make that CA the cluster
+// CA: start refuses it, as it refuses a node CA, and nothing changes.
+func TestRedteamE2EClusterCAStartRefusesOwnSignerCA(t *testing.T) {
+	own, err := certs.NewClusterCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	crt, key := filepath.Join(dir, "serving-ca.crt"), filepath.Join(dir, "serving-ca.key")
+	if err := own.WriteFiles(crt, key); err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, "--cluster-signing-kubelet-serving-cert-file", crt, "--cluster-signing-kubelet-serving-key-file", key)
+	oldID := certs.CertID(n.clusterCA(t).Cert)
+	waitFor(t, 30*time.Second, "the cluster CAs seeded", func() bool {
+		out, err := n.rotate("cluster-ca", "status")
+		return err == nil && strings.Contains(out, oldID)
+	})
+	out, err := n.rotate("cluster-ca", "start", "--key-file", caBundleFile(t, own))
+	if err == nil || !strings.Contains(out, "already a CA of another kind") || strings.Contains(out, "PRIVATE KEY") {
+		t.Fatalf("start with the kubelet-serving signer's own CA: %v\n%s", err, out)
+	}
+	if out := n.mustRotate(t, "cluster-ca", "status"); strings.Contains(out, "pending") {
+		t.Fatalf("a refused start changed the cluster CAs:\n%s", out)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 
@@ -89,6 +90,9 @@ func (l *liveClientCAs) pool() *x509.CertPool { return l.cur.Load() }
 func signerCACerts(s controllers.Signers) ([]*x509.Certificate, error) {
 	var out []*x509.Certificate
 	for _, f := range []controllers.SignerFiles{s.KubeAPIServerClient, s.KubeAPIServerClientKubelet, s.KubeletServing} {
+		if f.CertFile == "" {
+			continue
+		}
 		b, err := os.ReadFile(f.CertFile)
 		if err != nil {
 			return nil, fmt.Errorf("signer CA: %w", err)
@@ -105,6 +109,27 @@ func signerCACerts(s controllers.Signers) ([]*x509.Certificate, error) {
 		}
 	}
 	return out, nil
+}
+
+// ownSignerCACerts are the CA certificates of the built-in signers given
+// files of their own (--cluster-signing-*), not the default ones in pki
+// that follow the cluster CA: a cluster CA must be none of them, or
+// whoever may approve for that signer obtains what the cluster CA grants
+// (a kubelet-serving approver, a serving certificate every client of the
+// API trusts).
+func ownSignerCACerts(s controllers.Signers, pki string) ([]*x509.Certificate, error) {
+	var own controllers.Signers
+	def := filepath.Join(pki, clusterSignerCert)
+	for _, p := range []struct{ from, to *controllers.SignerFiles }{
+		{&s.KubeAPIServerClient, &own.KubeAPIServerClient},
+		{&s.KubeAPIServerClientKubelet, &own.KubeAPIServerClientKubelet},
+		{&s.KubeletServing, &own.KubeletServing},
+	} {
+		if p.from.CertFile != def {
+			*p.to = *p.from
+		}
+	}
+	return signerCACerts(own)
 }
 
 // caRoot is what setupCARoot needs to build one kind's store.

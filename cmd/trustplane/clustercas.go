@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -73,6 +74,28 @@ func clusterSignerAtStart(pki string, seed *certs.CA) error {
 		}
 	}
 	return seed.WriteFiles(filepath.Join(pki, clusterSignerCert), filepath.Join(pki, clusterSignerKey))
+}
+
+// activeAtStart is the cluster CA a node issues its admin kubeconfig with
+// before it has followed the replicated set (api/caroots OnChange): the
+// one it last followed, kept in the default signers' files, when a CA it
+// trusts; else seed, the CA directory's. After a rotation the CA
+// directory often still holds the CA rotated out, whose certificate no
+// node accepts.
+func activeAtStart(pki string, roots *certs.Roots, seed *certs.CA) *certs.CA {
+	crt, err := os.ReadFile(filepath.Join(pki, clusterSignerCert))
+	if err != nil {
+		return seed
+	}
+	key, err := os.ReadFile(filepath.Join(pki, clusterSignerKey))
+	if err != nil {
+		return seed
+	}
+	last, err := certs.ParseCA(append(crt, key...))
+	if err != nil || !slices.ContainsFunc(roots.Roots(), last.Cert.Equal) {
+		return seed
+	}
+	return last
 }
 
 // clusterCAFollower does what a node must besides trusting the cluster

@@ -112,3 +112,64 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// CCA-3: start of the cluster CA refuses a CA a signer was given its own
+// files for: a kubelet-serving CA made the cluster CA would let its
+// approvers issue serving certificates every client of the API trusts.
+// The forbidden list holds those own CAs and never the default signers'
+// files, which hold the active cluster CA.
+func TestRedteamClusterCAForbidsOwnSignerCAs(t *testing.T) {
+	dir := t.TempDir()
+	pki := filepath.Join(dir, "pki")
+	own, err := certs.NewClusterCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	active, err := certs.NewClusterCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := own.WriteFiles(filepath.Join(dir, "serving-ca.crt"), filepath.Join(dir, "serving-ca.key")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(pki, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := active.WriteFiles(filepath.Join(pki, clusterSignerCert), filepath.Join(pki, clusterSignerKey)); err != nil {
+		t.Fatal(err)
+	}
+	s := signingFlags{kubeletServingCert: filepath.Join(dir, "serving-ca.crt"), kubeletServingKey: filepath.Join(dir, "serving-ca.key")}
+	got, err := ownSignerCACerts(s.signers(pki), pki)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !got[0].Equal(own.Cert) {
+		t.Fatalf("own signer CAs: %d certificates, want the kubelet-serving CA alone", len(got))
+	}
+}
+
+// CCA-4: a node restarted after a rotation whose CA directory still holds
+// the CA rotated out issues its admin kubeconfig, until it has followed
+// the set, with the CA it followed last (the default signers' files), not
+// with the CA directory's, which no node trusts any more.
+func TestRedteamClusterCAAdminKubeconfigAtStart(t *testing.T) {
+	pki := t.TempDir()
+	retired, err := certs.NewClusterCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := certs.NewClusterCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := last.WriteFiles(filepath.Join(pki, clusterSignerCert), filepath.Join(pki, clusterSignerKey)); err != nil {
+		t.Fatal(err)
+	}
+	if got := activeAtStart(pki, certs.NewRoots(last.Cert), retired); !got.Cert.Equal(last.Cert) {
+		t.Fatal("the admin kubeconfig at start is issued by the CA directory's retired CA")
+	}
+	// A signer file the node does not trust is not used.
+	if got := activeAtStart(pki, certs.NewRoots(retired.Cert), retired); !got.Cert.Equal(retired.Cert) {
+		t.Fatal("an untrusted signer file issues the admin kubeconfig")
+	}
+}

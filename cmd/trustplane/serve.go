@@ -411,6 +411,10 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	ownSigners, err := ownSignerCACerts(signers, pki)
+	if err != nil {
+		return err
+	}
 	lb, err := newLoopback(clusterRoots)
 	if err != nil {
 		return err
@@ -434,7 +438,7 @@ func serve(args []string) error {
 		certFile: filepath.Join(pki, "apiserver.crt"), keyFile: filepath.Join(pki, "apiserver.key"),
 		trustFile: filepath.Join(o.dataDir, clusterTrustFile), trustRev: clusterTrustRev,
 		onTrust: clientCAs.rebuild, onChange: followCA.onChange,
-		forbidden: nodes.Roots,
+		forbidden: func() []*x509.Certificate { return append(nodes.Roots(), ownSigners...) },
 	})
 	acfg := api.DefaultConfig()
 	acfg.Listen = o.listen
@@ -570,7 +574,7 @@ func serve(args []string) error {
 		kubeconfig := filepath.Join(o.dataDir, "admin.kubeconfig")
 		followCA.server = apiURL(srv.Addr().String(), listenHost)
 		if followCA.active.Load() == nil {
-			followCA.active.CompareAndSwap(nil, ca)
+			followCA.active.CompareAndSwap(nil, activeAtStart(pki, clusterRoots, ca))
 		}
 		followCA.ready.Store(true)
 		if err := followCA.writeKubeconfig(); err != nil {
