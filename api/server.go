@@ -412,15 +412,26 @@ func (s *Server) withTLSAuthentication(next http.Handler) http.Handler {
 // at a client CA of the moment (Config.ClientCAs): a connection made
 // before a CA left the pool (a rotation's finish) must not keep the
 // identity that CA gave it. The anchor is looked up in the pool, which
-// costs a hash, not a signature.
+// costs a hash, not a signature. An anchor the pool no longer holds may
+// still be there as another certificate of the same key and subject (a
+// CA renewed with its key), which Go's chain building takes for the same
+// certificate: then the certificate the anchor signed is verified under
+// the pool, one signature, as a new handshake would verify it.
 func (s *Server) stillTrusted(chains [][]*x509.Certificate) bool {
 	if s.cfg.ClientCAs == nil {
 		return true
 	}
 	pool := s.cfg.ClientCAs()
+	anyUsage := []x509.ExtKeyUsage{x509.ExtKeyUsageAny}
 	for _, ch := range chains {
 		anchor := ch[len(ch)-1]
-		if _, err := anchor.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}, CurrentTime: anchor.NotBefore.Add(time.Second)}); err == nil {
+		if _, err := anchor.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: anyUsage}); err == nil {
+			return true
+		}
+		if len(ch) < 2 {
+			continue
+		}
+		if _, err := ch[len(ch)-2].Verify(x509.VerifyOptions{Roots: pool, KeyUsages: anyUsage}); err == nil {
 			return true
 		}
 	}

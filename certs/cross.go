@@ -34,6 +34,13 @@ func NewSignerCA(short string) (*CA, error) {
 // verifies for a client that trusts either CA, which is what lets a
 // serving certificate move to a new CA before every client has it. It
 // lives no longer than either CA.
+//
+// It is constrained to server authentication (ExtKeyUsage), which Go's and
+// every other verifier applies to the whole chain: anyone can read it from
+// a TLS handshake, and as an intermediate of a client's chain it would let
+// a client certificate of subject authenticate wherever by is trusted,
+// after subject was rotated out (finish) or aborted, for as long as the
+// cross lives (docs/REDTEAM-cluster-ca.md, CCA-1).
 func CrossSign(subject, by *CA) (*x509.Certificate, error) {
 	serial, err := randomSerial()
 	if err != nil {
@@ -47,6 +54,7 @@ func CrossSign(subject, by *CA) (*x509.Certificate, error) {
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           crossUsage,
 		SubjectKeyId:          subject.Cert.SubjectKeyId,
 	}
 	if by.Cert.NotAfter.Before(tmpl.NotAfter) {
@@ -59,11 +67,15 @@ func CrossSign(subject, by *CA) (*x509.Certificate, error) {
 	return x509.ParseCertificate(der)
 }
 
-// IsCrossOf reports whether c is subject's CA certificate issued by by
-// (CrossSign's output, or any certificate of subject's key that by
-// signed).
+// crossUsage is the only extended key usage of a cross-signed CA
+// certificate: it exists so that clients verify servers (CrossSign).
+var crossUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+
+// IsCrossOf reports whether c is subject's CA certificate issued by by,
+// for server authentication only (CrossSign's output): a cross without
+// that constraint is not one, so a node presenting one issues it again.
 func IsCrossOf(c *x509.Certificate, subject, by *x509.Certificate) bool {
-	return c.IsCA && SameKey(c, subject) && c.CheckSignatureFrom(by) == nil
+	return c.IsCA && slices.Equal(c.ExtKeyUsage, crossUsage) && SameKey(c, subject) && c.CheckSignatureFrom(by) == nil
 }
 
 // Roots is a set of trusted CA certificates that changes live (SetRoots),

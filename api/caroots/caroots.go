@@ -87,6 +87,8 @@ var (
 	ErrBadRecord = errors.New("caroots: the stored CAs are unreadable")
 	// ErrConflict: the record changed between a step's read and write.
 	ErrConflict = errors.New("caroots: the CAs changed meanwhile")
+	// ErrNotFollowed: OnChange failed for a record; it runs again.
+	ErrNotFollowed = errors.New("caroots: the node did not follow the CAs yet (retried)")
 )
 
 // Trust is a node's live trust in one kind's CAs.
@@ -136,8 +138,11 @@ type Config struct {
 	TrustRevision uint64
 	// OnChange runs, once the node is caught up, after it has applied a
 	// new record and brought its certificate in step: cas are every CA of
-	// the record, newest first, and active the one that issues.
-	OnChange func(cas []*certs.CA, active *certs.CA)
+	// the record, newest first, and active the one that issues. An error
+	// (a file it could not write) makes it run again for the same record
+	// at Run's next look, so that a moment of a failing disk does not
+	// leave the node behind until the next step.
+	OnChange func(cas []*certs.CA, active *certs.CA) error
 	// Reconnect closes the node's pooled connections to its peers, after
 	// its trust or its certificate changed, so that the next ones are made
 	// with the new ones (cluster.Node.Reconnect).
@@ -387,7 +392,7 @@ func (s *Store) Run(ctx context.Context) {
 			continue
 		}
 		if err := s.ensureCert(); err != nil {
-			s.cfg.Logger.Warn("certificate of the active "+s.cfg.Kind.Noun+" not issued", "error", err)
+			s.cfg.Logger.Warn("the active "+s.cfg.Kind.Noun+" not followed yet", "error", err)
 		}
 	}
 }
@@ -431,7 +436,9 @@ func (s *Store) ensureCert() error {
 		for _, k := range rec.Keys {
 			all = append(all, cas[k.ID])
 		}
-		s.cfg.OnChange(all, active)
+		if err := s.cfg.OnChange(all, active); err != nil {
+			return fmt.Errorf("%w: %w", ErrNotFollowed, err)
+		}
 	}
 	s.mu.Lock()
 	s.changed = kv.ModRevision

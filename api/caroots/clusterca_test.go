@@ -59,7 +59,7 @@ func TestClusterCAChain(t *testing.T) {
 	s := New(Config{
 		Kind: ClusterKind, Backend: log, AtRest: storage.AtRest{}, Verifier: roots, Cert: serving, Request: req,
 		CertFile: filepath.Join(dir, "apiserver.crt"), KeyFile: filepath.Join(dir, "apiserver.key"), TrustFile: filepath.Join(dir, "trust.pem"),
-		OnChange: func(_ []*certs.CA, a *certs.CA) { active = certs.CertID(a.Cert) },
+		OnChange: func(_ []*certs.CA, a *certs.CA) error { active = certs.CertID(a.Cert); return nil },
 		Members: func(context.Context) (map[string]uint64, error) {
 			return map[string]uint64{"n1": log.AppliedIndex()}, nil
 		},
@@ -158,7 +158,7 @@ func TestSignerCAFinishWaitsForIssuedCertificates(t *testing.T) {
 	s := New(Config{
 		Kind: SignerKind("kubernetes.io/kube-apiserver-client"), Backend: log, AtRest: storage.AtRest{}, Verifier: roots,
 		TrustFile: filepath.Join(t.TempDir(), "trust.pem"), RetireAfter: time.Hour,
-		OnChange: func(_ []*certs.CA, a *certs.CA) { active = certs.CertID(a.Cert) },
+		OnChange: func(_ []*certs.CA, a *certs.CA) error { active = certs.CertID(a.Cert); return nil },
 		Members: func(context.Context) (map[string]uint64, error) {
 			return map[string]uint64{"n1": log.AppliedIndex()}, nil
 		},

@@ -94,7 +94,7 @@ type caRoot struct {
 	certFile, keyFile string
 	trustFile         string
 	trustRev          uint64
-	onChange          func(cas []*certs.CA, active *certs.CA)
+	onChange          func(cas []*certs.CA, active *certs.CA) error
 	forbidden         func() []*x509.Certificate
 	reconnect         func()
 	retireAfter       time.Duration

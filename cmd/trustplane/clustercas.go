@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,6 +76,28 @@ func clusterSignerAtStart(pki string, seed *certs.CA) error {
 	return seed.WriteFiles(filepath.Join(pki, clusterSignerCert), filepath.Join(pki, clusterSignerKey))
 }
 
+// activeAtStart is the cluster CA a node issues its admin kubeconfig with
+// before it has followed the replicated set (api/caroots OnChange): the
+// one it last followed, kept in the default signers' files, when a CA it
+// trusts; else seed, the CA directory's. After a rotation the CA
+// directory often still holds the CA rotated out, whose certificate no
+// node accepts.
+func activeAtStart(pki string, roots *certs.Roots, seed *certs.CA) *certs.CA {
+	crt, err := os.ReadFile(filepath.Join(pki, clusterSignerCert))
+	if err != nil {
+		return seed
+	}
+	key, err := os.ReadFile(filepath.Join(pki, clusterSignerKey))
+	if err != nil {
+		return seed
+	}
+	last, err := certs.ParseCA(append(crt, key...))
+	if err != nil || !slices.ContainsFunc(roots.Roots(), last.Cert.Equal) {
+		return seed
+	}
+	return last
+}
+
 // caFollower does what a node must besides trusting the CAs and
 // presenting a certificate of the active cluster CA (api/caroots) when a
 // step of a CA's rotation is applied: the signers sign with their active
@@ -123,29 +146,35 @@ func (f *caFollower) restartControllers(why string) {
 	}
 }
 
-// onSignerChange writes signer's active CA where kube's signer reads it.
-func (f *caFollower) onSignerChange(signer string) func([]*certs.CA, *certs.CA) {
-	return func(_ []*certs.CA, active *certs.CA) {
+// onSignerChange writes signer's active CA where kube's signer reads it;
+// a failed write is retried for the same record (api/caroots).
+func (f *caFollower) onSignerChange(signer string) func([]*certs.CA, *certs.CA) error {
+	return func(_ []*certs.CA, active *certs.CA) error {
 		files := signerCAFiles(f.w.pki, signer)
 		if err := active.WriteFiles(files.CertFile, files.KeyFile); err != nil {
-			f.w.log.Error("the signer's CA files", "signer", signer, "error", err)
+			return fmt.Errorf("the %s signer's CA files: %w", signer, err)
 		}
 		f.restartControllers("the " + signer + " signer CAs changed")
+		return nil
 	}
 }
 
-func (f *caFollower) onChange(_ []*certs.CA, active *certs.CA) {
+func (f *caFollower) onChange(_ []*certs.CA, active *certs.CA) error {
 	f.active.Store(active)
-	log := f.w.log.With("component", "cluster-ca")
+	// A failed write returns before the term restarts: api/caroots runs
+	// onChange again for the same record, which writes both files again
+	// (the key is written first, so a failure between them leaves a pair
+	// that does not match until then).
 	if err := active.WriteFiles(filepath.Join(f.w.pki, clusterSignerCert), filepath.Join(f.w.pki, clusterSignerKey)); err != nil {
-		log.Error("the default signers' CA files", "error", err)
+		return fmt.Errorf("the default signers' CA files: %w", err)
 	}
 	if f.ready.Load() {
 		if err := f.writeKubeconfig(); err != nil {
-			log.Error("writing the admin kubeconfig", "error", err)
+			return fmt.Errorf("writing the admin kubeconfig: %w", err)
 		}
 	}
 	f.restartControllers("the cluster CAs changed")
+	return nil
 }
 
 // writeKubeconfig writes <data-dir>/admin.kubeconfig: a system:masters

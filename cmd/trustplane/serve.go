@@ -435,7 +435,7 @@ func serve(args []string) error {
 		certFile: filepath.Join(pki, "apiserver.crt"), keyFile: filepath.Join(pki, "apiserver.key"),
 		trustFile: filepath.Join(o.dataDir, clusterTrustFile), trustRev: clusterTrustRev,
 		onChange:  followCA.onChange,
-		forbidden: nodes.Roots,
+		forbidden: func() []*x509.Certificate { return append(nodes.Roots(), signerRoots(signerCAs)()...) },
 	})
 	acfg := api.DefaultConfig()
 	acfg.Listen = o.listen
@@ -578,7 +578,7 @@ func serve(args []string) error {
 		kubeconfig := filepath.Join(o.dataDir, "admin.kubeconfig")
 		followCA.server = apiURL(srv.Addr().String(), listenHost)
 		if followCA.active.Load() == nil {
-			followCA.active.CompareAndSwap(nil, ca)
+			followCA.active.CompareAndSwap(nil, activeAtStart(pki, clusterRoots, ca))
 		}
 		followCA.ready.Store(true)
 		if err := followCA.writeKubeconfig(); err != nil {
