@@ -371,11 +371,16 @@ func ids(roots []*x509.Certificate) []string {
 }
 
 // Run keeps the node's trust and certificate in step with the record,
-// once at start and after every change, until ctx ends; while the node is
-// catching up it looks again every few seconds.
+// once at start and after every change, until ctx ends; until it has
+// caught up it looks again every half second, then every few seconds.
 func (s *Store) Run(ctx context.Context) {
-	tick := time.NewTicker(5 * time.Second)
+	// Until the first sync after catching up, the node may still trust
+	// a CA a finish it missed dropped (its trust file): it looks every
+	// half second, so that the window ends as soon as it has caught up
+	// (docs/REDTEAM-cluster-ca.md CCA-6).
+	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
+	synced := false
 	s.wake()
 	for {
 		select {
@@ -390,6 +395,10 @@ func (s *Store) Run(ctx context.Context) {
 		if err := s.syncTrust(); err != nil {
 			s.cfg.Logger.Warn(s.cfg.Kind.Noun+"s not applied", "error", err)
 			continue
+		}
+		if !synced {
+			synced = true
+			tick.Reset(5 * time.Second)
 		}
 		if err := s.ensureCert(); err != nil {
 			s.cfg.Logger.Warn("the active "+s.cfg.Kind.Noun+" not followed yet", "error", err)
