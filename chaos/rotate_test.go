@@ -16,10 +16,11 @@ func TestRotationCheck(t *testing.T) {
 		{"no rotation", []report.Fault{{Name: "kill"}}, true, true},
 		{"every rotation took its steps", []report.Fault{{Name: "rotate", Node: "node-ca rotate"}, {Name: "kill", Err: "a kill failed"}}, true, false},
 		{"a rotation failed", []report.Fault{{Name: "rotate", Node: "node-ca rotate"}, {Name: "rotate", Node: "signing-key rotate", Err: "promote: 409"}}, false, false},
-		{"the election of the leader a rotation killed", []report.Fault{{Name: "rotate", Node: "signing-key rotate", Leader: true, Elections: 1}}, true, false},
+		{"the election of the leader a rotation killed", []report.Fault{{Name: "rotate", Node: "signing-key rotate", Leader: true, Elections: 1, LeaderChanges: 1}}, true, false},
+		{"that election in two rounds", []report.Fault{{Name: "rotate", Node: "signing-key rotate", Leader: true, Elections: 2, LeaderChanges: 1}}, true, false},
 		{"an election a rotation caused", []report.Fault{{Name: "rotate", Node: "cluster-ca rotate", Elections: 1}, {Name: "rotate", Node: "node-ca rotate"}}, false, false},
 		{"a member flapped", []report.Fault{{Name: "rotate", Node: "gossip-key rotate", Flaps: []string{"n1 saw n2 suspect"}}}, false, false},
-		{"two elections around one leader kill", []report.Fault{{Name: "rotate", Node: "node-ca rotate", Leader: true, Elections: 2}}, false, false},
+		{"two leaders after one leader kill", []report.Fault{{Name: "rotate", Node: "node-ca rotate", Leader: true, Elections: 2, LeaderChanges: 2}}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := rotationCheck(tc.faults)

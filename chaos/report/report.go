@@ -31,9 +31,12 @@ type Fault struct {
 	Healed    int64  `json:"healed"`
 	Recovered int64  `json:"recovered"`
 	Err       string `json:"err,omitempty"`
-	// Elections is how far the raft term rose while a rotate fault ran:
-	// a rotation may cause none but its own leader kill's.
-	Elections int `json:"elections,omitempty"`
+	// Elections is how far the raft term rose while a rotate fault ran,
+	// LeaderChanges how often the leader seen changed: a rotation may
+	// cause no election but its own leader kill's, which elects one
+	// leader in one round or more (a split vote).
+	Elections     int `json:"elections,omitempty"`
+	LeaderChanges int `json:"leaderChanges,omitempty"`
 	// Flaps are the members a node's gossip saw other than alive while a
 	// rotate fault ran, its own leader kill left out.
 	Flaps []string `json:"flaps,omitempty"`
