@@ -288,6 +288,10 @@ const (
 	// credentialNode: a peer node's own certificate, from the node CA
 	// (Config.Nodes), which no API signer uses.
 	credentialNode
+	// credentialComponent: a certificate of this node's own components,
+	// from its loopback CA (Config.Components), which exists in this
+	// process only.
+	credentialComponent
 )
 
 // caller is a request's authenticated caller.
@@ -327,20 +331,15 @@ func callerFrom(ctx context.Context) (caller, bool) {
 //     which carry that group);
 //   - a peer node's own certificate (credentialNode): only the node CA
 //     issues those, and no API signer uses it;
-//   - a client certificate naming one of Config.ComponentUsers, the
-//     identities the node issues its own controllers' certificates in
-//     (system:kube-controller-manager, kube-system ServiceAccounts such as
-//     namespace-controller).
+//   - the node's own components (credentialComponent: its loopback
+//     clients and controllers, whose certificates only this process's
+//     loopback CA issues).
 //
-// A bearer token is never enough, even for those names: the node's
-// components never authenticate with tokens, while a token for a
-// kube-system ServiceAccount is what anyone allowed to create
-// serviceaccounts/token there can obtain. A certificate with such a name
-// other than the node's own needs a CSR approved for the
-// kube-apiserver-client signer, whose approver can already give anyone
-// any of these identities and the RBAC rights that come with them, which
-// exceed this exemption. Impersonation changes none of this: the caller is
-// the one authentication proved (callerFrom).
+// A name is never enough: a bearer token for a kube-system ServiceAccount
+// is what anyone allowed to create serviceaccounts/token there can
+// obtain, and a certificate naming system:kube-controller-manager is what
+// a kube-apiserver-client approver can give anyone. Impersonation changes
+// none of this: the caller is the one authentication proved (callerFrom).
 func (s *Server) systemCaller(c caller) bool {
 	if c.user == nil {
 		return false
@@ -348,11 +347,5 @@ func (s *Server) systemCaller(c caller) bool {
 	if slices.Contains(c.user.GetGroups(), user.SystemPrivilegedGroup) {
 		return true
 	}
-	switch c.cred {
-	case credentialNode:
-		return true
-	case credentialCertificate:
-		return slices.Contains(s.cfg.ComponentUsers, c.user.GetName())
-	}
-	return false
+	return c.cred == credentialNode || c.cred == credentialComponent
 }

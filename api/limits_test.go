@@ -329,7 +329,6 @@ func TestWatchCap(t *testing.T) {
 // the credential that proved the caller, not on the name alone.
 func TestSystemCaller(t *testing.T) {
 	s := testServer(t)
-	s.cfg.ComponentUsers = []string{"system:kube-controller-manager", "system:serviceaccount:kube-system:namespace-controller"}
 	u := func(name string, groups ...string) user.Info { return &user.DefaultInfo{Name: name, Groups: groups} }
 	tests := []struct {
 		name string
@@ -340,8 +339,9 @@ func TestSystemCaller(t *testing.T) {
 		{"system:masters by a static token (kube's rule: any credential)", caller{u("root", user.SystemPrivilegedGroup), credentialToken}, true},
 		{"system:masters forwarded by a peer node", caller{u("admin", user.SystemPrivilegedGroup), credentialForwarded}, true},
 		{"a peer node's own certificate", caller{u("system:trustplane-node:n2", "system:trustplane-nodes"), credentialNode}, true},
-		{"a controller's certificate", caller{u("system:serviceaccount:kube-system:namespace-controller"), credentialCertificate}, true},
-		{"kube-controller-manager's certificate", caller{u("system:kube-controller-manager"), credentialCertificate}, true},
+		{"a controller's certificate from the loopback CA", caller{u("system:serviceaccount:kube-system:namespace-controller"), credentialComponent}, true},
+		{"kube-controller-manager's name on a certificate of another CA is not", caller{u("system:kube-controller-manager"), credentialCertificate}, false},
+		{"a controller's name on a certificate of another CA is not", caller{u("system:serviceaccount:kube-system:namespace-controller"), credentialCertificate}, false},
 		{"a token for a controller's ServiceAccount is not", caller{u("system:serviceaccount:kube-system:namespace-controller", "system:serviceaccounts"), credentialToken}, false},
 		{"a controller's name forwarded by a peer is not", caller{u("system:serviceaccount:kube-system:namespace-controller"), credentialForwarded}, false},
 		{"a certificate of another kube-system ServiceAccount is not", caller{u("system:serviceaccount:kube-system:default"), credentialCertificate}, false},

@@ -95,12 +95,12 @@ type Config struct {
 	// identity may run on this node.
 	MaxWatches        int
 	MaxWatchesPerUser int
-	// ComponentUsers are the users this node's own components (loopback
-	// clients, controllers) authenticate as, always with client
-	// certificates the node issues itself. A client certificate naming one
-	// is a system identity for the watch cap; a bearer token naming one is
-	// not (systemCaller says why).
-	ComponentUsers []string
+	// Components reports whether a verified client-certificate chain
+	// ending at anchor is one of this node's own components' (loopback
+	// clients, controllers): their certificates come from a CA that
+	// exists in this process only. They are system identities for the
+	// watch cap (systemCaller); nil: none.
+	Components func(anchor *x509.Certificate) bool
 	// MaxPendingConnections bounds the connections in their TLS handshake
 	// or before their first request (package connlimit: a full table drops
 	// its oldest, never the newest); HandshakeTimeout is how long each may
@@ -397,8 +397,11 @@ func (s *Server) withTLSAuthentication(next http.Handler) http.Handler {
 			groups := append(append([]string{}, leaf.Subject.Organization...), user.AllAuthenticated)
 			u := &user.DefaultInfo{Name: leaf.Subject.CommonName, Groups: groups}
 			cred := credentialCertificate
-			if node {
+			switch chain := req.TLS.VerifiedChains[0]; {
+			case node:
 				cred = credentialNode
+			case s.cfg.Components != nil && s.cfg.Components(chain[len(chain)-1]):
+				cred = credentialComponent
 			}
 			req.Header.Del("Authorization")
 			next.ServeHTTP(w, req.WithContext(withCaller(req.Context(), u, cred)))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -210,6 +211,10 @@ func newLoopback(roots *certs.Roots) (*loopback, error) {
 	}
 	return &loopback{ca: ca, roots: roots}, nil
 }
+
+// issued reports whether anchor is the loopback CA: the chain is one of
+// the node's own components' (api.Config.Components).
+func (l *loopback) issued(anchor *x509.Certificate) bool { return anchor.Equal(l.ca.Cert) }
 
 // bundle is the loopback CA, for the API's client CAs.
 func (l *loopback) bundle() dynamiccertificates.CAContentProvider {

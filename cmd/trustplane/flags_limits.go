@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/trustplane/trustplane/api"
-	"github.com/trustplane/trustplane/api/controllers"
 	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/cluster"
@@ -100,31 +99,10 @@ func (l *limitFlags) setAPI(a *api.Config) {
 	a.RequestTimeout = l.requestTimeout
 	a.MaxWatches = l.maxWatches
 	a.MaxWatchesPerUser = l.maxWatchesPerUser
-	a.ComponentUsers = componentUsers()
 	a.MaxPendingConnections = l.maxPendingConnections
 	a.MaxPendingConnectionsPerSource = l.maxPendingPerSource
 	a.HandshakeTimeout = l.handshakeTimeout
 	a.FirstByteTimeout = l.firstByteTimeout
-}
-
-// componentUsers are the users the node's own components authenticate
-// as, each with a client certificate the node issues itself (loopback.config,
-// controllers.Kube): the loopback user, kube-controller-manager's root
-// identity, and the ServiceAccount identity of each controller the node
-// runs. The watch cap treats a client certificate naming one as a system
-// identity (api.Config.ComponentUsers). A controller added to
-// api/controllers under a new identity must be added here, or its watches
-// count against the per-user limit like any user's.
-func componentUsers() []string {
-	users := []string{loopbackUser, controllers.KubeControllerManagerUser}
-	for _, name := range []string{
-		controllers.ServiceAccountController, controllers.RootCACertPublisher, controllers.ClusterRoleAggregationController,
-		controllers.CertificateController, controllers.GarbageCollector, controllers.NamespaceController,
-		controllers.ValidatingAdmissionPolicyStatusController, controllers.TrustBundlePublisher,
-	} {
-		users = append(users, controllers.ControllerIdentity(name).User)
-	}
-	return users
 }
 
 func (l *limitFlags) setStorage(s *storage.Config) { s.MaxObjectBytes = int64(l.maxObjectBytes) }

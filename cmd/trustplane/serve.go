@@ -457,6 +457,7 @@ func serve(args []string) error {
 	}
 	acfg.ClientCAs = clientCAs.pool
 	acfg.Nodes = nodes
+	acfg.Components = lb.issued
 	acfg.NoWatchList = !utilfeature.DefaultFeatureGate.Enabled(genericfeatures.WatchList)
 	acfg.LivezChecks = delayedChecks(o.livezGrace, clock.RealClock{},
 		healthz.PingHealthz,
