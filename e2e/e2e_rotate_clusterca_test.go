@@ -14,7 +14,6 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -213,27 +212,7 @@ func TestE2ERotateClusterCA(t *testing.T) {
 		}
 	}
 
-	writers := followersOf(nodes, leader)
-	stop, done := make(chan struct{}), make(chan []string)
-	go func() {
-		var failed []string
-		for i := 0; i < 1200; i++ {
-			select {
-			case <-stop:
-				done <- failed
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			n := writers[i%2]
-			cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			_, err := n.clientset().CoreV1().ConfigMaps("default").Create(cctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("clusterca-%04d", i)}}, metav1.CreateOptions{})
-			cancel()
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				failed = append(failed, fmt.Sprintf("%s: %v", n.name, err))
-			}
-		}
-		done <- failed
-	}()
+	stopWrites := writeThrough(followersOf(nodes, leader), 1200, configMapWriter("clusterca"))
 
 	// The node CA is refused as a cluster CA (its client certificates
 	// would pass for nodes), and nothing changes.
@@ -307,8 +286,7 @@ func TestE2ERotateClusterCA(t *testing.T) {
 		_, err := rotate("cluster-ca", "finish")
 		return err == nil
 	})
-	close(stop)
-	if failed := <-done; len(failed) > 0 {
+	if failed := stopWrites(); len(failed) > 0 {
 		t.Fatalf("%d writes failed during the rotation, first: %s", len(failed), failed[0])
 	}
 	for _, n := range nodes {

@@ -107,25 +107,7 @@ func TestE2ERotateEncryptionKey(t *testing.T) {
 
 	// Writes through the whole rotation, to the followers, which forward
 	// them to whichever node leads.
-	writers := followersOf(nodes, leader)
-	stopWrites := make(chan struct{})
-	writesDone := make(chan []string)
-	go func() {
-		var failed []string
-		for i := 0; i < 400; i++ {
-			select {
-			case <-stopWrites:
-				writesDone <- failed
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			n := writers[i%2]
-			if err := create(n, fmt.Sprintf("during-%03d", i)); err != nil {
-				failed = append(failed, fmt.Sprintf("%s: %v", n.name, err))
-			}
-		}
-		writesDone <- failed
-	}()
+	stopWrites := writeThrough(followersOf(nodes, leader), 400, func(n *node, i int) error { return create(n, fmt.Sprintf("during-%03d", i)) })
 
 	out := mustRotate("encryption-key", "start")
 	if !strings.Contains(out, "is pending") {
@@ -151,8 +133,7 @@ func TestE2ERotateEncryptionKey(t *testing.T) {
 		out, err := survivor.rotate("encryption-key", "finish")
 		return err != nil && strings.Contains(out, "--force")
 	})
-	close(stopWrites)
-	if failed := <-writesDone; len(failed) > 0 {
+	if failed := stopWrites(); len(failed) > 0 {
 		t.Fatalf("%d writes failed during the rotation, first: %s", len(failed), failed[0])
 	}
 	out = mustRotate("encryption-key", "finish", "--force")

@@ -52,6 +52,44 @@ func raftProbe(t *testing.T, n *node, ca *certs.CA) (presented *certs.CA, accept
 	return presented, errors.As(err, &ne) && ne.Timeout()
 }
 
+// writeThrough writes through writers in turn, one write every 50 ms, at
+// most max, until the returned stop is called; stop returns the writes
+// that failed, each with the node it went to.
+func writeThrough(writers []*node, max int, write func(n *node, i int) error) (stop func() []string) {
+	quit, done := make(chan struct{}), make(chan []string)
+	go func() {
+		var failed []string
+		for i := 0; i < max; i++ {
+			select {
+			case <-quit:
+				done <- failed
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			n := writers[i%len(writers)]
+			if err := write(n, i); err != nil {
+				failed = append(failed, fmt.Sprintf("%s: %v", n.name, err))
+			}
+		}
+		done <- failed
+	}()
+	return func() []string { close(quit); return <-done }
+}
+
+// configMapWriter creates ConfigMap prefix-NNNN in default; one that
+// exists already (a retried create) is no failure.
+func configMapWriter(prefix string) func(n *node, i int) error {
+	return func(n *node, i int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, err := n.clientset().CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%04d", prefix, i)}}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	}
+}
+
 // TestE2ERotateNodeCA rotates the node CA of a running three-node cluster
 // online (issue 29), with the operator's new CA, under writes forwarded
 // from the followers (which prove themselves to the leader with node
@@ -97,27 +135,7 @@ func TestE2ERotateNodeCA(t *testing.T) {
 	})
 
 	// Writes through the whole rotation, forwarded by the followers.
-	writers := followersOf(nodes, leader)
-	stop, done := make(chan struct{}), make(chan []string)
-	go func() {
-		var failed []string
-		for i := 0; i < 600; i++ {
-			select {
-			case <-stop:
-				done <- failed
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			n := writers[i%2]
-			cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			_, err := n.clientset().CoreV1().ConfigMaps("default").Create(cctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("nodeca-%03d", i)}}, metav1.CreateOptions{})
-			cancel()
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				failed = append(failed, fmt.Sprintf("%s: %v", n.name, err))
-			}
-		}
-		done <- failed
-	}()
+	stopWrites := writeThrough(followersOf(nodes, leader), 600, configMapWriter("nodeca"))
 
 	out := mustRotate("node-ca", "start", "--key-file", bundleFile)
 	if !strings.Contains(out, certs.CertID(newCA.Cert)+" is pending") || strings.Contains(out, "PRIVATE KEY") {
@@ -141,8 +159,7 @@ func TestE2ERotateNodeCA(t *testing.T) {
 		_, err := rotate("node-ca", "finish")
 		return err == nil
 	})
-	close(stop)
-	if failed := <-done; len(failed) > 0 {
+	if failed := stopWrites(); len(failed) > 0 {
 		t.Fatalf("%d writes failed during the rotation, first: %s", len(failed), failed[0])
 	}
 	for _, n := range nodes {
