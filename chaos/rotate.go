@@ -18,7 +18,7 @@ import (
 // rotationRoots are the trust roots the "rotate" fault rotates, one per
 // injection, in turn. A root the cluster does not rotate online (404), or
 // cannot now (no encryption configuration), is skipped.
-var rotationRoots = []string{"signing-key", "node-ca", "encryption-key", "gossip-key", "cluster-ca"}
+var rotationRoots = []string{"signing-key", "node-ca", "encryption-key", "gossip-key", "cluster-ca", "signer-ca-kubelet-serving"}
 
 // rotationPlans are what an injection does with its root, in turn per
 // root: a whole rotation (the run's first one with the leader killed

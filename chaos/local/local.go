@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/trustplane/trustplane/certs"
 	"github.com/trustplane/trustplane/chaos/faultproxy"
 	"github.com/trustplane/trustplane/internal/freeport"
 )
@@ -102,6 +103,17 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	}
 	c.pool = x509.NewCertPool()
 	c.pool.AppendCertsFromPEM(pem)
+	// The kubelet-serving signer gets a CA of its own, so that the rotate
+	// fault has a signer's CA to rotate (signer-ca-kubelet-serving).
+	signerCA, err := certs.NewSignerCA("kubelet-serving")
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	signerCert, signerKey := filepath.Join(caDir, "kubelet-serving-ca.crt"), filepath.Join(caDir, "kubelet-serving-ca.key")
+	if err := signerCA.WriteFiles(signerCert, signerKey); err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	o.Args = append(o.Args, "--cluster-signing-kubelet-serving-cert-file", signerCert, "--cluster-signing-kubelet-serving-key-file", signerKey)
 	if o.EncryptAtRest {
 		path, err := writeEncryptionConfig(o.Dir)
 		if err != nil {
