@@ -213,9 +213,23 @@ func (p *Points) SnapshotStore(s raft.SnapshotStore) raft.SnapshotStore {
 	return &snapshotStore{SnapshotStore: s, p: p}
 }
 
+// logStore keeps every other behaviour of the store it wraps, IsMonotonic
+// included: raft reads it by type assertion, and a raft-wal store that
+// stops looking monotonic is compacted after a snapshot install with its
+// trailing logs kept, below the snapshot, so the next append is refused
+// as non-monotonic and the node is wedged (found by chaos-short: a
+// full-disk fault, then a kill, then an installed snapshot).
 type logStore struct {
 	raft.LogStore
 	p *Points
+}
+
+var _ raft.MonotonicLogStore = (*logStore)(nil)
+
+// IsMonotonic reports what the wrapped store reports (raft-wal: true).
+func (s *logStore) IsMonotonic() bool {
+	m, ok := s.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
 }
 
 func (s *logStore) StoreLog(l *raft.Log) error {

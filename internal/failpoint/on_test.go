@@ -331,3 +331,25 @@ func TestEnabled(t *testing.T) {
 		t.Fatal("Enabled is false in a failpoints build")
 	}
 }
+
+// TestLogStoreKeepsMonotonic: raft reads MonotonicLogStore by type
+// assertion, so the failpoint wrapper must report what the store it wraps
+// reports; raft-wal hidden behind it was wedged after a snapshot install.
+func TestLogStoreKeepsMonotonic(t *testing.T) {
+	f := newFixture(t)
+	for _, tt := range []struct {
+		name  string
+		store raft.LogStore
+		want  bool
+	}{
+		{"a monotonic store stays monotonic", &raft.MockMonotonicLogStore{}, true},
+		{"a plain store stays plain", raft.NewInmemStore(), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m, ok := f.p.LogStore(tt.store).(raft.MonotonicLogStore)
+			if got := ok && m.IsMonotonic(); got != tt.want {
+				t.Fatalf("IsMonotonic = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
