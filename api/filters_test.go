@@ -6,6 +6,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,6 +14,9 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/apis/apiserver"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/request/anonymous"
 	"k8s.io/apiserver/pkg/authentication/user"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
@@ -136,6 +140,67 @@ func TestAuthentication(t *testing.T) {
 				if gotGroups[i] != tt.wantGroups[i] {
 					t.Fatalf("groups = %v, want %v", gotGroups, tt.wantGroups)
 				}
+			}
+		})
+	}
+}
+
+// TestAnonymousConditions: with kube's anonymous authenticator limited to
+// the discovery paths, exactly those paths are anonymous; a path that
+// only decodes, cleans or trims to one of them, and a bad token sent to
+// one, get 401. Other methods on the paths are anonymous too (kube's
+// conditions name paths only): RBAC refuses them.
+func TestAnonymousConditions(t *testing.T) {
+	s := newTestServer(t, nil, func(c *Config) {
+		c.Anonymous = anonymous.NewAuthenticator([]apiserver.AnonymousAuthCondition{{Path: "/.well-known/openid-configuration"}, {Path: "/openid/v1/jwks"}})
+		c.Authenticator = authenticator.RequestFunc(func(*http.Request) (*authenticator.Response, bool, error) {
+			return nil, false, errors.New("invalid bearer token")
+		})
+	})
+	tests := []struct {
+		method, target string
+		header         string
+		want           int
+	}{
+		{"GET", "/openid/v1/jwks", "", 200},
+		{"GET", "/.well-known/openid-configuration", "", 200},
+		{"GET", "/openid/v1/jwks?x=1&watch=true", "", 200},
+		{"POST", "/openid/v1/jwks", "", 200},
+		{"DELETE", "/.well-known/openid-configuration", "", 200},
+		{"GET", "/openid/v1/jwks", "Bearer not-a-token", 401},
+		{"GET", "/openid/v1/jwks", "Basic YTpi", 401},
+		{"GET", "/openid/v1/jwks/", "", 401},
+		{"GET", "/openid/v1/jwks/..", "", 401},
+		{"GET", "/openid/v1/../v1/jwks", "", 401},
+		{"GET", "/openid/v1/./jwks", "", 401},
+		{"GET", "//openid/v1/jwks", "", 401},
+		{"GET", "/openid/v1%2Fjwks", "", 401},
+		{"GET", "/openid/v1/%6Awks", "", 401},
+		{"GET", "/openid%2Fv1%2Fjwks", "", 401},
+		{"GET", "/OPENID/V1/JWKS", "", 401},
+		{"GET", "/openid/v1/jwks%00", "", 401},
+		{"GET", "/openid/v1/jwksx", "", 401},
+		{"GET", "/openid/v1", "", 401},
+		{"GET", "/api/v1/namespaces", "", 401},
+		{"GET", "/apis", "", 401},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.target+" "+tt.header, func(t *testing.T) {
+			req := httptest.NewRequest(tt.method, tt.target, nil)
+			if tt.header != "" {
+				req.Header.Set("Authorization", tt.header)
+			}
+			var got string
+			rec := httptest.NewRecorder()
+			authenticate(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				u, _ := genericapirequest.UserFrom(r.Context())
+				got = u.GetName()
+			})).ServeHTTP(rec, req)
+			if rec.Code != tt.want {
+				t.Fatalf("code = %d, want %d", rec.Code, tt.want)
+			}
+			if tt.want == 200 && got != user.Anonymous {
+				t.Fatalf("user = %q, want %s", got, user.Anonymous)
 			}
 		})
 	}

@@ -66,6 +66,12 @@ type Config struct {
 	// certificate from the cluster CA (bearer tokens). nil accepts client
 	// certificates only.
 	Authenticator authenticator.Request
+	// Anonymous, when set, is kube's anonymous authenticator
+	// (AuthenticationConfiguration's anonymous section): a request with no
+	// credential it accepts is system:anonymous, authorised like any
+	// other. nil: only the public health and version paths are served
+	// without a credential.
+	Anonymous authenticator.Request
 	// Paths adds GET handlers for non-resource paths (OIDC discovery). They
 	// go through authentication and authorisation like every request.
 	Paths map[string]http.Handler
@@ -442,9 +448,11 @@ func (s *Server) stillTrusted(chains [][]*x509.Certificate) bool {
 }
 
 // withTokenAuthentication identifies a caller withTLSAuthentication did
-// not by a bearer token (Config.Authenticator). Without one, the public
-// health and version paths are served to system:anonymous; everything
-// else gets 401.
+// not by a bearer token (Config.Authenticator). A request without one is
+// system:anonymous where Config.Anonymous accepts it (anonymousFor) and on
+// the public health and version paths; everything else gets 401, as does
+// a token that does not authenticate, wherever it is sent (kube: a bad
+// credential is never taken for none).
 func (s *Server) withTokenAuthentication(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if _, ok := genericapirequest.UserFrom(req.Context()); ok {
@@ -465,13 +473,27 @@ func (s *Server) withTokenAuthentication(next http.Handler) http.Handler {
 			next.ServeHTTP(w, req.WithContext(withCaller(req.Context(), withAuthenticatedGroup(resp.User), credentialToken)))
 			return
 		}
-		if isPublic(req.URL.Path) {
+		if s.anonymousFor(req) || isPublic(req.URL.Path) {
 			u := &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}
 			next.ServeHTTP(w, req.WithContext(withCaller(req.Context(), u, credentialNone)))
 			return
 		}
 		s.unauthenticated(w, req)
 	})
+}
+
+// anonymousFor reports whether Config.Anonymous accepts req. kube's
+// authenticator compares the decoded path with the configured ones; a
+// path sent with escapes that decode differently (an encoded slash, an
+// escaped letter) is refused here before it is asked, so that only the
+// exact bytes an operator named are public: what the router and every
+// proxy in front see is then the same path.
+func (s *Server) anonymousFor(req *http.Request) bool {
+	if s.cfg.Anonymous == nil || req.URL.RawPath != "" {
+		return false
+	}
+	_, ok, err := s.cfg.Anonymous.AuthenticateRequest(req)
+	return ok && err == nil
 }
 
 // withAuthenticatedGroup adds system:authenticated, which every

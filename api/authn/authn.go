@@ -67,8 +67,16 @@ type Config struct {
 	// CacheTTL is how long a successful authentication is cached.
 	CacheTTL time.Duration
 	// ExternalAddress is host:port the OIDC discovery document's jwks_uri
-	// points at.
+	// points at, unless JWKSURI is set.
 	ExternalAddress string
+	// JWKSURI is the discovery document's jwks_uri
+	// (--service-account-jwks-uri); "" for https://ExternalAddress/openid/v1/jwks.
+	JWKSURI string
+	// Federated authenticates tokens of other issuers (kube's JWT
+	// authenticators, api/authnconfig); nil for none. It is asked after
+	// this cluster's own tokens, as in kube-apiserver, and its answers are
+	// cached with theirs.
+	Federated authenticator.Token
 	// KeyWait is how long a TokenRequest waits for this node to apply a
 	// signing key (a cluster still bootstrapping) before answering 503.
 	KeyWait time.Duration
@@ -147,6 +155,9 @@ func New(cfg *Config, keys *KeyStore, stores Stores) (*Identity, error) {
 		return nil, err
 	}
 	tokens = append(tokens, serviceaccount.JWTTokenAuthenticator([]string{serviceaccount.LegacyIssuer}, keys.PublicKeys(), auds, legacy))
+	if cfg.Federated != nil {
+		tokens = append(tokens, cfg.Federated)
+	}
 	tokenAuth := tokenunion.New(tokens...)
 	if cfg.CacheTTL > 0 {
 		// kube-apiserver caches successes only (failure TTL 0).

@@ -20,8 +20,8 @@ import (
 // renders them once per key change (NewOpenIDMetadataProvider); here they
 // are rendered again whenever this node applies a key change.
 type oidc struct {
-	issuer, external string
-	keys             *KeyStore
+	issuer, jwksURI, external string
+	keys                      *KeyStore
 
 	mu      sync.Mutex
 	builtAt *keySet
@@ -35,7 +35,7 @@ func oidcPaths(cfg *Config, keys *KeyStore) map[string]http.Handler {
 	if u, err := url.Parse(cfg.Issuer); err != nil || u.Scheme != "https" || u.RawQuery != "" || u.Fragment != "" {
 		return nil
 	}
-	o := &oidc{issuer: cfg.Issuer, external: cfg.ExternalAddress, keys: keys}
+	o := &oidc{issuer: cfg.Issuer, jwksURI: cfg.JWKSURI, external: cfg.ExternalAddress, keys: keys}
 	return map[string]http.Handler{serviceaccount.OpenIDConfigPath: o, serviceaccount.JWKSPath: o}
 }
 
@@ -63,7 +63,7 @@ func (o *oidc) current() (http.Handler, error) {
 	if o.builtAt == s {
 		return o.handler, nil
 	}
-	p, err := serviceaccount.NewOpenIDMetadataProvider(o.issuer, "", o.external, s.public)
+	p, err := serviceaccount.NewOpenIDMetadataProvider(o.issuer, o.jwksURI, o.external, s.public)
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,10 @@ var honouredGates = []featuregate.Feature{
 	genericfeatures.WatchList,              // sendInitialEvents=true watches
 	genericfeatures.AuthorizeWithSelectors, // field and label selectors in SubjectAccessReviews
 	kubefeatures.ClusterTrustBundle,        // ClusterTrustBundles are served at all
+	// --authentication-config at all, and its anonymous section
+	// (api/authnconfig, read by kube's validation).
+	genericfeatures.StructuredAuthenticationConfiguration,
+	genericfeatures.AnonymousAuthConfigurableEndpoints,
 }
 
 // kubefeatures' init registers kube's gates into the process-wide gate that

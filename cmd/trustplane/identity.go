@@ -8,6 +8,7 @@ import (
 	"k8s.io/kubernetes/pkg/serviceaccount"
 
 	"github.com/trustplane/trustplane/api/authn"
+	"github.com/trustplane/trustplane/api/authnconfig"
 )
 
 // identity is the authentication side of a node: who a bearer token
@@ -20,6 +21,11 @@ type identity struct {
 	// Secrets (the tokens controller) with the current key; it fails with
 	// authn.ErrNoSigningKey until this node has applied a key.
 	legacyTokens serviceaccount.TokenGenerator
+	// anonymous is the anonymous authenticator of --authentication-config;
+	// nil when it enables none.
+	anonymous authenticator.Request
+	// authConfig reloads --authentication-config (authConfig.Run).
+	authConfig *authnconfig.Authentication
 	// paths are extra GET handlers (OIDC discovery).
 	paths map[string]http.Handler
 	// actions are operator POST handlers (signing-key rotation and
@@ -42,6 +48,16 @@ func setupIdentity(w *wiring) (*identity, error) {
 	cfg.MaxTokenExpiration = w.opts.saMaxTokenExpiration
 	cfg.ExtendExpiration = w.opts.saExtendTokenExpiration
 	cfg.ExternalAddress = w.opts.addrs.api
+	cfg.JWKSURI = w.opts.authn.jwksURI
+	auds := authenticator.Audiences(cfg.APIAudiences)
+	if len(auds) == 0 {
+		auds = authenticator.Audiences{cfg.Issuer}
+	}
+	authConfig, anon, err := w.opts.authn.authentication([]string{cfg.Issuer}, auds, w.opts.nodeName, w.log)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Federated = authConfig.Token
 	// The signing keys are secret material: the encryption configuration
 	// for secrets encrypts them too (docs/COMPATIBILITY.md).
 	keys := authn.NewKeyStore(w.back, w.fsm, w.reg.InternalAtRest())
@@ -58,6 +74,8 @@ func setupIdentity(w *wiring) (*identity, error) {
 	actions := map[string]http.Handler{rotatePath: rotateHandler(keys), retirePath: retireHandler(keys)}
 	return &identity{
 		authenticator: id.Authenticator,
+		anonymous:     anon,
+		authConfig:    authConfig,
 		legacyTokens:  id.LegacyTokens,
 		paths:         id.Paths,
 		actions:       actions,

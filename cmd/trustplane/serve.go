@@ -63,6 +63,7 @@ type options struct {
 	controllersQPS   float64
 	controllersBurst int
 	signing          signingFlags
+	authn            authnFlags // --authentication-config, --oidc-* (authnconfig.go)
 	advertise        advertiseFlags
 	addrs            addresses   // resolved from advertise
 	atRest           atRestFlags // data at rest (atrest.go)
@@ -116,7 +117,7 @@ func parseServe(args []string) (*options, error) {
 	fs.StringVar(&o.tlsSANs, "tls-san", "", "extra DNS names or IP addresses for the API's serving certificate, comma-separated (k3s' --tls-san): the names clients reach the node by, such as a Service's DNS names")
 	fs.StringVar(&o.runtimeConfig, "runtime-config", "", "enable or disable API versions and resources, kube-apiserver's syntax: api/all=false,v1=true,certificates.k8s.io/v1beta1=true,rbac.authorization.k8s.io/v1/roles=false,...")
 	fs.StringVar(&o.emulatedVersion, "emulated-version", "", "the release whose APIs, feature gate defaults and CEL libraries the node emulates, kube-apiserver's syntax: 1.32 or kube=1.32 (from 1.31 to 1.33, the default)")
-	fs.StringVar(&o.featureGates, "feature-gates", "", "kube-apiserver's feature gates, Name=true|false,... (honoured: APIResponseCompression, WatchList, AuthorizeWithSelectors, ClusterTrustBundle)")
+	fs.StringVar(&o.featureGates, "feature-gates", "", "kube-apiserver's feature gates, Name=true|false,... (honoured: APIResponseCompression, WatchList, AuthorizeWithSelectors, ClusterTrustBundle, StructuredAuthenticationConfiguration, AnonymousAuthConfigurableEndpoints)")
 	fs.StringVar(&o.saIssuer, "service-account-issuer", authn.DefaultIssuer, "service account token issuer URL (the \"iss\" of issued tokens and the API audience)")
 	fs.StringVar(&o.tokenAuthFile, "token-auth-file", "", "static bearer tokens, kube's CSV format: token,user,uid[,\"group1,group2\"]")
 	fs.DurationVar(&o.saMaxTokenExpiration, "service-account-max-token-expiration", 0, "longest validity of a token from the TokenRequest API; longer requests are shortened to it (0: no cap; else between 1h and 2^32s)")
@@ -124,6 +125,7 @@ func parseServe(args []string) (*options, error) {
 	fs.StringVar(&o.serviceCIDR, "service-cluster-ip-range", "10.96.0.0/12", "range whose first address is the ClusterIP of default/kubernetes")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	o.signing.register(fs)
+	o.authn.register(fs)
 	o.advertise.register(fs)
 	o.atRest.register(fs)
 	o.limits.register(fs)
@@ -151,6 +153,9 @@ func parseServe(args []string) (*options, error) {
 		return nil, err
 	}
 	if err := envTwins(fs); err != nil {
+		return nil, err
+	}
+	if err := o.authn.parsed(fs); err != nil {
 		return nil, err
 	}
 	o.gcPercent, o.setGC = gcPercent(fs, o.gcPercent, os.LookupEnv)
@@ -485,6 +490,7 @@ func serve(args []string) error {
 	acfg.Membership = membership{node: node, clusterID: clusterID}
 	acfg.MaxStaleRead = o.maxStaleRead
 	acfg.Authenticator = ident.authenticator
+	acfg.Anonymous = ident.anonymous
 	acfg.Paths = ident.paths
 	acfg.Actions = ident.actions
 	acfg.Authorizer = az.authorizer
@@ -568,6 +574,7 @@ func serve(args []string) error {
 		}
 		go nodeCAs.Run(ctx)
 		go clusterCAs.Run(ctx)
+		go ident.authConfig.Run(ctx)
 		served, err := bootstrap(ctx, log, node, f, tasks)
 		if err != nil {
 			return

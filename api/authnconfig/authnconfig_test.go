@@ -1,0 +1,341 @@
+package authnconfig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	authnmetrics "k8s.io/apiserver/pkg/server/options/authenticationconfig/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/trustplane/trustplane/internal/oidctest"
+)
+
+const ownIssuer = "https://kubernetes.default.svc.cluster.local"
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func newIssuer(t *testing.T) *oidctest.Issuer {
+	t.Helper()
+	i, err := oidctest.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(i.Close)
+	return i
+}
+
+// jwtConfig is an AuthenticationConfiguration with one issuer per entry,
+// each with claim mappings, a claim validation rule and a user validation
+// rule in CEL.
+func jwtConfig(issuers ...*oidctest.Issuer) string {
+	var b strings.Builder
+	b.WriteString("apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\njwt:\n")
+	for n, i := range issuers {
+		fmt.Fprintf(&b, `- issuer:
+    url: %s
+    audiences: [fleet, other-%d]
+    audienceMatchPolicy: MatchAny
+    certificateAuthority: |
+%s
+  claimValidationRules:
+  - expression: "claims.env == 'prod'"
+    message: only production workloads
+  claimMappings:
+    username:
+      expression: "'fleet-%d:' + claims.sub"
+    groups:
+      expression: "has(claims.teams) ? claims.teams : []"
+    extra:
+    - key: example.com/cluster
+      valueExpression: "claims.cluster"
+  userValidationRules:
+  - expression: "!user.username.contains('root')"
+    message: no root
+`, i.URL, n, indent(i.CAPEM, "      "), n)
+	}
+	return b.String()
+}
+
+func indent(s, p string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return p + strings.Join(lines, "\n"+p)
+}
+
+// testContext ends with the test, and with it the issuers' background
+// fetches.
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func writeFile(t *testing.T, dir, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, "authn.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func options(file string) Options {
+	return Options{File: file, ServiceAccountIssuers: []string{ownIssuer}, APIAudiences: authenticator.Audiences{ownIssuer}, FetchTimeout: 2 * time.Second, MaxFetchBytes: 1 << 20, ServerID: "n1"}
+}
+
+// eventually polls f every 50ms for at most 30s (a bound, not a timing
+// assertion: the issuers initialise in the background).
+func eventually(t *testing.T, what string, f func() error) {
+	t.Helper()
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if err = f(); err == nil {
+			return
+		}
+	}
+	t.Fatalf("%s: %v", what, err)
+}
+
+func authenticate(a authenticator.Token, token string) (*authenticator.Response, error) {
+	ctx := authenticator.WithAudiences(context.Background(), authenticator.Audiences{ownIssuer})
+	resp, ok, err := a.AuthenticateToken(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, errors.New("not authenticated")
+	}
+	return resp, nil
+}
+
+func TestLoadRefuses(t *testing.T) {
+	i := newIssuer(t)
+	dir := t.TempDir()
+	cases := []struct {
+		name string
+		file string
+		oidc OIDCFlags
+		want string
+	}{
+		{name: "file and oidc flags", file: jwtConfig(i), oidc: OIDCFlags{IssuerURL: i.URL, ClientID: "x", Set: true}, want: "authentication-config file and oidc-* flags are mutually exclusive"},
+		{name: "oidc flags without client id", oidc: OIDCFlags{IssuerURL: i.URL, Set: true}, want: "oidc-issuer-url and oidc-client-id must be specified together"},
+		{name: "empty file", file: "", want: "empty config data"},
+		{name: "unknown field", file: "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\nnope: 1\n", want: `unknown field "nope"`},
+		{name: "wrong kind", file: "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthorizationConfiguration\n", want: "expected AuthenticationConfiguration"},
+		{name: "own issuer", file: strings.Replace(jwtConfig(i), i.URL, ownIssuer, 1), want: "jwt[0].issuer.url: Invalid value: \"" + ownIssuer + "\": URL must not overlap with disallowed issuers"},
+		{name: "http issuer", file: strings.Replace(jwtConfig(i), i.URL, "http://example.com", 1), want: "URL scheme must be https"},
+		{name: "bad CEL", file: strings.Replace(jwtConfig(i), "claims.env == 'prod'", "claims.env ==", 1), want: "compilation failed"},
+		{name: "rule not boolean", file: strings.Replace(jwtConfig(i), "claims.env == 'prod'", "claims.env", 1), want: "must evaluate to bool"},
+		{name: "anonymous conditions while disabled", file: "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\nanonymous:\n  enabled: false\n  conditions:\n  - path: /livez\n", want: "enabled should be set to true when conditions are defined"},
+		{name: "duplicate issuer", file: jwtConfig(i, i), want: "jwt[1].issuer.url: Duplicate value"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := options("")
+			if c.file != "" || c.name == "empty file" {
+				o.File = writeFile(t, dir, c.file)
+			}
+			o.OIDC = c.oidc
+			_, err := Load(context.Background(), o, quiet)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestLoadNone(t *testing.T) {
+	a, err := Load(context.Background(), options(""), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Token != nil || a.Anonymous.Enabled {
+		t.Fatalf("no file and no flags configured %+v", a)
+	}
+}
+
+func TestAnonymousSection(t *testing.T) {
+	f := writeFile(t, t.TempDir(), "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\nanonymous:\n  enabled: true\n  conditions:\n  - path: /.well-known/openid-configuration\n  - path: /openid/v1/jwks\n")
+	a, err := Load(context.Background(), options(f), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Anonymous.Enabled || len(a.Anonymous.Conditions) != 2 || a.Anonymous.Conditions[1].Path != "/openid/v1/jwks" {
+		t.Fatalf("anonymous = %+v", a.Anonymous)
+	}
+}
+
+// TestFederatedIssuers authenticates tokens of two issuers through kube's
+// JWT authenticator: claim mappings, claim and user validation rules,
+// audiences, expiry, and another issuer's key.
+func TestFederatedIssuers(t *testing.T) {
+	i0, i1 := newIssuer(t), newIssuer(t)
+	a, err := Load(testContext(t), options(writeFile(t, t.TempDir(), jwtConfig(i0, i1))), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, _ := i1.Sign(oidctest.Claims{"sub": "ci-42", "aud": "fleet", "env": "prod", "teams": []string{"build"}, "cluster": "east"})
+	eventually(t, "issuer 1 initialises", func() error { _, err := authenticate(a.Token, good); return err })
+	resp, _ := authenticate(a.Token, good)
+	if u := resp.User; u.GetName() != "fleet-1:ci-42" || strings.Join(u.GetGroups(), ",") != "build" || u.GetExtra()["example.com/cluster"][0] != "east" {
+		t.Fatalf("user = %+v", u)
+	}
+	if !resp.Audiences.Has(ownIssuer) {
+		t.Fatalf("audiences = %v, want the API audience (kube's audience-agnostic wrap)", resp.Audiences)
+	}
+	forged, _ := i0.Sign(oidctest.Claims{"iss": i1.URL, "sub": "x", "aud": "fleet", "env": "prod", "cluster": "e"})
+	cases := []struct {
+		name   string
+		claims oidctest.Claims
+		token  string
+		want   string
+	}{
+		{name: "claim rule", claims: oidctest.Claims{"sub": "a", "aud": "fleet", "env": "dev", "cluster": "e"}, want: "only production workloads"},
+		{name: "user rule", claims: oidctest.Claims{"sub": "root", "aud": "fleet", "env": "prod", "cluster": "e"}, want: "no root"},
+		{name: "audience", claims: oidctest.Claims{"sub": "a", "aud": "elsewhere", "env": "prod", "cluster": "e"}, want: "audience"},
+		{name: "expired", claims: oidctest.Claims{"sub": "a", "aud": "fleet", "env": "prod", "cluster": "e", "exp": time.Now().Add(-time.Hour).Unix()}, want: "expired"},
+		{name: "other issuer's key", token: forged, want: "verify"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tok := c.token
+			if tok == "" {
+				tok, _ = i1.Sign(c.claims)
+			}
+			_, err := authenticate(a.Token, tok)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestHostileIssuers: an issuer that hangs, answers garbage or a key set
+// larger than the limit holds neither Load nor a request past the fetch
+// bounds, and its tokens are refused.
+func TestHostileIssuers(t *testing.T) {
+	for _, mode := range []oidctest.Mode{oidctest.Slow, oidctest.Huge, oidctest.Garbage} {
+		t.Run(fmt.Sprint(mode), func(t *testing.T) {
+			i := newIssuer(t)
+			i.SetMode(mode)
+			o := options(writeFile(t, t.TempDir(), jwtConfig(i)))
+			o.FetchTimeout = 500 * time.Millisecond
+			a, err := Load(testContext(t), o, quiet)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok, _ := i.Sign(oidctest.Claims{"sub": "a", "aud": "fleet", "env": "prod", "cluster": "e"})
+			if _, err := authenticate(a.Token, tok); err == nil {
+				t.Fatal("a token of an issuer that never answered well authenticated")
+			}
+			// A hanging or garbled discovery document keeps the issuer
+			// uninitialised (its health says why); a huge key set is
+			// fetched on a token's first verification, which fails.
+			want := map[oidctest.Mode]string{oidctest.Slow: "Client.Timeout", oidctest.Huge: ErrTooLarge.Error(), oidctest.Garbage: "invalid character"}[mode]
+			eventually(t, "the issuer's failure is reported", func() error {
+				_, err := authenticate(a.Token, tok)
+				if herr := a.jwt.cur.Load().health(); herr != nil {
+					err = herr
+				}
+				if err == nil || !strings.Contains(err.Error(), want) {
+					return fmt.Errorf("error %v, want %q", err, want)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+func TestLimitedTransportHugeKeySet(t *testing.T) {
+	i := newIssuer(t)
+	c, err := fetchClient(i.CAPEM, &Options{FetchTimeout: 10 * time.Second, MaxFetchBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Get(i.URL + "/.well-known/openid-configuration")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatalf("a small document: %v", err)
+	}
+	resp.Body.Close()
+	i.SetMode(oidctest.Huge)
+	resp, err = c.Get(i.URL + "/keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if !errors.Is(err, ErrTooLarge) || n > 4096 {
+		t.Fatalf("read %d bytes, error %v; want at most 4096 and ErrTooLarge", n, err)
+	}
+}
+
+// TestReload: a changed file replaces the issuers without a restart;
+// a broken one, or one changing the anonymous section, changes nothing;
+// kube's reload metrics count both.
+func TestReload(t *testing.T) {
+	i0, i1 := newIssuer(t), newIssuer(t)
+	dir := t.TempDir()
+	f := writeFile(t, dir, jwtConfig(i0))
+	ctx := testContext(t)
+	a, err := Load(ctx, options(f), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go a.Run(ctx)
+	tok0, _ := i0.Sign(oidctest.Claims{"sub": "a", "aud": "fleet", "env": "prod", "cluster": "e"})
+	tok1, _ := i1.Sign(oidctest.Claims{"sub": "b", "aud": "fleet", "env": "prod", "cluster": "e"})
+	eventually(t, "issuer 0", func() error { _, err := authenticate(a.Token, tok0); return err })
+	if _, err := authenticate(a.Token, tok1); err == nil {
+		t.Fatal("issuer 1 authenticates before it is configured")
+	}
+
+	writeFile(t, dir, jwtConfig(i1))
+	eventually(t, "issuer 1 after the reload", func() error { _, err := authenticate(a.Token, tok1); return err })
+	if _, err := authenticate(a.Token, tok0); err == nil {
+		t.Fatal("issuer 0 still authenticates after it was removed")
+	}
+	eventually(t, "success counted", func() error { return reloads("success", 1) })
+
+	for _, broken := range []string{
+		"not: [yaml",
+		jwtConfig(i0) + "anonymous:\n  enabled: true\n",
+	} {
+		writeFile(t, dir, broken)
+		eventually(t, "failure counted", func() error { return reloads("failure", 1) })
+		authnmetrics.ResetMetricsForTest()
+		if _, err := authenticate(a.Token, tok1); err != nil {
+			t.Fatalf("a refused reload changed the issuers: %v", err)
+		}
+	}
+}
+
+func reloads(status string, atLeast int) error {
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		return err
+	}
+	for _, f := range families {
+		if f.GetName() != "apiserver_authentication_config_controller_automatic_reloads_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "status" && l.GetValue() == status && m.GetCounter().GetValue() >= float64(atLeast) {
+					return nil
+				}
+			}
+		}
+	}
+	return fmt.Errorf("no %s reload counted", status)
+}

@@ -1,0 +1,33 @@
+// Package authnconfig owns kube's structured authentication configuration
+// (--authentication-config: AuthenticationConfiguration of
+// apiserver.config.k8s.io, as kube-apiserver 1.33 reads it) and the legacy
+// --oidc-* flags it replaces: reading and validating the file, building
+// the JWT authenticators of federated issuers, and reloading the file when
+// it changes.
+//
+// Rules it keeps:
+//   - kube does the work: the file is decoded with kube's scheme, checked
+//     by kube's validation (CEL compiled by kube's compiler), and every
+//     issuer is kube's own JWT authenticator
+//     (k8s.io/apiserver/plugin/pkg/authenticator/token/oidc), unioned and
+//     made audience-agnostic as kube-apiserver does it. Only the HTTP
+//     client each issuer fetches its discovery document and keys with is
+//     ours, for the next rule.
+//   - An issuer cannot hold the node: every fetch from it ends within
+//     Options.FetchTimeout and reads at most Options.MaxFetchBytes, and
+//     issuers are initialised in the background (kube's), so a slow, huge
+//     or malformed discovery document or key set blocks neither start-up
+//     nor requests; a token of an issuer not initialised yet is refused.
+//   - The file is the only source when given: the --oidc-* flags and it
+//     are mutually exclusive, with kube's message. The service account
+//     issuers may not be configured as JWT issuers (kube's rule).
+//   - Reloads are kube's: a changed file is decoded, validated and its
+//     issuers initialised before it replaces the running set; one that
+//     fails any step changes nothing and counts as a failure in kube's
+//     apiserver_authentication_config_controller metrics. The anonymous
+//     section may not change on reload (kube's rule): which paths are
+//     public is fixed for the life of the process.
+//   - The anonymous section is read here but applied by api.Server, which
+//     owns the order of authentication; it never reaches TokenReview,
+//     which answers for tokens only.
+package authnconfig

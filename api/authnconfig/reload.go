@@ -1,0 +1,163 @@
+package authnconfig
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"reflect"
+	"sync"
+	"time"
+
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/apis/apiserver"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	authnmetrics "k8s.io/apiserver/pkg/server/options/authenticationconfig/metrics"
+	"k8s.io/apiserver/plugin/pkg/authenticator/token/oidc"
+	"k8s.io/kubernetes/pkg/util/filesystem"
+)
+
+// Reload timing. kube-apiserver polls the file every minute besides
+// watching it, and gives a new configuration a minute to initialise its
+// issuers; it checks them every 10s, here every second (the check reads
+// an atomic), so that a reload takes effect as soon as the issuers answer.
+const (
+	pollInterval  = time.Minute
+	updateTimeout = time.Minute
+	healthEvery   = time.Second
+)
+
+// Authentication is the configuration a node authenticates with.
+type Authentication struct {
+	// Anonymous is the file's anonymous section; disabled without one.
+	Anonymous apiserver.AnonymousAuthConfig
+	// Token authenticates the federated issuers' tokens; nil when neither
+	// a file nor --oidc-* flags configure any.
+	Token authenticator.Token
+
+	opts      Options
+	log       *slog.Logger
+	jwt       *JWT
+	data      string
+	anonymous *apiserver.AnonymousAuthConfig
+	mu        sync.Mutex
+}
+
+// Load reads and validates the configuration o describes and builds its
+// issuers, whose background fetches live as long as ctx. It does not wait
+// for any issuer to answer.
+func Load(ctx context.Context, o Options, log *slog.Logger) (*Authentication, error) {
+	if o.FetchTimeout <= 0 {
+		o.FetchTimeout = DefaultFetchTimeout
+	}
+	if o.MaxFetchBytes <= 0 {
+		o.MaxFetchBytes = DefaultMaxFetchBytes
+	}
+	cfg, data, algs, err := load(&o)
+	if err != nil {
+		return nil, err
+	}
+	a := &Authentication{opts: o, log: log, data: data, anonymous: cfg.DeepCopy().Anonymous}
+	if cfg.Anonymous != nil {
+		a.Anonymous = *cfg.Anonymous
+	}
+	if o.File == "" && len(cfg.JWT) == 0 {
+		return a, nil
+	}
+	set, err := buildIssuers(ctx, cfg, algs, &o)
+	if err != nil {
+		return nil, err
+	}
+	a.jwt = &JWT{}
+	a.jwt.cur.Store(set)
+	a.Token = a.jwt
+	return a, nil
+}
+
+// Run reloads the file whenever it changes, until ctx ends; without a
+// file it returns at once.
+func (a *Authentication) Run(ctx context.Context) {
+	if a.opts.File == "" {
+		return
+	}
+	authnmetrics.RegisterMetrics()
+	filesystem.WatchUntil(ctx, pollInterval, a.opts.File, func() { a.reload(ctx) },
+		func(err error) { a.log.Error("watching authentication config file", "error", err) })
+}
+
+// reload is kube-apiserver's reload of the file, step for step: unchanged
+// bytes do nothing; bytes that will never be valid are remembered so as
+// not to be retried; a configuration whose issuers do not all initialise
+// in time is retried on the next event.
+func (a *Authentication) reload(ctx context.Context) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b, err := os.ReadFile(a.opts.File)
+	if err != nil {
+		a.failed("failed to read authentication config file", err)
+		return
+	}
+	if string(b) == a.data {
+		return
+	}
+	cfg, err := decode(b)
+	if err != nil {
+		a.failed("failed to load authentication config", err)
+		a.data = string(b)
+		return
+	}
+	errs := validate(cfg, &a.opts)
+	if !reflect.DeepEqual(a.anonymous, cfg.Anonymous) {
+		errs = append(errs, field.Forbidden(field.NewPath("anonymous"), "changed from initial configuration file"))
+	}
+	if err := errs.ToAggregate(); err != nil {
+		a.failed("failed to validate authentication config", err)
+		a.data = string(b)
+		return
+	}
+	tctx, cancel := context.WithTimeout(ctx, updateTimeout)
+	defer cancel()
+	if err := a.swap(ctx, tctx, cfg); err != nil {
+		a.failed("failed to update authentication config", err)
+		return
+	}
+	a.data = string(b)
+	a.log.Info("reloaded authentication config")
+	authnmetrics.RecordAuthenticationConfigAutomaticReloadSuccess(a.opts.ServerID)
+}
+
+// swap builds cfg's issuers under life, waits (until deadline ends) for all
+// of them to initialise, and only then makes them the running set; the
+// old set keeps fetching for a minute, for requests still using it.
+func (a *Authentication) swap(life, deadline context.Context, cfg *apiserver.AuthenticationConfiguration) error {
+	set, err := buildIssuers(life, cfg, oidc.AllValidSigningAlgorithms(), &a.opts)
+	if err != nil {
+		return err
+	}
+	var last error
+	werr := wait.PollUntilContextCancel(deadline, healthEvery, true, func(context.Context) (bool, error) {
+		last = set.health()
+		return last == nil, nil
+	})
+	if last != nil || werr != nil {
+		set.cancel()
+		return utilerrors.NewAggregate([]error{last, werr})
+	}
+	old := a.jwt.cur.Swap(set)
+	go func() {
+		t := time.NewTimer(time.Minute)
+		defer t.Stop()
+		select {
+		case <-life.Done():
+		case <-t.C:
+		}
+		old.cancel()
+	}()
+	return nil
+}
+
+func (a *Authentication) failed(msg string, err error) {
+	a.log.Error(msg, "error", err)
+	authnmetrics.RecordAuthenticationConfigAutomaticReloadFailure(a.opts.ServerID)
+}
