@@ -134,6 +134,7 @@ require (
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/apiextensions-apiserver v0.0.0 // indirect
 	k8s.io/cloud-provider v0.33.13 // indirect
+	k8s.io/externaljwt v0.33.13 // indirect
 	k8s.io/kms v0.33.13 // indirect
 	k8s.io/kube-controller-manager v0.0.0 // indirect
 	k8s.io/kubelet v0.0.0 // indirect

@@ -75,6 +75,11 @@ type Config struct {
 	// Paths adds GET handlers for non-resource paths (OIDC discovery). They
 	// go through authentication and authorisation like every request.
 	Paths map[string]http.Handler
+	// Posts adds POST handlers for non-resource paths that any node
+	// answers itself (they write nothing), authorised like every request:
+	// RBAC's "post" on the path, then whatever the handler checks (the
+	// external JWT signer's endpoint).
+	Posts map[string]http.Handler
 	// Actions adds POST handlers for operator actions (signing-key
 	// rotation). Only system:masters may call them, and a follower forwards
 	// them to the leader, which must run them.
@@ -301,6 +306,9 @@ func (s *Server) buildHandler() http.Handler {
 	r.Handler(http.MethodGet, snapshotPath, s.onlyMasters(http.HandlerFunc(s.serveSnapshot)))
 	for p, h := range s.cfg.Paths {
 		r.Handler(http.MethodGet, p, h)
+	}
+	for p, h := range s.cfg.Posts {
+		r.Handler(http.MethodPost, p, h)
 	}
 	for p, h := range s.cfg.Actions {
 		r.Handler(http.MethodPost, p, s.onlyMasters(h))

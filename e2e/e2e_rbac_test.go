@@ -83,21 +83,29 @@ func (n *node) userHTTP(t *testing.T, name string, groups ...string) *http.Clien
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
 
-// userKubectl runs kubectl with a kubeconfig of its own for user name.
-func (n *node) userKubectl(t *testing.T, name string, args ...string) (string, error) {
+// userKubeconfig writes a kubeconfig for user name (a client certificate
+// of the node's CA) into a fresh directory and returns its path.
+func (n *node) userKubeconfig(t *testing.T, name string) string {
 	t.Helper()
 	ca := n.clusterCA(t)
 	certPEM, keyPEM, err := ca.Issue(certs.Request{CommonName: name, Client: true, Duration: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	home := t.TempDir()
-	path := filepath.Join(home, "kubeconfig")
+	path := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := certs.WriteKubeconfig(path, certs.Kubeconfig{
 		Server: n.url(), ClusterName: "trustplane", UserName: name, CAPEM: ca.CertPEM, CertPEM: certPEM, KeyPEM: keyPEM,
 	}); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+// userKubectl runs kubectl with a kubeconfig of its own for user name.
+func (n *node) userKubectl(t *testing.T, name string, args ...string) (string, error) {
+	t.Helper()
+	path := n.userKubeconfig(t, name)
+	home := filepath.Dir(path)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, kubectlPath(t), append([]string{"--kubeconfig", path}, args...)...)

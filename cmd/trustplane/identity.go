@@ -21,6 +21,8 @@ type identity struct {
 	// Secrets (the tokens controller) with the current key; it fails with
 	// authn.ErrNoSigningKey until this node has applied a key.
 	legacyTokens serviceaccount.TokenGenerator
+	// issuers are the cluster's own token issuers.
+	issuers []string
 	// anonymous is the anonymous authenticator of --authentication-config;
 	// nil when it enables none.
 	anonymous authenticator.Request
@@ -75,6 +77,7 @@ func setupIdentity(w *wiring) (*identity, error) {
 	return &identity{
 		authenticator: id.Authenticator,
 		anonymous:     anon,
+		issuers:       []string{cfg.Issuer},
 		authConfig:    authConfig,
 		legacyTokens:  id.LegacyTokens,
 		paths:         id.Paths,

@@ -25,6 +25,8 @@ func main() {
 		err = snapshotCmd(args)
 	case "kubeconfig":
 		err = kubeconfigCmd(args, os.Stdout)
+	case "external-signer":
+		err = externalSignerCmd(args)
 	case "chaos":
 		err = chaosCmd(args)
 	case "bench":
@@ -60,6 +62,10 @@ Usage:
   trustplane snapshot save|inspect|restore
                                     back up a running cluster, check a backup, seed a
                                     new cluster from one (docs/OPERATIONS.md)
+  trustplane external-signer --socket PATH [--kubeconfig F]
+                                    sign another kube-apiserver's ServiceAccount tokens
+                                    here: kube's ExternalJWTSigner on a unix socket
+                                    (docs/OPERATIONS.md, Fleet identity)
   trustplane chaos local|attach|check [flags]
                                     kill, pause and partition nodes under a workload,
                                     then check linearizability and watches (docs/CHAOS.md)

@@ -31,6 +31,7 @@ import (
 	"github.com/trustplane/trustplane/api/caroots"
 	"github.com/trustplane/trustplane/api/encryptionkeys"
 	"github.com/trustplane/trustplane/api/gossipkeys"
+	"github.com/trustplane/trustplane/api/jwtsign"
 	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/api/rotation"
 	"github.com/trustplane/trustplane/api/storage"
@@ -491,6 +492,9 @@ func serve(args []string) error {
 	acfg.MaxStaleRead = o.maxStaleRead
 	acfg.Authenticator = ident.authenticator
 	acfg.Anonymous = ident.anonymous
+	acfg.Posts = map[string]http.Handler{jwtsign.Path: jwtsign.Handler(jwtsign.Config{
+		Signer: ident.keys, Authorizer: az.authorizer, OwnIssuers: ident.issuers, MaxLifetime: o.saMaxTokenExpiration,
+	})}
 	acfg.Paths = ident.paths
 	acfg.Actions = ident.actions
 	acfg.Authorizer = az.authorizer

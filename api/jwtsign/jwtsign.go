@@ -1,0 +1,220 @@
+package jwtsign
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/kubernetes/pkg/serviceaccount"
+
+	"github.com/trustplane/trustplane/api/registry"
+)
+
+// Path is where the endpoint is served: POST, any node.
+const Path = "/externaljwt/v1alpha1/sign"
+
+// Group is the API group of the RBAC rules that allow signing: verb
+// "sign" on "issuers" and "audiences", named by the claims' values.
+const Group = "externaljwt.trustplane.io"
+
+// MaxClaimsBytes bounds the claims segment; kube's service account tokens
+// are well under 2 KiB.
+const MaxClaimsBytes = 16 << 10
+
+// DefaultMaxLifetime is the longest token signed without a
+// --service-account-max-token-expiration: a year, kube's extended
+// expiration of pod-bound tokens.
+const DefaultMaxLifetime = 365 * 24 * time.Hour
+
+// Request is the body of a POST to Path.
+type Request struct {
+	// Claims is the token's second segment: URL-safe base64, unpadded, of
+	// the claims' JSON, exactly as in the token.
+	Claims string `json:"claims"`
+}
+
+// Response is the answer: the token is Header + "." + Claims + "." +
+// Signature.
+type Response struct {
+	Header    string `json:"header"`
+	Signature string `json:"signature"`
+	KeyID     string `json:"keyID"`
+}
+
+// Signer signs claims segments with the active key (authn.KeyStore).
+type Signer interface {
+	SignClaims(ctx context.Context, claims string) (header, signature, kid string, err error)
+}
+
+// Config is what the endpoint needs.
+type Config struct {
+	Signer     Signer
+	Authorizer authorizer.Authorizer
+	// OwnIssuers are this cluster's issuers, never signed here.
+	OwnIssuers []string
+	// MaxLifetime bounds exp - iat.
+	MaxLifetime time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// Handler serves Path.
+func Handler(cfg Config) http.Handler {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxLifetime <= 0 {
+		cfg.MaxLifetime = DefaultMaxLifetime
+	}
+	own := map[string]bool{serviceaccount.LegacyIssuer: true}
+	for _, i := range cfg.OwnIssuers {
+		own[i] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		resp, err := cfg.sign(req, own)
+		if err != nil {
+			responsewriters.ErrorNegotiated(err, registry.Codecs, schema.GroupVersion{}, w, req)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(resp)
+	})
+}
+
+// claims are the claims the rules read; everything else is signed as sent.
+type claims struct {
+	Iss string          `json:"iss"`
+	Aud json.RawMessage `json:"aud"`
+	Exp *json.Number    `json:"exp"`
+	Iat *json.Number    `json:"iat"`
+}
+
+func (cfg *Config) sign(req *http.Request, own map[string]bool) (*Response, error) {
+	var r Request
+	dec := json.NewDecoder(io.LimitReader(req.Body, MaxClaimsBytes*2))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the body must be {\"claims\": \"<segment>\"}: %v", err))
+	}
+	if len(r.Claims) > MaxClaimsBytes {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("claims of %d bytes; the limit is %d", len(r.Claims), MaxClaimsBytes))
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(r.Claims)
+	if err != nil {
+		return nil, apierrors.NewBadRequest("claims must be URL-safe base64 without padding, exactly as in the token")
+	}
+	c, auds, err := decodeClaims(raw)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if err := cfg.lifetime(c); err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if own[c.Iss] {
+		return nil, apierrors.NewForbidden(schema.GroupResource{Group: Group, Resource: "issuers"}, c.Iss,
+			errors.New("it is this cluster's own issuer, whose tokens only TokenRequest issues"))
+	}
+	u, ok := genericapirequest.UserFrom(req.Context())
+	if !ok {
+		return nil, apierrors.NewUnauthorized("Unauthorized")
+	}
+	check := func(resource, name string) error {
+		attrs := authorizer.AttributesRecord{User: u, Verb: "sign", APIGroup: Group, APIVersion: "*", Resource: resource, Name: name, ResourceRequest: true}
+		d, reason, err := cfg.Authorizer.Authorize(req.Context(), attrs)
+		if d == authorizer.DecisionAllow {
+			return nil
+		}
+		if reason == "" && err != nil {
+			reason = err.Error()
+		}
+		msg := fmt.Sprintf("user %q may not sign for this %s", u.GetName(), strings.TrimSuffix(resource, "s"))
+		if reason != "" {
+			msg += ": " + reason
+		}
+		return apierrors.NewForbidden(schema.GroupResource{Group: Group, Resource: resource}, name, errors.New(msg))
+	}
+	if err := check("issuers", c.Iss); err != nil {
+		return nil, err
+	}
+	for _, a := range auds {
+		if err := check("audiences", a); err != nil {
+			return nil, err
+		}
+	}
+	h, sig, kid, err := cfg.Signer.SignClaims(req.Context(), r.Claims)
+	if err != nil {
+		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("cannot sign: %v", err))
+	}
+	return &Response{Header: h, Signature: sig, KeyID: kid}, nil
+}
+
+// decodeClaims reads the claims the rules need from the JSON raw: an
+// issuer, one or more audiences, and numeric iat and exp.
+func decodeClaims(raw []byte) (*claims, []string, error) {
+	var c claims
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	if err := dec.Decode(&c); err != nil {
+		return nil, nil, fmt.Errorf("claims are not a JSON object: %v", err)
+	}
+	if dec.More() {
+		return nil, nil, errors.New("claims are not a single JSON object")
+	}
+	if c.Iss == "" {
+		return nil, nil, errors.New("claims need an issuer (iss)")
+	}
+	var auds []string
+	if len(c.Aud) > 0 && c.Aud[0] == '"' {
+		var one string
+		if err := json.Unmarshal(c.Aud, &one); err != nil {
+			return nil, nil, fmt.Errorf("aud: %v", err)
+		}
+		auds = []string{one}
+	} else if err := json.Unmarshal(c.Aud, &auds); err != nil {
+		return nil, nil, errors.New("claims need audiences (aud): a string or a list of strings")
+	}
+	if len(auds) == 0 {
+		return nil, nil, errors.New("claims need audiences (aud): a string or a list of strings")
+	}
+	for _, a := range auds {
+		if a == "" {
+			return nil, nil, errors.New("an audience (aud) is empty")
+		}
+	}
+	if c.Exp == nil || c.Iat == nil {
+		return nil, nil, errors.New("claims need iat and exp: tokens signed here expire")
+	}
+	return &c, auds, nil
+}
+
+// lifetime checks that the token is not expired and lives at most
+// MaxLifetime from its issue.
+func (cfg *Config) lifetime(c *claims) error {
+	exp, err1 := c.Exp.Int64()
+	iat, err2 := c.Iat.Int64()
+	if err1 != nil || err2 != nil {
+		return errors.New("iat and exp must be whole seconds")
+	}
+	if exp <= cfg.Now().Unix() {
+		return errors.New("the token has expired (exp)")
+	}
+	if exp <= iat {
+		return errors.New("exp must be after iat")
+	}
+	// In seconds: a nanosecond product of a hostile exp would overflow.
+	if exp-iat > int64(cfg.MaxLifetime/time.Second) {
+		return fmt.Errorf("the token would live %v; the limit is %v", time.Duration(exp-iat)*time.Second, cfg.MaxLifetime)
+	}
+	return nil
+}
