@@ -7,6 +7,7 @@ require (
 	github.com/emicklei/go-restful/v3 v3.11.0
 	github.com/go-logr/logr v1.4.3
 	github.com/google/btree v1.1.3
+	github.com/google/cel-go v0.23.2
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/memberlist v0.6.0
 	github.com/hashicorp/raft v1.7.3
@@ -22,16 +23,21 @@ require (
 	golang.org/x/sync v0.23.0
 	golang.org/x/sys v0.48.0
 	golang.org/x/term v0.46.0
+	golang.org/x/time v0.9.0
+	google.golang.org/grpc v1.68.1
+	google.golang.org/protobuf v1.36.12
 	gopkg.in/evanphx/json-patch.v4 v4.12.0
 	gopkg.in/go-jose/go-jose.v2 v2.6.3
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1
 	k8s.io/api v0.33.13
+	k8s.io/apiextensions-apiserver v0.0.0
 	k8s.io/apimachinery v0.33.13
 	k8s.io/apiserver v0.33.13
 	k8s.io/client-go v0.33.13
 	k8s.io/component-base v0.33.13
 	k8s.io/component-helpers v0.33.13
 	k8s.io/controller-manager v0.33.13
+	k8s.io/externaljwt v0.33.13
 	k8s.io/klog/v2 v2.130.1
 	k8s.io/kube-openapi v0.0.0-20250318190949-c8a335a9a2ff
 	k8s.io/kubernetes v1.33.13
@@ -70,7 +76,6 @@ require (
 	github.com/go-openapi/swag v0.23.0 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
-	github.com/google/cel-go v0.23.2 // indirect
 	github.com/google/gnostic-models v0.6.9 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -124,17 +129,12 @@ require (
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
-	golang.org/x/time v0.9.0 // indirect
 	golang.org/x/tools v0.49.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20241209162323-e6fa225c2576 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20241209162323-e6fa225c2576 // indirect
-	google.golang.org/grpc v1.68.1 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-	k8s.io/apiextensions-apiserver v0.0.0 // indirect
 	k8s.io/cloud-provider v0.33.13 // indirect
-	k8s.io/externaljwt v0.33.13 // indirect
 	k8s.io/kms v0.33.13 // indirect
 	k8s.io/kube-controller-manager v0.0.0 // indirect
 	k8s.io/kubelet v0.0.0 // indirect
