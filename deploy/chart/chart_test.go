@@ -58,6 +58,7 @@ type want struct {
 	networkPolicy  bool
 	serviceMonitor bool
 	encryption     bool
+	authentication bool // --authentication-config from a ConfigMap
 	extraEnv       map[string]string // further variables and their values
 }
 
@@ -90,7 +91,9 @@ func TestTemplate(t *testing.T) {
 				"TRUSTPLANE_DEAD_SERVER_TIMEOUT":      "10m",
 				"TRUSTPLANE_SERVICE_ACCOUNT_ISSUER":   "https://trustplane.example.com",
 				"TRUSTPLANE_WATCH_CACHE_WINDOW":       "10m",
+				"TRUSTPLANE_SERVICE_ACCOUNT_JWKS_URI": "https://trustplane.example.com/openid/v1/jwks",
 			}
+			w.authentication = true
 		}},
 		{"five replicas, existing secret, required anti-affinity, policies", []string{"five.yaml", "existing-secret.yaml", "required-anti-affinity.yaml", "netpol-servicemonitor.yaml"}, func(w *want) {
 			w.replicas, w.caSecret, w.hook, w.antiAffinity, w.networkPolicy, w.serviceMonitor = 5, "my-trustplane-ca", false, "required", true, true
@@ -287,6 +290,8 @@ func checkChart(t *testing.T, ms []manifest, objs map[string]any, w want) {
 	if hasEnc != w.encryption {
 		t.Errorf("encryption-provider-config set %v, want %v", hasEnc, w.encryption)
 	}
+
+	checkAuthentication(t, objs, env, c, pod, w.authentication)
 
 	// Probes: the unauthenticated health endpoints over HTTPS on the API port.
 	_, listenPort, _ := strings.Cut(env["TRUSTPLANE_LISTEN"].Value, ":")
@@ -672,4 +677,65 @@ func portOf(t *testing.T, c corev1.Container, p intstr.IntOrString) int {
 		return p.IntValue()
 	}
 	return containerPort(t, c, p.StrVal)
+}
+
+// checkAuthentication: with config.authentication set, the nodes read kube's
+// AuthenticationConfiguration from the chart's ConfigMap, mounted read-only
+// where --authentication-config points, and public discovery opens the two
+// discovery documents and nothing else; without it there is neither.
+func checkAuthentication(t *testing.T, objs map[string]any, env map[string]corev1.EnvVar, c corev1.Container, pod corev1.PodSpec, want bool) {
+	t.Helper()
+	obj, hasCM := objs["ConfigMap/trustplane-authentication"]
+	path, hasEnv := env["TRUSTPLANE_AUTHENTICATION_CONFIG"]
+	if !want {
+		if hasCM || hasEnv {
+			t.Errorf("authentication ConfigMap %v, --authentication-config %v: want neither", hasCM, hasEnv)
+		}
+		return
+	}
+	if !hasCM || !hasEnv {
+		t.Fatalf("authentication ConfigMap %v, --authentication-config %v: want both", hasCM, hasEnv)
+	}
+	var mount *corev1.VolumeMount
+	for i := range c.VolumeMounts {
+		if c.VolumeMounts[i].Name == "authentication" {
+			mount = &c.VolumeMounts[i]
+		}
+	}
+	if mount == nil || !mount.ReadOnly || !strings.HasPrefix(path.Value, mount.MountPath+"/") {
+		t.Fatalf("authentication mount %+v, want read-only above %s", mount, path.Value)
+	}
+	key := strings.TrimPrefix(path.Value, mount.MountPath+"/")
+	var vol *corev1.Volume
+	for i := range pod.Volumes {
+		if pod.Volumes[i].Name == "authentication" {
+			vol = &pod.Volumes[i]
+		}
+	}
+	if vol == nil || vol.ConfigMap == nil || vol.ConfigMap.Name != "trustplane-authentication" {
+		t.Fatalf("authentication volume %+v, want the ConfigMap", vol)
+	}
+	var cfg struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Anonymous  struct {
+			Enabled    bool `json:"enabled"`
+			Conditions []struct {
+				Path string `json:"path"`
+			} `json:"conditions"`
+		} `json:"anonymous"`
+		JWT []map[string]any `json:"jwt"`
+	}
+	data := obj.(*corev1.ConfigMap).Data[key]
+	if err := yaml.UnmarshalStrict([]byte(data), &cfg); err != nil {
+		t.Fatalf("%s is not an AuthenticationConfiguration: %v\n%s", key, err, data)
+	}
+	var paths []string
+	for _, c := range cfg.Anonymous.Conditions {
+		paths = append(paths, c.Path)
+	}
+	if cfg.APIVersion != "apiserver.config.k8s.io/v1beta1" || cfg.Kind != "AuthenticationConfiguration" || !cfg.Anonymous.Enabled ||
+		strings.Join(paths, ",") != "/.well-known/openid-configuration,/openid/v1/jwks" || len(cfg.JWT) != 1 {
+		t.Fatalf("authentication config %+v", cfg)
+	}
 }

@@ -45,6 +45,18 @@ and the pod names stay within DNS label limits.
 {{- printf "%s-cluster" (include "trustplane.fullname" .) }}
 {{- end }}
 
+{{- define "trustplane.authenticationConfigMap" -}}
+{{ include "trustplane.fullname" . }}-authentication
+{{- end }}
+
+{{/*
+trustplane.authentication is true when the values configure
+--authentication-config: public discovery or federated issuers.
+*/}}
+{{- define "trustplane.authentication" -}}
+{{- if or .Values.config.authentication.publicDiscovery .Values.config.authentication.jwt }}true{{ end -}}
+{{- end }}
+
 {{- define "trustplane.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
