@@ -58,7 +58,7 @@ type want struct {
 	networkPolicy  bool
 	serviceMonitor bool
 	encryption     bool
-	authentication bool // --authentication-config from a ConfigMap
+	authentication bool              // --authentication-config from a ConfigMap
 	extraEnv       map[string]string // further variables and their values
 }
 
