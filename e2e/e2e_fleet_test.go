@@ -22,7 +22,7 @@ import (
 // fleetAuthConfig is the AuthenticationConfiguration the fleet tests run
 // a node with: anonymous access to the two discovery documents only, and
 // one federated issuer whose tokens map to "<prefix>:<sub>", must carry
-// env=prod and may not name root. docs/OPERATIONS.md "Fleet identity"
+// env=prod, may not name root and may not map to a system: user or group. docs/OPERATIONS.md "Fleet identity"
 // shows the same file.
 func fleetAuthConfig(i *oidctest.Issuer, prefix string) string {
 	ca := "      " + strings.ReplaceAll(strings.TrimSpace(i.CAPEM), "\n", "\n      ")
@@ -50,6 +50,8 @@ jwt:
   userValidationRules:
   - expression: "!user.username.endsWith(':root')"
     message: no root
+  - expression: "!user.username.startsWith('system:') && !user.groups.exists(g, g.startsWith('system:'))"
+    message: no system identities
 `, i.URL, ca, prefix)
 }
 
@@ -145,6 +147,7 @@ func TestE2EFleetIdentity(t *testing.T) {
 			{"sub": "build-8", "aud": "trustplane", "env": "dev"},
 			{"sub": "root", "aud": "trustplane", "env": "prod"},
 			{"sub": "build-9", "aud": "elsewhere", "env": "prod"},
+			{"sub": "build-11", "aud": "trustplane", "env": "prod", "teams": []string{"system:masters"}},
 		} {
 			bad, _ := iss.Sign(c)
 			wantStatus(t, do(t, anon, http.MethodGet, n.url()+"/api", map[string]string{"Authorization": "Bearer " + bad}, nil),
