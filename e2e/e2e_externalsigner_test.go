@@ -63,7 +63,7 @@ subjects:
 // startExternalSigner runs trustplane external-signer with kubeconfig and
 // returns a gRPC client of its socket; the process is killed when the
 // test ends.
-func startExternalSigner(t *testing.T, kubeconfig string, extra ...string) v1alpha1.ExternalJWTSignerClient {
+func startExternalSigner(t testing.TB, kubeconfig string, extra ...string) v1alpha1.ExternalJWTSignerClient {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "signer.sock")
 	cmd := exec.Command(binPath, append([]string{"external-signer", "--socket", sock, "--kubeconfig", kubeconfig, "--timeout", "2s"}, extra...)...)

@@ -85,7 +85,7 @@ func (n *node) userHTTP(t *testing.T, name string, groups ...string) *http.Clien
 
 // userKubeconfig writes a kubeconfig for user name (a client certificate
 // of the node's CA) into a fresh directory and returns its path.
-func (n *node) userKubeconfig(t *testing.T, name string) string {
+func (n *node) userKubeconfig(t testing.TB, name string) string {
 	t.Helper()
 	ca := n.clusterCA(t)
 	certPEM, keyPEM, err := ca.Issue(certs.Request{CommonName: name, Client: true, Duration: time.Hour})

@@ -55,3 +55,17 @@ func TestSignClaims(t *testing.T) {
 		t.Fatalf("without a key: %v", err)
 	}
 }
+
+// BenchmarkSignClaims is the key store's share of one ExternalJWTSigner
+// Sign: decode check, key id, header, one P-256 signature.
+func BenchmarkSignClaims(b *testing.B) {
+	w := newWorld(b, nil)
+	ctx := context.Background()
+	seg := base64.RawURLEncoding.EncodeToString([]byte(`{"aud":["https://ref.example"],"exp":1900000000,"iat":1800000000,"iss":"https://ref.example","kubernetes.io":{"namespace":"default","serviceaccount":{"name":"default","uid":"0b4f4a2c-5a3c-4c39-8a36-0e2f0c1d2e3f"}},"nbf":1800000000,"sub":"system:serviceaccount:default:default"}`))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, _, err := w.keys.SignClaims(ctx, seg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

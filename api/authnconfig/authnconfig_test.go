@@ -339,3 +339,37 @@ func reloads(status string, atLeast int) error {
 	}
 	return fmt.Errorf("no %s reload counted", status)
 }
+
+// BenchmarkFederatedToken is one verification of a federated issuer's
+// token by kube's JWT authenticator (signature, claim rules and mappings
+// in CEL), the cost of a cache miss.
+func BenchmarkFederatedToken(b *testing.B) {
+	i, err := oidctest.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer i.Close()
+	dir := b.TempDir()
+	p := filepath.Join(dir, "authn.yaml")
+	os.WriteFile(p, []byte(jwtConfig(i)), 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, err := Load(ctx, options(p), quiet)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tok, _ := i.Sign(oidctest.Claims{"sub": "ci-42", "aud": "fleet", "env": "prod", "teams": []string{"build"}, "cluster": "east"})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := authenticate(a.Token, tok); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := authenticate(a.Token, tok); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
