@@ -22,7 +22,7 @@ func BenchmarkExternalSignerSign(b *testing.B) {
 	f := filepath.Join(b.TempDir(), "rbac.yaml")
 	os.WriteFile(f, []byte(externalSignerRBAC("ref-signer", issuer)), 0o600)
 	n.mustKubectl("apply", "-f", f)
-	client := startExternalSigner(b, n.userKubeconfig(b, "ref-signer"))
+	client, _ := startExternalSigner(b, n.userKubeconfig(b, "ref-signer"))
 	now := time.Now().Unix()
 	seg := base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, `{"iss":%q,"aud":[%q],"sub":"system:serviceaccount:default:default","iat":%d,"nbf":%d,"exp":%d}`, issuer, issuer, now, now, now+3600))
 	waitFor(b, 10*time.Second, "RBAC to allow signing", func() bool {

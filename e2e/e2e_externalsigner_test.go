@@ -18,7 +18,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	jose "gopkg.in/go-jose/go-jose.v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	v1alpha1 "k8s.io/externaljwt/apis/v1alpha1"
+	"k8s.io/kubernetes/pkg/apis/core"
+	"k8s.io/kubernetes/pkg/serviceaccount"
+	"k8s.io/kubernetes/pkg/serviceaccount/externaljwt/plugin"
 )
 
 // externalSignerRBAC lets user sign for issuer and two audiences (the
@@ -61,9 +65,9 @@ subjects:
 }
 
 // startExternalSigner runs trustplane external-signer with kubeconfig and
-// returns a gRPC client of its socket; the process is killed when the
-// test ends.
-func startExternalSigner(t testing.TB, kubeconfig string, extra ...string) v1alpha1.ExternalJWTSignerClient {
+// returns a gRPC client of its socket, and the socket; the process is
+// killed when the test ends.
+func startExternalSigner(t testing.TB, kubeconfig string, extra ...string) (v1alpha1.ExternalJWTSignerClient, string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "signer.sock")
 	cmd := exec.Command(binPath, append([]string{"external-signer", "--socket", sock, "--kubeconfig", kubeconfig, "--timeout", "2s"}, extra...)...)
@@ -85,7 +89,7 @@ func startExternalSigner(t testing.TB, kubeconfig string, extra ...string) v1alp
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return v1alpha1.NewExternalJWTSignerClient(conn)
+	return v1alpha1.NewExternalJWTSignerClient(conn), sock
 }
 
 // TestE2EExternalSigner: the ExternalJWTSigner sidecar signs through the
@@ -97,7 +101,7 @@ func TestE2EExternalSigner(t *testing.T) {
 	n := startNode(t)
 	n.trustplaneOnly(t, "trustplane's signing endpoint")
 	const issuer = "https://ref.example"
-	client := startExternalSigner(t, n.userKubeconfig(t, "ref-signer"), "--max-token-expiration", "2h")
+	client, sock := startExternalSigner(t, n.userKubeconfig(t, "ref-signer"), "--max-token-expiration", "2h")
 	ctx := context.Background()
 	claims := func(iss string, aud ...string) string {
 		now := time.Now().Unix()
@@ -147,6 +151,33 @@ func TestE2EExternalSigner(t *testing.T) {
 	}
 	_, err = client.Sign(ctx, &v1alpha1.SignJWTRequest{Claims: "not base64!"})
 	wantCode(err, codes.InvalidArgument, "URL-safe base64")
+
+	// kube-apiserver's own client of the API (its plugin and key cache):
+	// it checks the header's fields, algorithm and key id against the
+	// keys it fetched, and assembles the token.
+	kubePlugin, keyCache, err := plugin.New(ctx, issuer, sock, 30*time.Second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := core.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "default", UID: "0b4f4a2c-5a3c-4c39-8a36-0e2f0c1d2e3f"}}
+	sc, pc, err := serviceaccount.Claims(sa, nil, nil, nil, 3600, 0, []string{issuer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeToken, err := kubePlugin.GenerateToken(ctx, sc, pc)
+	if err != nil {
+		t.Fatalf("kube's plugin: %v", err)
+	}
+	jws, err := jose.ParseSigned(kubeToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kid := jws.Signatures[0].Header.KeyID
+	if pub := keyCache.GetPublicKeys(ctx, kid); len(pub) != 1 {
+		t.Fatalf("kube's key cache has no key %s", kid)
+	} else if _, err := jws.Verify(pub[0].PublicKey); err != nil {
+		t.Fatalf("kube's token does not verify with kube's key cache: %v", err)
+	}
 
 	// A pending key is fetched before it signs: the API server behind the
 	// sidecar trusts it before any token carries it.
