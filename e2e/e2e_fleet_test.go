@@ -67,7 +67,7 @@ func TestE2EFleetIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	const jwksURI = "https://trustplane.example.com/openid/v1/jwks"
-	n := startNode(t, "--authentication-config", file, "--service-account-jwks-uri", jwksURI)
+	n := startNode(t, "--authentication-config", file, "--service-account-jwks-uri", jwksURI, "--service-account-jwks-max-age", "90s")
 	n.trustplaneOnly(t, "a node started with --authentication-config")
 	anon := n.anonClient()
 
@@ -89,6 +89,12 @@ func TestE2EFleetIdentity(t *testing.T) {
 		}
 		if r := do(t, anon, http.MethodGet, n.url()+"/openid/v1/jwks?x=1", nil, nil); r.code != http.StatusOK || !strings.Contains(string(r.body), `"keys"`) {
 			t.Fatalf("jwks with a query: %d %s", r.code, r.body)
+		}
+		// How long relying parties may keep the keys: --service-account-jwks-max-age.
+		for _, p := range []string{"/.well-known/openid-configuration", "/openid/v1/jwks"} {
+			if cc := do(t, anon, http.MethodGet, n.url()+p, nil, nil).header.Get("Cache-Control"); cc != "public, max-age=90" {
+				t.Errorf("%s: Cache-Control %q, want public, max-age=90", p, cc)
+			}
 		}
 	})
 
@@ -265,6 +271,7 @@ func TestE2EAuthenticationConfigRefused(t *testing.T) {
 		{[]string{"--oidc-client-id", "x"}, "oidc-issuer-url and oidc-client-id must be specified together"},
 		{[]string{"--authentication-config", own}, "URL must not overlap with disallowed issuers"},
 		{[]string{"--service-account-jwks-uri", "http://example.com/keys"}, "service-account-jwks-uri requires https scheme"},
+		{[]string{"--service-account-jwks-max-age", "500ms"}, "--service-account-jwks-max-age 500ms: must be at least 1s"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		args := append([]string{"serve", "--data-dir", t.TempDir(), "--listen", freePort(t), "--raft-addr", freePort(t)}, c.args...)

@@ -72,6 +72,11 @@ type Config struct {
 	// JWKSURI is the discovery document's jwks_uri
 	// (--service-account-jwks-uri); "" for https://ExternalAddress/openid/v1/jwks.
 	JWKSURI string
+	// JWKSMaxAge is the Cache-Control max-age of the discovery documents
+	// (--service-account-jwks-max-age): how long a relying party may keep
+	// the key set, and so how long one may take to learn a new key. 0 is
+	// kube's hour.
+	JWKSMaxAge time.Duration
 	// Federated authenticates tokens of other issuers (kube's JWT
 	// authenticators, api/authnconfig); nil for none. It is asked after
 	// this cluster's own tokens, as in kube-apiserver, and its answers are

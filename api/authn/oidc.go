@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"time"
 
 	restful "github.com/emicklei/go-restful/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +22,7 @@ import (
 // are rendered again whenever this node applies a key change.
 type oidc struct {
 	issuer, jwksURI, external string
+	maxAge                    int
 	keys                      *KeyStore
 
 	mu      sync.Mutex
@@ -35,7 +37,7 @@ func oidcPaths(cfg *Config, keys *KeyStore) map[string]http.Handler {
 	if u, err := url.Parse(cfg.Issuer); err != nil || u.Scheme != "https" || u.RawQuery != "" || u.Fragment != "" {
 		return nil
 	}
-	o := &oidc{issuer: cfg.Issuer, jwksURI: cfg.JWKSURI, external: cfg.ExternalAddress, keys: keys}
+	o := &oidc{issuer: cfg.Issuer, jwksURI: cfg.JWKSURI, external: cfg.ExternalAddress, keys: keys, maxAge: int(cfg.JWKSMaxAge / time.Second)}
 	return map[string]http.Handler{serviceaccount.OpenIDConfigPath: o, serviceaccount.JWKSPath: o}
 }
 
@@ -63,7 +65,11 @@ func (o *oidc) current() (http.Handler, error) {
 	if o.builtAt == s {
 		return o.handler, nil
 	}
-	p, err := serviceaccount.NewOpenIDMetadataProvider(o.issuer, o.jwksURI, o.external, s.public)
+	var pub serviceaccount.PublicKeysGetter = s.public
+	if o.maxAge > 0 {
+		pub = maxAged{s.public, o.maxAge}
+	}
+	p, err := serviceaccount.NewOpenIDMetadataProvider(o.issuer, o.jwksURI, o.external, pub)
 	if err != nil {
 		return nil, err
 	}
@@ -72,3 +78,14 @@ func (o *oidc) current() (http.Handler, error) {
 	o.builtAt, o.handler = s, c
 	return c, nil
 }
+
+// maxAged is a key getter whose documents may be cached maxAge seconds
+// (kube's getters say 3600): relying parties such as kube-apiserver's JWT
+// authenticator refetch the key set on an unknown key id only once that
+// has passed, so it bounds how long they take to learn a promoted key.
+type maxAged struct {
+	serviceaccount.PublicKeysGetter
+	maxAge int
+}
+
+func (m maxAged) GetCacheAgeMaxSeconds() int { return m.maxAge }

@@ -24,6 +24,7 @@ type authnFlags struct {
 	oidcAlgs      listFlag
 	oidcRequired  mapFlag
 	jwksURI       string
+	jwksMaxAge    time.Duration
 	issuerTimeout time.Duration
 	issuerMax     bytesFlag
 }
@@ -41,6 +42,7 @@ func (a *authnFlags) register(fs *flag.FlagSet) {
 	a.oidcRequired = mapFlag{}
 	fs.Var(a.oidcRequired, "oidc-required-claim", "claim=value the token must carry; repeat it for more")
 	fs.StringVar(&a.jwksURI, "service-account-jwks-uri", "", "the jwks_uri of the discovery document at /.well-known/openid-configuration, https: where relying parties fetch the keys when the nodes are reached through a load balancer or another name (default: https://<advertised API address>/openid/v1/jwks)")
+	fs.DurationVar(&a.jwksMaxAge, "service-account-jwks-max-age", time.Hour, "how long relying parties may cache the discovery documents (their Cache-Control max-age; kube's is an hour): the longest a relying party takes to learn a new signing key, to wait between a rotation's start and promote")
 	fs.DurationVar(&a.issuerTimeout, "authentication-issuer-timeout", authnconfig.DefaultFetchTimeout, "bound of every request to a JWT issuer of --authentication-config or --oidc-issuer-url (discovery document, keys, distributed claims)")
 	a.issuerMax = bytesFlag(authnconfig.DefaultMaxFetchBytes)
 	fs.Var(&a.issuerMax, "authentication-issuer-max-bytes", "largest answer a JWT issuer may give (discovery document, key set); longer ones fail and the issuer's tokens are refused until it answers within bounds")
@@ -62,6 +64,9 @@ func (a *authnFlags) parsed(fs *flag.FlagSet) error {
 		if u.Scheme != "https" {
 			return fmt.Errorf("service-account-jwks-uri requires https scheme, parsed as: %v", u.String())
 		}
+	}
+	if a.jwksMaxAge < time.Second {
+		return fmt.Errorf("--service-account-jwks-max-age %v: must be at least 1s", a.jwksMaxAge)
 	}
 	if a.issuerTimeout <= 0 {
 		return fmt.Errorf("--authentication-issuer-timeout %v: must be positive", a.issuerTimeout)

@@ -51,6 +51,7 @@ func setupIdentity(w *wiring) (*identity, error) {
 	cfg.ExtendExpiration = w.opts.saExtendTokenExpiration
 	cfg.ExternalAddress = w.opts.addrs.api
 	cfg.JWKSURI = w.opts.authn.jwksURI
+	cfg.JWKSMaxAge = w.opts.authn.jwksMaxAge
 	auds := authenticator.Audiences(cfg.APIAudiences)
 	if len(auds) == 0 {
 		auds = authenticator.Audiences{cfg.Issuer}
