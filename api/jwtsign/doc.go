@@ -13,9 +13,14 @@
 //     "signers"), besides "post" on the path itself. Every audience of the
 //     token must be allowed.
 //   - This cluster's own issuers (--service-account-issuer and kube's
-//     legacy issuer) are never signed, whatever RBAC says: a token of its
-//     own issuer signed with its own key would authenticate here as
+//     legacy issuer) are never signed, whatever RBAC says, nor any spelling
+//     a relying party might take for them (case, spaces, trailing
+//     slashes): a token of its own issuer signed with its own key would
+//     authenticate here, and at every relying party of this cluster, as
 //     whoever its claims name. TokenRequest alone issues those.
+//   - Claims with a key twice in one object are refused: JWT libraries
+//     disagree on which of the two counts, so the rules could check one
+//     issuer or audience while a relying party reads the other.
 //   - A token must expire, within MaxLifetime of its issue; the claims are
 //     bounded in size and decoded strictly enough to read iss, aud, iat
 //     and exp, and are otherwise signed as sent, byte for byte.

@@ -77,9 +77,9 @@ func Handler(cfg Config) http.Handler {
 	if cfg.MaxLifetime <= 0 {
 		cfg.MaxLifetime = DefaultMaxLifetime
 	}
-	own := map[string]bool{serviceaccount.LegacyIssuer: true}
+	own := map[string]bool{issuerKey(serviceaccount.LegacyIssuer): true}
 	for _, i := range cfg.OwnIssuers {
-		own[i] = true
+		own[issuerKey(i)] = true
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		resp, err := cfg.sign(req, own)
@@ -90,6 +90,14 @@ func Handler(cfg Config) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(resp)
 	})
+}
+
+// issuerKey is the form in which issuers are compared with the cluster's
+// own: without surrounding space and trailing slashes, in lower case. A
+// relying party that normalised issuers would take such variants for the
+// cluster's own, so none of them is signed.
+func issuerKey(iss string) string {
+	return strings.ToLower(strings.TrimRight(strings.TrimSpace(iss), "/"))
 }
 
 // claims are the claims the rules read; everything else is signed as sent.
@@ -121,7 +129,7 @@ func (cfg *Config) sign(req *http.Request, own map[string]bool) (*Response, erro
 	if err := cfg.lifetime(c); err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
-	if own[c.Iss] {
+	if own[issuerKey(c.Iss)] {
 		return nil, apierrors.NewForbidden(schema.GroupResource{Group: Group, Resource: "issuers"}, c.Iss,
 			errors.New("it is this cluster's own issuer, whose tokens only TokenRequest issues"))
 	}
@@ -160,8 +168,15 @@ func (cfg *Config) sign(req *http.Request, own map[string]bool) (*Response, erro
 }
 
 // decodeClaims reads the claims the rules need from the JSON raw: an
-// issuer, one or more audiences, and numeric iat and exp.
+// issuer, one or more audiences, and numeric iat and exp. A key twice in
+// one object is refused anywhere in the claims: Go's decoders (this one,
+// kube's, go-oidc's) keep the last, other JWT libraries the first, so a
+// token with two "iss" would be checked here for one issuer and taken
+// elsewhere for another.
 func decodeClaims(raw []byte) (*claims, []string, error) {
+	if err := uniqueKeys(raw); err != nil {
+		return nil, nil, err
+	}
 	var c claims
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.UseNumber()
@@ -217,4 +232,63 @@ func (cfg *Config) lifetime(c *claims) error {
 		return fmt.Errorf("the token would live %v; the limit is %v", time.Duration(exp-iat)*time.Second, cfg.MaxLifetime)
 	}
 	return nil
+}
+
+// maxDepth bounds how deeply claims may nest.
+const maxDepth = 32
+
+// uniqueKeys fails if an object in the JSON raw has a key twice, or if
+// raw nests deeper than maxDepth.
+func uniqueKeys(raw []byte) error {
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	// Each open container: the keys seen so far for an object, nil for an
+	// array; expectKey says whether the next string of an object is a key.
+	type frame struct {
+		keys      map[string]bool
+		expectKey bool
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("claims are not a JSON object: %v", err)
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.keys != nil && top.expectKey {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			k := tok.(string) // the decoder has checked an object's grammar
+			if top.keys[k] {
+				return fmt.Errorf("claims have the key %q twice", k)
+			}
+			top.keys[k] = true
+			top.expectKey = false
+			continue
+		}
+		if top != nil && top.keys != nil {
+			top.expectKey = true // this token is a value; a key follows
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{keys: map[string]bool{}, expectKey: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim(']'), json.Delim('}'):
+			stack = stack[:len(stack)-1]
+			if len(stack) > 0 && stack[len(stack)-1].keys != nil {
+				stack[len(stack)-1].expectKey = true
+			}
+		}
+		if len(stack) > maxDepth {
+			return fmt.Errorf("claims nest deeper than %d", maxDepth)
+		}
+	}
 }

@@ -65,6 +65,7 @@ func TestSign(t *testing.T) {
 		{name: "allowed", body: `{"claims":"` + segment(good) + `"}`, code: 200},
 		{name: "own issuer", body: `{"claims":"` + segment(strings.Replace(good, "https://ref.example\",\"aud", "https://tp.example\",\"aud", 1)) + `"}`, code: 403, msg: "it is this cluster's own issuer"},
 		{name: "legacy issuer", body: `{"claims":"` + segment(claimsWith(func(m map[string]any) { m["iss"] = "kubernetes/serviceaccount" })) + `"}`, code: 403, msg: "own issuer"},
+		{name: "own issuer, another spelling", body: `{"claims":"` + segment(claimsWith(func(m map[string]any) { m["iss"] = " HTTPS://TP.example// " })) + `"}`, code: 403, msg: "own issuer"},
 		{name: "issuer not allowed", body: `{"claims":"` + segment(claimsWith(func(m map[string]any) { m["iss"] = "https://other.example" })) + `"}`, code: 403, msg: `user "sidecar" may not sign for this issuer`},
 		{name: "one audience not allowed", body: `{"claims":"` + segment(claimsWith(func(m map[string]any) { m["aud"] = []string{"vault", "aws"} })) + `"}`, code: 403, msg: `audiences.externaljwt.trustplane.io "aws" is forbidden`},
 		{name: "one audience as a string", body: `{"claims":"` + segment(claimsWith(func(m map[string]any) { m["aud"] = "vault" })) + `"}`, code: 200},
@@ -82,6 +83,11 @@ func TestSign(t *testing.T) {
 		{name: "padded segment", body: `{"claims":"` + segment(good) + `="}`, code: 400, msg: "URL-safe base64 without padding"},
 		{name: "unknown field", body: `{"claims":"` + segment(good) + `","header":"x"}`, code: 400, msg: "unknown field"},
 		{name: "huge claims", body: `{"claims":"` + strings.Repeat("A", MaxClaimsBytes+4) + `"}`, code: 413, msg: "the limit is 16384"},
+		{name: "two issuers", body: `{"claims":"` + segment(`{"iss":"https://tp.example",`+good[1:]) + `"}`, code: 400, msg: `claims have the key "iss" twice`},
+		{name: "two audiences keys", body: `{"claims":"` + segment(strings.Replace(good, `"sub"`, `"aud":"aws","sub"`, 1)) + `"}`, code: 400, msg: `claims have the key "aud" twice`},
+		{name: "a nested key twice", body: `{"claims":"` + segment(strings.Replace(good, `"sub"`, `"kubernetes.io":{"namespace":"a","pod":{"name":"p"},"namespace":"b"},"sub"`, 1)) + `"}`, code: 400, msg: `claims have the key "namespace" twice`},
+		{name: "the same key in sibling objects", body: `{"claims":"` + segment(strings.Replace(good, `"sub"`, `"x":[{"a":1},{"a":2}],"y":{"a":{"a":1}},"sub"`, 1)) + `"}`, code: 200},
+		{name: "deep nesting", body: `{"claims":"` + segment(strings.Replace(good, `"sub"`, `"x":`+strings.Repeat("[", 40)+strings.Repeat("]", 40)+`,"sub"`, 1)) + `"}`, code: 400, msg: "nest deeper than 32"},
 		{name: "no user", body: `{"claims":"` + segment(good) + `"}`, user: &user.DefaultInfo{}, code: 401},
 	}
 	for _, c := range cases {
