@@ -218,6 +218,60 @@ func TestFederatedIssuers(t *testing.T) {
 	}
 }
 
+// TestDiscoveryURL: an issuer whose name does not resolve to its server
+// (kube's self-hosted case) is discovered at discoveryURL; and the legacy
+// --oidc-* flags configure one issuer with kube's username prefix.
+func TestDiscoveryURLAndOIDCFlags(t *testing.T) {
+	i := newIssuer(t)
+	i.Name = "https://ci.example.com"
+	f := writeFile(t, t.TempDir(), fmt.Sprintf(`apiVersion: apiserver.config.k8s.io/v1beta1
+kind: AuthenticationConfiguration
+jwt:
+- issuer:
+    url: https://ci.example.com
+    discoveryURL: %s/.well-known/openid-configuration
+    audiences: [fleet]
+    certificateAuthority: |
+%s
+  claimMappings:
+    username:
+      claim: sub
+      prefix: "ci:"
+`, i.URL, indent(i.CAPEM, "      ")))
+	a, err := Load(testContext(t), options(f), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := i.Sign(oidctest.Claims{"sub": "job-1", "aud": "fleet"})
+	eventually(t, "the issuer discovered at its discoveryURL", func() error { _, err := authenticate(a.Token, tok); return err })
+	if resp, _ := authenticate(a.Token, tok); resp.User.GetName() != "ci:job-1" {
+		t.Fatalf("user %q", resp.User.GetName())
+	}
+
+	j := newIssuer(t)
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	os.WriteFile(caFile, []byte(j.CAPEM), 0o600)
+	o := options("")
+	o.OIDC = OIDCFlags{IssuerURL: j.URL, ClientID: "fleet", CAFile: caFile, UsernameClaim: "sub", GroupsClaim: "teams", GroupsPrefix: "oidc:",
+		RequiredClaims: map[string]string{"env": "prod"}, Set: true}
+	b, err := Load(testContext(t), o, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, _ := j.Sign(oidctest.Claims{"sub": "job-2", "aud": "fleet", "env": "prod", "teams": []string{"build"}})
+	eventually(t, "the --oidc-* issuer", func() error { _, err := authenticate(b.Token, good); return err })
+	resp, _ := authenticate(b.Token, good)
+	// kube's legacy rule: a claim other than email is prefixed with the
+	// issuer URL and '#'.
+	if u := resp.User; u.GetName() != j.URL+"#job-2" || strings.Join(u.GetGroups(), ",") != "oidc:build" {
+		t.Fatalf("user %+v", u)
+	}
+	bad, _ := j.Sign(oidctest.Claims{"sub": "job-3", "aud": "fleet", "env": "dev"})
+	if _, err := authenticate(b.Token, bad); err == nil {
+		t.Fatal("a token without the required claim authenticated")
+	}
+}
+
 // TestHostileIssuers: an issuer that hangs, answers garbage or a key set
 // larger than the limit holds neither Load nor a request past the fetch
 // bounds, and its tokens are refused.

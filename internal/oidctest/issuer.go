@@ -34,8 +34,13 @@ const HugeBytes = 64 << 20
 
 // Issuer is a running OIDC issuer.
 type Issuer struct {
-	// URL is the issuer URL (https://127.0.0.1:port), the "iss" it signs.
+	// URL is where it is served (https://127.0.0.1:port).
 	URL string
+	// Name is the issuer it announces and signs as ("iss"): URL unless set
+	// otherwise before use, for the self-hosted case that kube's
+	// discoveryURL exists for (an issuer name that does not resolve to the
+	// server; the key set is still at URL).
+	Name string
 	// CAPEM is the PEM of the CA its serving certificate chains to.
 	CAPEM string
 
@@ -61,6 +66,7 @@ func New() (*Issuer, error) {
 	i.srv = httptest.NewUnstartedServer(http.HandlerFunc(i.serve))
 	i.srv.StartTLS()
 	i.URL = i.srv.URL
+	i.Name = i.URL
 	i.CAPEM = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: i.srv.Certificate().Raw}))
 	return i, nil
 }
@@ -123,7 +129,7 @@ func (i *Issuer) serve(w http.ResponseWriter, r *http.Request) {
 	case "/.well-known/openid-configuration":
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{
-			"issuer":                                i.URL,
+			"issuer":                                i.Name,
 			"jwks_uri":                              i.URL + "/keys",
 			"response_types_supported":              []string{"id_token"},
 			"subject_types_supported":               []string{"public"},
@@ -163,7 +169,7 @@ func (i *Issuer) Sign(c Claims) (string, error) {
 		return "", err
 	}
 	now := time.Now()
-	all := Claims{"iss": i.URL, "iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(time.Hour).Unix()}
+	all := Claims{"iss": i.Name, "iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(time.Hour).Unix()}
 	for k, v := range c {
 		all[k] = v
 	}
