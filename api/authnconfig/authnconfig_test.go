@@ -1,11 +1,15 @@
 package authnconfig
 
 import (
+	"compress/gzip"
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -293,7 +297,7 @@ func TestHostileIssuers(t *testing.T) {
 			// A hanging or garbled discovery document keeps the issuer
 			// uninitialised (its health says why); a huge key set is
 			// fetched on a token's first verification, which fails.
-			want := map[oidctest.Mode]string{oidctest.Slow: "Client.Timeout", oidctest.Huge: ErrTooLarge.Error(), oidctest.Garbage: "invalid character"}[mode]
+			want := map[oidctest.Mode]string{oidctest.Slow: "Client.Timeout", oidctest.Huge: ErrTooLarge.Error(), oidctest.Garbage: "neither JSON nor a JWT"}[mode]
 			eventually(t, "the issuer's failure is reported", func() error {
 				_, err := authenticate(a.Token, tok)
 				if herr := a.jwt.cur.Load().health(); herr != nil {
@@ -308,29 +312,93 @@ func TestHostileIssuers(t *testing.T) {
 	}
 }
 
-func TestLimitedTransportHugeKeySet(t *testing.T) {
-	i := newIssuer(t)
-	c, err := fetchClient(i.CAPEM, &Options{FetchTimeout: 10 * time.Second, MaxFetchBytes: 4096})
-	if err != nil {
-		t.Fatal(err)
+// TestFetchTransport: what an issuer's answers may be. The secret an
+// inside address answers must never reach an error (TokenReview returns
+// errors to its callers).
+func TestFetchTransport(t *testing.T) {
+	const secret = "inside-secret-canary"
+	inside := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(secret)) }))
+	defer inside.Close()
+	other := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"keys":[]}`)) }))
+	defer other.Close()
+	var srv *httptest.Server
+	srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/json":
+			w.Write([]byte(`{"keys":[]}`))
+		case "/jwt":
+			w.Write([]byte("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln"))
+		case "/text":
+			w.Write([]byte(secret))
+		case "/500":
+			w.WriteHeader(500)
+			w.Write([]byte(secret))
+		case "/huge":
+			w.Write([]byte(`{"k":"` + strings.Repeat("A", 8192) + `"}`))
+		case "/gzip-bomb":
+			w.Header().Set("Content-Encoding", "gzip")
+			gz := gzip.NewWriter(w)
+			gz.Write([]byte(`{"k":"` + strings.Repeat("A", 1<<20) + `"}`))
+			gz.Close()
+		case "/to-http":
+			http.Redirect(w, r, inside.URL+"/latest/meta-data", http.StatusFound)
+		case "/to-other":
+			http.Redirect(w, r, other.URL+"/keys", http.StatusFound)
+		case "/to-self":
+			http.Redirect(w, r, srv.URL+"/json", http.StatusFound)
+		}
+	}))
+	defer srv.Close()
+	ca := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
+	cases := []struct {
+		url  string
+		want string // "" for success
+	}{
+		{srv.URL + "/json", ""},
+		{srv.URL + "/jwt", ""},
+		{srv.URL + "/to-self", ""},
+		{srv.URL + "/text", "neither JSON nor a JWT"},
+		{srv.URL + "/500", "answered 500 Internal Server Error"},
+		{srv.URL + "/huge", ErrTooLarge.Error()},
+		{srv.URL + "/gzip-bomb", ErrTooLarge.Error()},
+		{srv.URL + "/to-http", "to another origin"},
+		{srv.URL + "/to-other", "to another origin"},
+		{inside.URL + "/latest/meta-data", ErrNotHTTPS.Error()},
 	}
-	resp, err := c.Get(i.URL + "/.well-known/openid-configuration")
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range cases {
+		t.Run(c.url, func(t *testing.T) {
+			client, err := fetchClient(ca, &Options{FetchTimeout: 5 * time.Second, MaxFetchBytes: 4096})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := client.Get(c.url)
+			if err == nil {
+				resp.Body.Close()
+			}
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("error %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("error %v, want %q", err, c.want)
+			case err != nil && strings.Contains(err.Error(), secret):
+				t.Fatalf("the error quotes the answer: %v", err)
+			}
+		})
 	}
-	if _, err := io.ReadAll(resp.Body); err != nil {
-		t.Fatalf("a small document: %v", err)
+
+	// Requests past the rate are refused without being sent.
+	client, _ := fetchClient(ca, &Options{FetchTimeout: 5 * time.Second, MaxFetchBytes: 4096})
+	refused := 0
+	for range fetchBurst + 10 {
+		resp, err := client.Get(srv.URL + "/json")
+		if err != nil && strings.Contains(err.Error(), "requests a second") {
+			refused++
+		} else if err == nil {
+			resp.Body.Close()
+		}
 	}
-	resp.Body.Close()
-	i.SetMode(oidctest.Huge)
-	resp, err = c.Get(i.URL + "/keys")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	n, err := io.Copy(io.Discard, resp.Body)
-	if !errors.Is(err, ErrTooLarge) || n > 4096 {
-		t.Fatalf("read %d bytes, error %v; want at most 4096 and ErrTooLarge", n, err)
+	if refused == 0 {
+		t.Fatalf("%d requests in a burst were all sent", fetchBurst+10)
 	}
 }
 

@@ -1,14 +1,20 @@
 package authnconfig
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
+
+	"golang.org/x/time/rate"
 
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -79,7 +85,8 @@ func buildIssuers(ctx context.Context, cfg *apiserver.AuthenticationConfiguratio
 
 // fetchClient is the client an issuer is fetched with: the issuer's own
 // certificate authority (the host's roots when none), every request
-// bounded in time, every answer in size.
+// bounded in time and answer size, HTTPS only, redirects within the
+// origin asked, and at most fetchRate requests a second (fetchTransport).
 func fetchClient(caPEM string, o *Options) (*http.Client, error) {
 	var roots *x509.CertPool
 	if caPEM != "" {
@@ -89,55 +96,108 @@ func fetchClient(caPEM string, o *Options) (*http.Client, error) {
 		}
 	}
 	tr := utilnet.SetTransportDefaults(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}})
-	return &http.Client{Transport: limitedTransport{tr, o.MaxFetchBytes}, Timeout: o.FetchTimeout}, nil
+	return &http.Client{
+		Transport:     fetchTransport{base: tr, max: o.MaxFetchBytes, limit: rate.NewLimiter(fetchRate, fetchBurst)},
+		Timeout:       o.FetchTimeout,
+		CheckRedirect: sameOrigin,
+	}, nil
 }
 
-// limitedTransport cuts every response body at max bytes: reading past it
-// fails with ErrTooLarge, so neither a discovery document nor a key set
-// can take the node's memory.
-type limitedTransport struct {
-	base http.RoundTripper
-	max  int64
+// fetchRate and fetchBurst bound the requests to one issuer. A token that
+// names an issuer with a key id it has not published makes the
+// authenticator fetch the key set again (once the issuer's cache time has
+// passed, which the issuer chooses): without a bound, anyone could make
+// the node fetch as fast as it can send such tokens.
+const (
+	fetchRate  = 5
+	fetchBurst = 20
+)
+
+// ErrNotHTTPS is a request to an issuer by another scheme than https: a
+// discovery document naming an http jwks_uri, or a redirect to one, would
+// leave the certificate authority configured for the issuer behind.
+var ErrNotHTTPS = errors.New("issuers are fetched over https only")
+
+// sameOrigin allows a redirect only to the scheme and host of the first
+// request, and at most three: an issuer's answer may not send the node to
+// another address (inside its network, say).
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if len(via) >= 3 {
+		return errors.New("stopped after 3 redirects")
+	}
+	if first := via[0].URL; req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+		return fmt.Errorf("a redirect from %s to another origin (%s://%s) is refused", first.Host, req.URL.Scheme, req.URL.Host)
+	}
+	return nil
 }
 
-func (t limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+// fetchTransport makes every answer of an issuer safe to hand to the
+// authenticator: the whole body is read first, at most max bytes
+// (decompressed: Go's transport has undone any gzip); a status other than
+// 2xx, or a body that is neither JSON nor a compact JWT (a distributed
+// claim), is an error that quotes no byte of it, so that no error
+// message, which TokenReview returns to its callers, carries what some
+// other address answered.
+type fetchTransport struct {
+	base  http.RoundTripper
+	max   int64
+	limit *rate.Limiter
+}
+
+func (t fetchTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	where := req.URL.Redacted()
+	if req.URL.Scheme != "https" {
+		return nil, fmt.Errorf("%s: %w", where, ErrNotHTTPS)
+	}
+	if !t.limit.Allow() {
+		return nil, fmt.Errorf("%s: more than %d requests a second to this issuer; refused", where, fetchRate)
+	}
 	resp, err := t.base.RoundTrip(req)
-	if err != nil || t.max <= 0 {
-		return resp, err
+	if err != nil {
+		return nil, err
 	}
-	if resp.ContentLength > t.max {
-		resp.Body.Close()
-		return nil, fmt.Errorf("%s: %w (%d bytes announced, limit %d)", req.URL.Redacted(), ErrTooLarge, resp.ContentLength, t.max)
+	defer resp.Body.Close()
+	if resp.StatusCode/100 == 3 && resp.Header.Get("Location") != "" {
+		// The client follows it (sameOrigin decides); nothing to read.
+		resp.Body = io.NopCloser(bytes.NewReader(nil))
+		return resp, nil
 	}
-	resp.Body = &limitedBody{rc: resp.Body, left: t.max, url: req.URL.Redacted(), max: t.max}
+	if resp.StatusCode/100 != 2 {
+		return nil, fmt.Errorf("%s answered %s", where, resp.Status)
+	}
+	if t.max > 0 && resp.ContentLength > t.max {
+		return nil, fmt.Errorf("%s: %w (%d bytes announced, limit %d)", where, ErrTooLarge, resp.ContentLength, t.max)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, t.max+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the answer: %w", where, err)
+	}
+	if int64(len(body)) > t.max {
+		return nil, fmt.Errorf("%s: %w (limit %d)", where, ErrTooLarge, t.max)
+	}
+	if !json.Valid(body) && !compactJWT(body) {
+		return nil, fmt.Errorf("%s answered with a body that is neither JSON nor a JWT", where)
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
 	return resp, nil
 }
 
-type limitedBody struct {
-	rc   io.ReadCloser
-	left int64
-	url  string
-	max  int64
-}
-
-func (b *limitedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		// One byte more tells a body of exactly max bytes from a longer one.
-		var one [1]byte
-		if n, _ := b.rc.Read(one[:]); n > 0 {
-			return 0, fmt.Errorf("%s: %w (limit %d)", b.url, ErrTooLarge, b.max)
+// compactJWT says whether b is three dot-separated URL-safe base64
+// segments, the form of a distributed claim's answer.
+func compactJWT(b []byte) bool {
+	parts := strings.Split(strings.TrimSpace(string(b)), ".")
+	if len(parts) != 3 {
+		return false
+	}
+	for _, p := range parts[:2] {
+		if _, err := base64.RawURLEncoding.DecodeString(p); err != nil || p == "" {
+			return false
 		}
-		return 0, io.EOF
 	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.rc.Read(p)
-	b.left -= int64(n)
-	return n, err
+	_, err := base64.RawURLEncoding.DecodeString(parts[2])
+	return err == nil
 }
-
-func (b *limitedBody) Close() error { return b.rc.Close() }
 
 // JWT is the token authenticator of the federated issuers: the running
 // set, replaced whole by a reload.

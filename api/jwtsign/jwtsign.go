@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -102,10 +104,8 @@ func issuerKey(iss string) string {
 
 // claims are the claims the rules read; everything else is signed as sent.
 type claims struct {
-	Iss string          `json:"iss"`
-	Aud json.RawMessage `json:"aud"`
-	Exp *json.Number    `json:"exp"`
-	Iat *json.Number    `json:"iat"`
+	Iss      string
+	Exp, Iat int64
 }
 
 func (cfg *Config) sign(req *http.Request, own map[string]bool) (*Response, error) {
@@ -167,69 +167,95 @@ func (cfg *Config) sign(req *http.Request, own map[string]bool) (*Response, erro
 	return &Response{Header: h, Signature: sig, KeyID: kid}, nil
 }
 
+// skew is how far the API server's clock may be from this node's.
+const skew = 5 * time.Minute
+
 // decodeClaims reads the claims the rules need from the JSON raw: an
-// issuer, one or more audiences, and numeric iat and exp. A key twice in
-// one object is refused anywhere in the claims: Go's decoders (this one,
-// kube's, go-oidc's) keep the last, other JWT libraries the first, so a
-// token with two "iss" would be checked here for one issuer and taken
-// elsewhere for another.
+// issuer, one or more audiences, and whole-second iat and exp (nbf, when
+// present, too). They are read by their exact names, as a JWT library
+// that matches names exactly reads them; and since Go's decoders (kube's,
+// go-oidc's) match names regardless of case and keep the last of two,
+// keys that differ only by case (or are the same twice) are refused
+// anywhere in the claims (uniqueKeys): every library then reads the
+// issuer, audiences and expiry that were checked here.
 func decodeClaims(raw []byte) (*claims, []string, error) {
 	if err := uniqueKeys(raw); err != nil {
 		return nil, nil, err
 	}
-	var c claims
+	var m map[string]json.RawMessage
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.UseNumber()
-	if err := dec.Decode(&c); err != nil {
+	if err := dec.Decode(&m); err != nil || m == nil {
 		return nil, nil, fmt.Errorf("claims are not a JSON object: %v", err)
 	}
 	if dec.More() {
 		return nil, nil, errors.New("claims are not a single JSON object")
 	}
-	if c.Iss == "" {
-		return nil, nil, errors.New("claims need an issuer (iss)")
+	var c claims
+	if err := json.Unmarshal(m["iss"], &c.Iss); err != nil || c.Iss == "" {
+		return nil, nil, errors.New("claims need an issuer (iss), a string")
 	}
-	var auds []string
-	if len(c.Aud) > 0 && c.Aud[0] == '"' {
-		var one string
-		if err := json.Unmarshal(c.Aud, &one); err != nil {
-			return nil, nil, fmt.Errorf("aud: %v", err)
+	auds, err := audiences(m["aud"])
+	if err != nil {
+		return nil, nil, err
+	}
+	var ok1, ok2 bool
+	c.Exp, ok1 = seconds(m["exp"])
+	c.Iat, ok2 = seconds(m["iat"])
+	if !ok1 || !ok2 {
+		return nil, nil, errors.New("claims need iat and exp, whole seconds: tokens signed here expire")
+	}
+	if nbf, ok := m["nbf"]; ok {
+		if n, ok := seconds(nbf); !ok || n > c.Exp {
+			return nil, nil, errors.New("nbf must be whole seconds, before exp")
 		}
-		auds = []string{one}
-	} else if err := json.Unmarshal(c.Aud, &auds); err != nil {
-		return nil, nil, errors.New("claims need audiences (aud): a string or a list of strings")
-	}
-	if len(auds) == 0 {
-		return nil, nil, errors.New("claims need audiences (aud): a string or a list of strings")
-	}
-	for _, a := range auds {
-		if a == "" {
-			return nil, nil, errors.New("an audience (aud) is empty")
-		}
-	}
-	if c.Exp == nil || c.Iat == nil {
-		return nil, nil, errors.New("claims need iat and exp: tokens signed here expire")
 	}
 	return &c, auds, nil
 }
 
-// lifetime checks that the token is not expired and lives at most
-// MaxLifetime from its issue.
+// audiences reads aud: one string or a list of them, none empty.
+func audiences(raw json.RawMessage) ([]string, error) {
+	var auds []string
+	if len(raw) > 0 && raw[0] == '"' {
+		var one string
+		if err := json.Unmarshal(raw, &one); err != nil {
+			return nil, fmt.Errorf("aud: %v", err)
+		}
+		auds = []string{one}
+	} else if err := json.Unmarshal(raw, &auds); err != nil || len(auds) == 0 {
+		return nil, errors.New("claims need audiences (aud): a string or a list of strings")
+	}
+	for _, a := range auds {
+		if a == "" {
+			return nil, errors.New("an audience (aud) is empty")
+		}
+	}
+	return auds, nil
+}
+
+// seconds reads a JSON integer literal: no fraction, exponent or quotes.
+func seconds(raw json.RawMessage) (int64, bool) {
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	return n, err == nil
+}
+
+// lifetime checks that the token is not expired, was issued about now,
+// and lives at most MaxLifetime. Every bound is checked before the
+// difference it guards is taken, so no hostile value overflows it.
 func (cfg *Config) lifetime(c *claims) error {
-	exp, err1 := c.Exp.Int64()
-	iat, err2 := c.Iat.Int64()
-	if err1 != nil || err2 != nil {
-		return errors.New("iat and exp must be whole seconds")
-	}
-	if exp <= cfg.Now().Unix() {
+	now := cfg.Now().Unix()
+	limit := int64(cfg.MaxLifetime / time.Second)
+	slack := int64(skew / time.Second)
+	switch {
+	case c.Exp <= now:
 		return errors.New("the token has expired (exp)")
-	}
-	if exp <= iat {
+	case c.Iat > c.Exp:
 		return errors.New("exp must be after iat")
-	}
-	// In seconds: a nanosecond product of a hostile exp would overflow.
-	if exp-iat > int64(cfg.MaxLifetime/time.Second) {
-		return fmt.Errorf("the token would live %v; the limit is %v", time.Duration(exp-iat)*time.Second, cfg.MaxLifetime)
+	case c.Iat > now+slack:
+		return errors.New("iat is in the future")
+	case c.Iat < now-slack:
+		return errors.New("iat is in the past: tokens are signed as they are issued")
+	case c.Exp-c.Iat > limit:
+		return fmt.Errorf("the token would live %v; the limit is %v", time.Duration(c.Exp-c.Iat)*time.Second, cfg.MaxLifetime)
 	}
 	return nil
 }
@@ -237,14 +263,16 @@ func (cfg *Config) lifetime(c *claims) error {
 // maxDepth bounds how deeply claims may nest.
 const maxDepth = 32
 
-// uniqueKeys fails if an object in the JSON raw has a key twice, or if
-// raw nests deeper than maxDepth.
+// uniqueKeys fails if an object in the JSON raw has two keys that are the
+// same under Unicode case folding ("iss" and "ISS" or "iſs", the same key
+// twice), as Go's decoders take them for one, or if raw nests deeper than
+// maxDepth.
 func uniqueKeys(raw []byte) error {
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	// Each open container: the keys seen so far for an object, nil for an
 	// array; expectKey says whether the next string of an object is a key.
 	type frame struct {
-		keys      map[string]bool
+		keys      map[string]string // fold form -> the key as sent
 		expectKey bool
 	}
 	var stack []*frame
@@ -266,10 +294,14 @@ func uniqueKeys(raw []byte) error {
 				continue
 			}
 			k := tok.(string) // the decoder has checked an object's grammar
-			if top.keys[k] {
-				return fmt.Errorf("claims have the key %q twice", k)
+			f := foldKey(k)
+			if prev, ok := top.keys[f]; ok {
+				if prev == k {
+					return fmt.Errorf("claims have the key %q twice", k)
+				}
+				return fmt.Errorf("claims have the keys %q and %q, which JWT libraries may take for one", prev, k)
 			}
-			top.keys[k] = true
+			top.keys[f] = k
 			top.expectKey = false
 			continue
 		}
@@ -278,7 +310,7 @@ func uniqueKeys(raw []byte) error {
 		}
 		switch tok {
 		case json.Delim('{'):
-			stack = append(stack, &frame{keys: map[string]bool{}, expectKey: true})
+			stack = append(stack, &frame{keys: map[string]string{}, expectKey: true})
 		case json.Delim('['):
 			stack = append(stack, &frame{})
 		case json.Delim(']'), json.Delim('}'):
@@ -291,4 +323,19 @@ func uniqueKeys(raw []byte) error {
 			return fmt.Errorf("claims nest deeper than %d", maxDepth)
 		}
 	}
+}
+
+// foldKey maps every rune of k to the least rune of its Unicode case
+// folding orbit, so that keys Go's decoders match to one name map to one
+// string.
+func foldKey(k string) string {
+	var b strings.Builder
+	for _, r := range k {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
 }

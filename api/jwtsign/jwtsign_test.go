@@ -88,6 +88,18 @@ func TestSign(t *testing.T) {
 		{name: "a nested key twice", body: `{"claims":"` + segment(strings.Replace(good, `"sub"`, `"kubernetes.io":{"namespace":"a","pod":{"name":"p"},"namespace":"b"},"sub"`, 1)) + `"}`, code: 400, msg: `claims have the key "namespace" twice`},
 		{name: "the same key in sibling objects", body: `{"claims":"` + segment(strings.Replace(good, `"sub"`, `"x":[{"a":1},{"a":2}],"y":{"a":{"a":1}},"sub"`, 1)) + `"}`, code: 200},
 		{name: "deep nesting", body: `{"claims":"` + segment(strings.Replace(good, `"sub"`, `"x":`+strings.Repeat("[", 40)+strings.Repeat("]", 40)+`,"sub"`, 1)) + `"}`, code: 400, msg: "nest deeper than 32"},
+		{name: "a key in another case", body: `{"claims":"` + segment(`{"iss":"https://tp.example","ISS":"https://ref.example",`+good[len(`{"iss":"https://ref.example",`):]) + `"}`, code: 400, msg: `claims have the keys "iss" and "ISS"`},
+		{name: "a key with a long s", body: `{"claims":"` + segment(`{"iss":"https://tp.example","iſs":"https://ref.example",`+good[len(`{"iss":"https://ref.example",`):]) + `"}`, code: 400, msg: `which JWT libraries may take for one`},
+		{name: "Aud beside aud", body: `{"claims":"` + segment(strings.Replace(good, `"sub"`, `"Aud":"aws","sub"`, 1)) + `"}`, code: 400, msg: `claims have the keys "aud" and "Aud"`},
+		{name: "EXP beside exp", body: `{"claims":"` + segment(strings.Replace(good, `"sub"`, `"EXP":9999999999,"sub"`, 1)) + `"}`, code: 400, msg: `"EXP"`},
+		{name: "only an upper-case issuer", body: `{"claims":"` + segment(strings.Replace(good, `"iss"`, `"ISS"`, 1)) + `"}`, code: 400, msg: "claims need an issuer"},
+		{name: "overflowing lifetime", body: `{"claims":"` + segment(claimsWith(func(m map[string]any) { m["iat"] = int64(-1)<<62 - 1; m["exp"] = int64(1) << 62 })) + `"}`, code: 400, msg: "iat is in the past"},
+		{name: "iat long ago", body: `{"claims":"` + segment(claimsWith(func(m map[string]any) { m["iat"] = now.Add(-time.Hour).Unix() })) + `"}`, code: 400, msg: "iat is in the past"},
+		{name: "iat in the future", body: `{"claims":"` + segment(claimsWith(func(m map[string]any) { m["iat"] = now.Add(time.Hour).Unix(); m["exp"] = now.Add(2 * time.Hour).Unix() })) + `"}`, code: 400, msg: "iat is in the future"},
+		{name: "iat within the skew", body: `{"claims":"` + segment(claimsWith(func(m map[string]any) { m["iat"] = now.Add(-2 * time.Minute).Unix() })) + `"}`, code: 200},
+		{name: "nbf after exp", body: `{"claims":"` + segment(claimsWith(func(m map[string]any) { m["nbf"] = now.Add(3 * time.Hour).Unix() })) + `"}`, code: 400, msg: "nbf must be"},
+		{name: "exp quoted", body: `{"claims":"` + segment(claimsWith(func(m map[string]any) { m["exp"] = fmt.Sprint(now.Add(time.Hour).Unix()) })) + `"}`, code: 400, msg: "whole seconds"},
+		{name: "exp with an exponent", body: `{"claims":"` + segment(strings.Replace(good, fmt.Sprintf(`"exp":%d`, now.Add(time.Hour).Unix()), `"exp":1.9e9`, 1)) + `"}`, code: 400, msg: "whole seconds"},
 		{name: "no user", body: `{"claims":"` + segment(good) + `"}`, user: &user.DefaultInfo{}, code: 401},
 	}
 	for _, c := range cases {
