@@ -14,10 +14,19 @@
 //     client each issuer fetches its discovery document and keys with is
 //     ours, for the next rule.
 //   - An issuer cannot hold the node: every fetch from it ends within
-//     Options.FetchTimeout and reads at most Options.MaxFetchBytes, and
-//     issuers are initialised in the background (kube's), so a slow, huge
-//     or malformed discovery document or key set blocks neither start-up
-//     nor requests; a token of an issuer not initialised yet is refused.
+//     Options.FetchTimeout and reads at most Options.MaxFetchBytes
+//     (decompressed), and issuers are initialised in the background
+//     (kube's), so a slow, huge or malformed discovery document or key set
+//     blocks neither start-up nor requests; a token of an issuer not
+//     initialised yet is refused.
+//   - An issuer cannot send the node elsewhere, or make it fetch without
+//     end: fetches are https only (with the issuer's certificate
+//     authority), redirects stay within the origin asked, and each issuer
+//     gets at most a few requests a second, however many tokens with
+//     unknown key ids arrive. What an issuer (or an address it names)
+//     answers never reaches an error: TokenReview returns errors to its
+//     callers, so a status other than 2xx or a body that is neither JSON
+//     nor a JWT is an error that quotes none of it.
 //   - The file is the only source when given: the --oidc-* flags and it
 //     are mutually exclusive, with kube's message. The service account
 //     issuers may not be configured as JWT issuers (kube's rule).

@@ -18,12 +18,17 @@
 //     slashes): a token of its own issuer signed with its own key would
 //     authenticate here, and at every relying party of this cluster, as
 //     whoever its claims name. TokenRequest alone issues those.
-//   - Claims with a key twice in one object are refused: JWT libraries
-//     disagree on which of the two counts, so the rules could check one
-//     issuer or audience while a relying party reads the other.
-//   - A token must expire, within MaxLifetime of its issue; the claims are
-//     bounded in size and decoded strictly enough to read iss, aud, iat
-//     and exp, and are otherwise signed as sent, byte for byte.
+//   - Claims are read by their exact names, and claims with two keys in
+//     one object that are equal under Unicode case folding ("iss" twice,
+//     "iss" and "ISS" or "iſs") are refused: JWT libraries disagree on
+//     which counts (Go's match names regardless of case and keep the last),
+//     so the rules could check one issuer, audience or expiry while a
+//     relying party reads another.
+//   - A token must be issued about now (iat within a few minutes) and
+//     expire within MaxLifetime, every bound checked before a difference
+//     is taken; the claims are bounded in size and depth, read strictly
+//     enough for iss, aud, iat, nbf and exp, and otherwise signed as sent,
+//     byte for byte.
 //   - Nothing is written: the endpoint answers on the node it reaches,
 //     from the keys that node has applied. Neither the claims nor the
 //     signature are logged or audited (the audit log records no body of a
