@@ -169,6 +169,7 @@ func TestAnonymousConditions(t *testing.T) {
 		{"DELETE", "/.well-known/openid-configuration", "", 200},
 		{"GET", "/openid/v1/jwks", "Bearer not-a-token", 401},
 		{"GET", "/openid/v1/jwks", "Basic YTpi", 401},
+		{"GET", "/openid/v1/jwks", "two, the first empty", 401},
 		{"GET", "/openid/v1/jwks/", "", 401},
 		{"GET", "/openid/v1/jwks/..", "", 401},
 		{"GET", "/openid/v1/../v1/jwks", "", 401},
@@ -187,7 +188,12 @@ func TestAnonymousConditions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.target+" "+tt.header, func(t *testing.T) {
 			req := httptest.NewRequest(tt.method, tt.target, nil)
-			if tt.header != "" {
+			switch tt.header {
+			case "":
+			case "two, the first empty":
+				req.Header.Add("Authorization", "")
+				req.Header.Add("Authorization", "Bearer x")
+			default:
 				req.Header.Set("Authorization", tt.header)
 			}
 			var got string

@@ -467,7 +467,9 @@ func (s *Server) withTokenAuthentication(next http.Handler) http.Handler {
 			next.ServeHTTP(w, req)
 			return
 		}
-		if s.cfg.Authenticator != nil && req.Header.Get("Authorization") != "" {
+		// Any Authorization header is a credential, even a first one left
+		// empty: it is never taken for none.
+		if s.cfg.Authenticator != nil && len(req.Header.Values("Authorization")) > 0 {
 			resp, ok, err := s.cfg.Authenticator.AuthenticateRequest(req)
 			if err != nil || !ok {
 				if err != nil {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -92,12 +91,8 @@ func (s *Signer) Serve(ctx context.Context, path string) error {
 			return err
 		}
 	}
-	l, err := net.Listen("unix", path)
+	l, err := listenPrivate(path)
 	if err != nil {
-		return err
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		l.Close()
 		return err
 	}
 	srv := grpc.NewServer()

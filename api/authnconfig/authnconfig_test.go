@@ -402,6 +402,28 @@ func TestFetchTransport(t *testing.T) {
 	}
 }
 
+// TestWithoutAnswers: errors that would quote an issuer's answer are cut
+// before it; others pass unchanged.
+func TestWithoutAnswers(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{`oidc: verify token: failed to verify signature: fetching keys oidc: failed to decode keys: json: cannot unmarshal string {"secret":"s3"}`,
+			`oidc: verify token: failed to verify signature: fetching keys oidc: failed to decode keys (the issuer's answer is not shown)`},
+		{`oidc: verify token: failed to verify signature: fetching keys oidc: get keys failed Get "https://x/keys": https://x/keys: issuer response exceeds the size limit (limit 4096)`,
+			`oidc: verify token: failed to verify signature: fetching keys oidc: get keys failed Get "https://x/keys": https://x/keys: issuer response exceeds the size limit (limit 4096)`},
+		{`oidc: could not expand distributed claims: while getting distributed claim "groups": secret`,
+			`oidc: could not expand distributed claims (the issuer's answer is not shown)`},
+		{`oidc: error evaluating claim validation expression: only production workloads`, `oidc: error evaluating claim validation expression: only production workloads`},
+	}
+	for _, c := range cases {
+		if got := withoutAnswers(errors.New(c.in)).Error(); got != c.want {
+			t.Errorf("%q:\n got %q\nwant %q", c.in, got, c.want)
+		}
+	}
+	if withoutAnswers(nil) != nil {
+		t.Error("nil became an error")
+	}
+}
+
 // TestReload: a changed file replaces the issuers without a restart;
 // a broken one, or one changing the anonymous section, changes nothing;
 // kube's reload metrics count both.

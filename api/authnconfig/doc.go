@@ -25,8 +25,9 @@
 //     gets at most a few requests a second, however many tokens with
 //     unknown key ids arrive. What an issuer (or an address it names)
 //     answers never reaches an error: TokenReview returns errors to its
-//     callers, so a status other than 2xx or a body that is neither JSON
-//     nor a JWT is an error that quotes none of it.
+//     callers, so a status other than 200 or a body that is neither JSON
+//     nor a JWT is an error that quotes none of it, and the authenticator's
+//     errors are cut before the answers go-oidc quotes (JWT.AuthenticateToken).
 //   - The file is the only source when given: the --oidc-* flags and it
 //     are mutually exclusive, with kube's message. The service account
 //     issuers may not be configured as JWT issuers (kube's rule).

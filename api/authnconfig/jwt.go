@@ -134,7 +134,7 @@ func sameOrigin(req *http.Request, via []*http.Request) error {
 // fetchTransport makes every answer of an issuer safe to hand to the
 // authenticator: the whole body is read first, at most max bytes
 // (decompressed: Go's transport has undone any gzip); a status other than
-// 2xx, or a body that is neither JSON nor a compact JWT (a distributed
+// 200, or a body that is neither JSON nor a compact JWT (a distributed
 // claim), is an error that quotes no byte of it, so that no error
 // message, which TokenReview returns to its callers, carries what some
 // other address answered.
@@ -162,7 +162,8 @@ func (t fetchTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body = io.NopCloser(bytes.NewReader(nil))
 		return resp, nil
 	}
-	if resp.StatusCode/100 != 2 {
+	if resp.StatusCode != http.StatusOK {
+		// go-oidc quotes the body of any other status in its errors.
 		return nil, fmt.Errorf("%s answered %s", where, resp.Status)
 	}
 	if t.max > 0 && resp.ContentLength > t.max {
@@ -207,5 +208,29 @@ type JWT struct {
 
 // AuthenticateToken asks the issuers of the running configuration.
 func (j *JWT) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
-	return j.cur.Load().token.AuthenticateToken(ctx, token)
+	resp, ok, err := j.cur.Load().token.AuthenticateToken(ctx, token)
+	return resp, ok, withoutAnswers(err)
+}
+
+// fetchFailures are the parts of go-oidc's and kube's errors after which
+// they quote what an issuer, or an address its documents name, answered:
+// go-oidc quotes a key set it cannot decode whole; a distributed claim's
+// errors quote its endpoint's answer. (Its other quoting errors need a
+// status other than 200, which fetchTransport turns into an error of its
+// own.) The error is cut there: TokenReview returns errors to its
+// callers, and an answer may be anything that address serves.
+var fetchFailures = []string{"failed to decode keys", "could not expand distributed claims"}
+
+// withoutAnswers is err cut at the first of fetchFailures.
+func withoutAnswers(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	for _, f := range fetchFailures {
+		if i := strings.Index(msg, f); i >= 0 {
+			return errors.New(msg[:i+len(f)] + " (the issuer's answer is not shown)")
+		}
+	}
+	return err
 }

@@ -119,7 +119,7 @@ func (cfg *Config) sign(req *http.Request, own map[string]bool) (*Response, erro
 		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("claims of %d bytes; the limit is %d", len(r.Claims), MaxClaimsBytes))
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(r.Claims)
-	if err != nil {
+	if err != nil || base64.RawURLEncoding.EncodeToString(raw) != r.Claims {
 		return nil, apierrors.NewBadRequest("claims must be URL-safe base64 without padding, exactly as in the token")
 	}
 	c, auds, err := decodeClaims(raw)

@@ -81,6 +81,7 @@ func TestSign(t *testing.T) {
 		{name: "claims not an object", body: `{"claims":"` + segment(`[1]`) + `"}`, code: 400, msg: "not a JSON object"},
 		{name: "two objects", body: `{"claims":"` + segment(good+good) + `"}`, code: 400, msg: "not a single JSON object"},
 		{name: "padded segment", body: `{"claims":"` + segment(good) + `="}`, code: 400, msg: "URL-safe base64 without padding"},
+		{name: "a newline in the segment", body: `{"claims":"` + segment(good) + `\n"}`, code: 400, msg: "URL-safe base64 without padding"},
 		{name: "unknown field", body: `{"claims":"` + segment(good) + `","header":"x"}`, code: 400, msg: "unknown field"},
 		{name: "huge claims", body: `{"claims":"` + strings.Repeat("A", MaxClaimsBytes+4) + `"}`, code: 413, msg: "the limit is 16384"},
 		{name: "two issuers", body: `{"claims":"` + segment(`{"iss":"https://tp.example",`+good[1:]) + `"}`, code: 400, msg: `claims have the key "iss" twice`},

@@ -96,6 +96,11 @@ func (a *authnFlags) authentication(issuers []string, auds authenticator.Audienc
 	var anon authenticator.Request
 	if cfg.Anonymous.Enabled {
 		anon = anonymous.NewAuthenticator(cfg.Anonymous.Conditions)
+		if len(cfg.Anonymous.Conditions) == 0 {
+			// kube's --anonymous-auth=true: legal, and easy to do by
+			// mistake.
+			log.Warn("--authentication-config enables anonymous requests on every path (no conditions): RBAC alone decides what system:unauthenticated may do, and any binding to that group makes its grants public")
+		}
 	}
 	return cfg, anon, nil
 }
