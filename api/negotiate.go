@@ -21,8 +21,9 @@ import (
 // restrictions says which output transformations resource endpoints accept,
 // as kube-apiserver's RequestScope does: Table (in JSON or YAML only) and
 // PartialObjectMetadata(List) in meta.k8s.io v1 and v1beta1. noTable is a
-// resource without a table convertor (the virtual reviews): kube answers a
-// request for its Table 406.
+// resource without a table convertor (the virtual reviews), or a streaming
+// list: kube answers a request for their Table 406, or serves the Accept
+// header's next type.
 type restrictions struct{ noTable bool }
 
 func (r restrictions) AllowsMediaTypeTransform(mimeType, mimeSubType string, gvk *schema.GroupVersionKind) bool {

@@ -35,12 +35,17 @@ func (s *Server) get(w http.ResponseWriter, req *http.Request, st *registry.Stor
 }
 
 func (s *Server) list(w http.ResponseWriter, req *http.Request, st *registry.Store) {
-	format, err := negotiateOutput(req)
+	opts, err := s.listOptions(req, st)
 	if err != nil {
 		s.writeError(w, req, err)
 		return
 	}
-	opts, err := s.listOptions(req, st)
+	// A streaming list (sendInitialEvents with bookmarks) is never a
+	// Table, as in kube (watchListEndpointRestrictions): its client ends
+	// the list at the bookmark it decodes as the list's kind, which a
+	// Table stream never carries, so it would wait forever. The Accept
+	// header's next type serves it, or 406.
+	format, err := negotiateOutputFor(req, restrictions{noTable: s.isWatchList(opts)})
 	if err != nil {
 		s.writeError(w, req, err)
 		return
@@ -72,6 +77,12 @@ func (s *Server) list(w http.ResponseWriter, req *http.Request, st *registry.Sto
 		return
 	}
 	s.writeList(w, req, format, st, page)
+}
+
+// isWatchList says whether opts ask for a streaming list: kube's
+// isListWatchRequest.
+func (s *Server) isWatchList(opts *metainternalversion.ListOptions) bool {
+	return !s.cfg.NoWatchList && opts.SendInitialEvents != nil && *opts.SendInitialEvents && opts.AllowWatchBookmarks
 }
 
 // listOptions decodes and validates list parameters as kube-apiserver does,

@@ -14,9 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	clientfeatures "k8s.io/client-go/features"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -311,9 +313,48 @@ func TestWatchListTypedList(t *testing.T) {
 		t.Fatalf("listed %v at %q", names, list.ResourceVersion)
 	}
 	mu.Lock()
-	defer mu.Unlock()
 	if len(requests) != 1 || !strings.Contains(requests[0], "sendInitialEvents=true") {
+		mu.Unlock()
 		t.Fatalf("requests %q, want one streaming watch-list request and no fallback LIST", requests)
+	}
+	requests = nil
+	mu.Unlock()
+
+	// Asked as a Table first (the upstream spec "falls backs to supported
+	// content type when receiving resources as Tables was requested"): a
+	// streaming list is never a Table, so the Accept header's JSON serves
+	// it. Served as a Table, client-go waited forever for a bookmark of
+	// the list's kind; the deadline turns such a hang into a failure.
+	tableCfg := dynamic.ConfigFor(cfg)
+	tableCfg.AcceptContentTypes = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+	tableCfg.GroupVersion = &corev1.SchemeGroupVersion
+	rc, err := rest.RESTClientFor(tableCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ulist, err := dynamic.New(rc).Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace("default").List(dctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("a streaming list asked as a Table first: %v", err)
+	}
+	names = nil
+	for _, it := range ulist.Items {
+		names = append(names, it.GetName())
+	}
+	if strings.Join(names, ",") != "a,b,c" {
+		t.Fatalf("listed %v", names)
+	}
+	mu.Lock()
+	if len(requests) != 1 || !strings.Contains(requests[0], "sendInitialEvents=true") {
+		t.Errorf("requests %q, want one streaming watch-list request", requests)
+	}
+	mu.Unlock()
+	// As a Table only: 406, as kube answers.
+	r := do(t, n.httpClient(), http.MethodGet, n.url()+"/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=5",
+		map[string]string{"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}, nil)
+	if r.code != http.StatusNotAcceptable {
+		t.Fatalf("a streaming list as a Table only: %d %s, want 406", r.code, r.body)
 	}
 }
 
