@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -135,13 +136,18 @@ func TestSignerNameFieldSelector(t *testing.T) {
 }
 
 // TestClusterTrustBundleVersions: bundles are served only in the versions
-// --runtime-config enables.
+// --runtime-config enables, which is enough (the specification; kube 1.33
+// also wants the gate, docs/COMPATIBILITY.md); --feature-gates
+// ClusterTrustBundle=false still turns them off.
 func TestClusterTrustBundleVersions(t *testing.T) {
-	off := startNode(t)
-	if _, err := off.clientset().CertificatesV1alpha1().ClusterTrustBundles().List(context.Background(), metav1.ListOptions{}); err == nil {
-		t.Fatal("v1alpha1 ClusterTrustBundles are served without --runtime-config")
+	off := startNode(t, "--runtime-config", "certificates.k8s.io/v1beta1=true", "--feature-gates", "ClusterTrustBundle=false")
+	for _, v := range []string{"v1alpha1", "v1beta1"} {
+		r := do(t, off.httpClient(), http.MethodGet, off.url()+"/apis/certificates.k8s.io/"+v+"/clustertrustbundles", nil, nil)
+		if r.code != http.StatusNotFound {
+			t.Fatalf("%s ClusterTrustBundles with ClusterTrustBundle=false: %d %s", v, r.code, r.body)
+		}
 	}
-	on := startNode(t, "--runtime-config", "certificates.k8s.io/v1beta1=true", "--feature-gates", "ClusterTrustBundle=true")
+	on := startNode(t, "--runtime-config", "certificates.k8s.io/v1beta1=true")
 	cs := on.clientset()
 	if _, err := cs.CertificatesV1beta1().ClusterTrustBundles().List(context.Background(), metav1.ListOptions{}); err != nil {
 		t.Fatalf("v1beta1 bundles with certificates.k8s.io/v1beta1=true: %v", err)
@@ -395,7 +401,9 @@ func TestClusterTrustBundleRules(t *testing.T) {
 // a bundle without a signer needs only create; every authenticated user
 // can read bundles.
 func TestClusterTrustBundleAttest(t *testing.T) {
-	n := startNode(t, "--runtime-config", "certificates.k8s.io/v1beta1=true", "--feature-gates", "ClusterTrustBundle=true")
+	// The version alone serves the kind, and turns its gate on for kube's
+	// attest plugin too.
+	n := startNode(t, "--runtime-config", "certificates.k8s.io/v1beta1=true")
 	ctx := context.Background()
 	admin := n.clientset()
 	ca := n.caPEM(t)

@@ -4,11 +4,16 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/version"
+
 	genericfeatures "k8s.io/apiserver/pkg/features"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/featuregate"
 	_ "k8s.io/component-base/metrics/prometheus/feature" // registers kubernetes_feature_enabled
 	kubefeatures "k8s.io/kubernetes/pkg/features"
+
+	"github.com/trustplane/trustplane/api/registry"
 )
 
 // The gates this server honours, among all of kube-apiserver's: every kube
@@ -67,4 +72,40 @@ func applyFeatureGates(s string) error {
 	// reports every gate.
 	utilfeature.DefaultMutableFeatureGate.AddMetrics()
 	return nil
+}
+
+// clusterTrustBundleVersions are the versions ClusterTrustBundles are
+// served in.
+var clusterTrustBundleVersions = []schema.GroupVersionResource{
+	{Group: registry.CertificatesGroup, Version: "v1beta1", Resource: "clustertrustbundles"},
+	{Group: registry.CertificatesGroup, Version: "v1alpha1", Resource: "clustertrustbundles"},
+}
+
+// gatesFor is the --feature-gates value the node applies: the flag, and
+// ClusterTrustBundle=true when --runtime-config enables a
+// ClusterTrustBundle version and the flag does not name that gate. The
+// specification serves a group version that --runtime-config enables; kube
+// 1.33 also wants the gate, which kube's own code here reads (the attest
+// admission plugin, the publisher), so it is turned on with the version
+// rather than bypassed. An explicit ClusterTrustBundle=false still turns
+// the kind off (docs/COMPATIBILITY.md).
+func gatesFor(featureGates, runtimeConfig string, emulated *version.Version) string {
+	for _, kv := range strings.Split(featureGates, ",") {
+		if name, _, _ := strings.Cut(kv, "="); strings.TrimSpace(name) == string(kubefeatures.ClusterTrustBundle) {
+			return featureGates
+		}
+	}
+	rc, err := parseRuntimeConfig(runtimeConfig, nil, emulated)
+	if err != nil {
+		return featureGates
+	}
+	for _, gvr := range clusterTrustBundleVersions {
+		if rc.ResourceEnabled(gvr) {
+			if strings.TrimSpace(featureGates) == "" {
+				return string(kubefeatures.ClusterTrustBundle) + "=true"
+			}
+			return featureGates + "," + string(kubefeatures.ClusterTrustBundle) + "=true"
+		}
+	}
+	return featureGates
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/util/version"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 )
 
@@ -42,6 +43,28 @@ func TestFeatureGates(t *testing.T) {
 		}
 		if err := checkFeatureGates(string(g) + "=true"); err != nil {
 			t.Errorf("honoured gate %s: %v", g, err)
+		}
+	}
+}
+
+// TestGatesFor: a ClusterTrustBundle version enabled by --runtime-config
+// turns its gate on, unless --feature-gates names the gate.
+func TestGatesFor(t *testing.T) {
+	cases := []struct{ gates, runtime, want string }{
+		{"", "", ""},
+		{"", "certificates.k8s.io/v1beta1=true", "ClusterTrustBundle=true"},
+		{"", "certificates.k8s.io/v1alpha1=true", "ClusterTrustBundle=true"},
+		{"", "api/beta=true", "ClusterTrustBundle=true"},
+		{"", "certificates.k8s.io/v1beta1/clustertrustbundles=true", "ClusterTrustBundle=true"},
+		{"WatchList=false", "certificates.k8s.io/v1beta1=true", "WatchList=false,ClusterTrustBundle=true"},
+		{"ClusterTrustBundle=false", "certificates.k8s.io/v1beta1=true", "ClusterTrustBundle=false"},
+		{" ClusterTrustBundle = true", "certificates.k8s.io/v1beta1=true", " ClusterTrustBundle = true"},
+		{"", "certificates.k8s.io/v1beta1=false", ""},
+		{"", "rbac.authorization.k8s.io/v1=true", ""},
+	}
+	for _, c := range cases {
+		if got := gatesFor(c.gates, c.runtime, version.MustParse("1.33")); got != c.want {
+			t.Errorf("gatesFor(%q, %q) = %q, want %q", c.gates, c.runtime, got, c.want)
 		}
 	}
 }

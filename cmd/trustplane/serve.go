@@ -241,7 +241,7 @@ func serve(args []string) error {
 	if err := applyEmulatedVersion(o.emulatedVersion); err != nil {
 		return err
 	}
-	if err := applyFeatureGates(o.featureGates); err != nil {
+	if err := applyFeatureGates(gatesFor(o.featureGates, o.runtimeConfig, o.emulated)); err != nil {
 		return err
 	}
 	if o.setGC {
