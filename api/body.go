@@ -57,8 +57,8 @@ func (s *Server) createRequest(req *http.Request, r restrictions) (*output, runt
 
 // updateRequest is objectRequest plus the validated UpdateOptions, what
 // every PUT starts with.
-func (s *Server) updateRequest(req *http.Request) (*output, runtime.SerializerInfo, []byte, *metav1.UpdateOptions, error) {
-	format, si, body, err := s.objectRequest(req, restrictions{})
+func (s *Server) updateRequest(req *http.Request, r restrictions) (*output, runtime.SerializerInfo, []byte, *metav1.UpdateOptions, error) {
+	format, si, body, err := s.objectRequest(req, r)
 	if err != nil {
 		return nil, si, nil, nil, err
 	}

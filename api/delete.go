@@ -46,7 +46,7 @@ func (s *Server) delete(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "delete"))
 		return
 	}
-	format, err := negotiateOutput(req)
+	format, err := negotiateOutputFor(req, forStore(st))
 	if err != nil {
 		s.writeError(w, req, err)
 		return
@@ -82,7 +82,7 @@ func (s *Server) deleteCollection(w http.ResponseWriter, req *http.Request, st *
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "deletecollection"))
 		return
 	}
-	format, err := negotiateOutput(req)
+	format, err := negotiateOutputFor(req, forStore(st))
 	if err != nil {
 		s.writeError(w, req, err)
 		return

@@ -145,7 +145,7 @@ func (s *Server) refuseCustom(w http.ResponseWriter, req *http.Request, st *regi
 	if verb == "watch" {
 		return false // the stream negotiates with the resource's codecs (watch)
 	}
-	if out, err := negotiateOutput(req); err == nil {
+	if out, err := negotiateOutputFor(req, forStore(st)); err == nil {
 		if err := refuseCustomFormat(st, out); err != nil {
 			s.writeError(w, req, err)
 			return true

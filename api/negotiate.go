@@ -24,7 +24,13 @@ import (
 // resource without a table convertor (the virtual reviews), or a streaming
 // list: kube answers a request for their Table 406, or serves the Accept
 // header's next type.
-type restrictions struct{ noTable bool }
+//
+// custom is a custom resource's endpoint: its objects have no protobuf
+// encoding, so protobuf is left out of the negotiation and an Accept
+// header that lists it before JSON gets JSON, as the specification says
+// (kube answers 406, kubernetes/kubernetes#86253); one that accepts
+// nothing else gets kube's 406 (errCustomNotAcceptable).
+type restrictions struct{ noTable, custom bool }
 
 func (r restrictions) AllowsMediaTypeTransform(mimeType, mimeSubType string, gvk *schema.GroupVersionKind) bool {
 	if gvk == nil {
@@ -70,11 +76,34 @@ func negotiateOutput(req *http.Request) (*output, error) {
 
 // negotiateOutputFor is negotiateOutput under r.
 func negotiateOutputFor(req *http.Request, r restrictions) (*output, error) {
-	mt, info, err := negotiation.NegotiateOutputMediaType(req, registry.Codecs, r)
+	var ns runtime.NegotiatedSerializer = registry.Codecs
+	if r.custom {
+		ns = withoutProtobuf{registry.Codecs}
+	}
+	mt, info, err := negotiation.NegotiateOutputMediaType(req, ns, r)
 	if err != nil {
+		if r.custom {
+			return nil, errCustomNotAcceptable()
+		}
 		return nil, err
 	}
 	return &output{mt: mt, info: info}, nil
+}
+
+// forStore is the restrictions of st's endpoints.
+func forStore(st *registry.Store) restrictions { return restrictions{custom: st.Custom != nil} }
+
+// withoutProtobuf offers the media types of a serializer but protobuf.
+type withoutProtobuf struct{ runtime.NegotiatedSerializer }
+
+func (w withoutProtobuf) SupportedMediaTypes() []runtime.SerializerInfo {
+	var out []runtime.SerializerInfo
+	for _, si := range w.NegotiatedSerializer.SupportedMediaTypes() {
+		if si.MediaType != runtime.ContentTypeProtobuf {
+			out = append(out, si)
+		}
+	}
+	return out
 }
 
 // writeObject encodes obj in the negotiated format and version, turning it

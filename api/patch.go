@@ -36,7 +36,7 @@ func (s *Server) patch(w http.ResponseWriter, req *http.Request, st *registry.St
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "patch"))
 		return
 	}
-	format, err := negotiateOutput(req)
+	format, err := negotiateOutputFor(req, forStore(st))
 	if err != nil {
 		s.writeError(w, req, err)
 		return

@@ -65,7 +65,7 @@ func (s *Server) serveScale(w http.ResponseWriter, req *http.Request, st *regist
 		}
 		s.writeScale(w, req, format, scale)
 	case "update":
-		format, si, body, opts, err := s.updateRequest(req)
+		format, si, body, opts, err := s.updateRequest(req, restrictions{})
 		if err != nil {
 			s.writeError(w, req, err)
 			return

@@ -20,7 +20,7 @@ func (s *Server) create(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "create"))
 		return
 	}
-	format, si, body, opts, err := s.createRequest(req, restrictions{})
+	format, si, body, opts, err := s.createRequest(req, forStore(st))
 	if err != nil {
 		s.writeError(w, req, err)
 		return
@@ -67,7 +67,7 @@ func (s *Server) update(w http.ResponseWriter, req *http.Request, st *registry.S
 		s.writeError(w, req, apierrors.NewMethodNotSupported(st.GroupResource(), "update"))
 		return
 	}
-	format, si, body, opts, err := s.updateRequest(req)
+	format, si, body, opts, err := s.updateRequest(req, forStore(st))
 	if err != nil {
 		s.writeError(w, req, err)
 		return

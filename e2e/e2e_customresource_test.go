@@ -269,6 +269,40 @@ func TestE2ECustomResources(t *testing.T) {
 		}
 	}
 
+	// Protobuf first and JSON next: JSON, as the specification says (kube
+	// answers 406, kubernetes/kubernetes#86253), for every verb.
+	protoThenJSON := map[string]string{"Accept": "application/vnd.kubernetes.protobuf, application/json", "Content-Type": "application/json"}
+	gizmos := n.url() + "/apis/example.com/v1/namespaces/default/gizmos"
+	for _, c := range []struct {
+		method, path string
+		header       map[string]string
+		body         string
+		code         int
+	}{
+		{http.MethodGet, "/g2", nil, "", http.StatusOK},
+		{http.MethodGet, "", nil, "", http.StatusOK},
+		{http.MethodGet, "?watch=1&timeoutSeconds=1", nil, "", http.StatusOK},
+		{http.MethodPost, "", nil, `{"apiVersion":"example.com/v1","kind":"Gizmo","metadata":{"name":"pj"},"spec":{"size":1}}`, http.StatusCreated},
+		{http.MethodPatch, "/pj", map[string]string{"Content-Type": "application/merge-patch+json"}, `{"spec":{"size":2}}`, http.StatusOK},
+		{http.MethodDelete, "/pj", nil, "", http.StatusOK},
+	} {
+		h := map[string]string{}
+		for k, v := range protoThenJSON {
+			h[k] = v
+		}
+		for k, v := range c.header {
+			h[k] = v
+		}
+		var body []byte
+		if c.body != "" {
+			body = []byte(c.body)
+		}
+		r := do(t, n.httpClient(), c.method, gizmos+c.path, h, body)
+		if r.code != c.code || !strings.HasPrefix(r.header.Get("Content-Type"), "application/json") || !json.Valid(bytes.SplitN(r.body, []byte("\n"), 2)[0]) {
+			t.Fatalf("%s %s as protobuf, then JSON: %d %s %q", c.method, c.path, r.code, r.header.Get("Content-Type"), r.body)
+		}
+	}
+
 	// Paging, and a watch from a resourceVersion replays what followed.
 	var page struct {
 		Kind     string
