@@ -181,6 +181,8 @@ func TestCSRRules(t *testing.T) {
 		{"bad-signature", func(c *certificatesv1.CertificateSigningRequest) { c.Spec.Request = badSig }, "spec.request: Invalid value"},
 		{"no-signer", func(c *certificatesv1.CertificateSigningRequest) { c.Spec.SignerName = "" }, "spec.signerName: Required value"},
 		{"unqualified-signer", func(c *certificatesv1.CertificateSigningRequest) { c.Spec.SignerName = "signer" }, "spec.signerName: Invalid value"},
+		{"legacy-signer", func(c *certificatesv1.CertificateSigningRequest) { c.Spec.SignerName = "kubernetes.io/legacy-unknown" },
+			`spec.signerName: Invalid value: "kubernetes.io/legacy-unknown": the legacy signerName is not allowed via this API version`},
 		{"no-usages", func(c *certificatesv1.CertificateSigningRequest) { c.Spec.Usages = nil }, "spec.usages: Required value"},
 		{"unknown-usage", func(c *certificatesv1.CertificateSigningRequest) { c.Spec.Usages = []certificatesv1.KeyUsage{"bogus"} }, `spec.usages[0]: Unsupported value: "bogus"`},
 		{"duplicate-usage", func(c *certificatesv1.CertificateSigningRequest) {

@@ -47,6 +47,10 @@ func TestHealth(t *testing.T) {
 			if lines[0] != "[+]ping ok" {
 				t.Fatalf("/%s?verbose first check %q", ep, lines[0])
 			}
+			// Deprecated in documentation only, as in kube (COMPATIBILITY).
+			if w := r.header.Get("Warning"); w != "" {
+				t.Fatalf("/%s?verbose warns %q", ep, w)
+			}
 			for _, l := range lines[:len(lines)-1] {
 				if !strings.HasPrefix(l, "[+]") || !strings.HasSuffix(l, " ok") {
 					t.Fatalf("/%s?verbose line %q", ep, l)
