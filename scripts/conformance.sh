@@ -51,7 +51,18 @@ patterns() {
 # CONFORMANCE_FOCUS replaces the selection's focus (a regular expression on
 # the full spec text), for rerunning a few specs.
 FOCUS=${CONFORMANCE_FOCUS:-$(patterns include.txt)}
-LABELS=${CONFORMANCE_LABELS:-'!Flaky && !Disruptive && !Alpha && !/^Feature:/ && !/^FeatureGate:/ && !BetaOffByDefault'}
+# The specs of a feature gate run when trustplane has the gate on by
+# default: kube's beta gates that are on (their specs carry FeatureGate:<name>
+# and Beta), and the gates trustplane turns on where kube 1.33 has them off
+# (defaultGates in cmd/trustplane/features.go; its TestConformanceSelectsDefaultGates
+# keeps this list equal to it), whose specs also carry BetaOffByDefault.
+DEFAULT_ON_GATES="WatchList"
+gate_labels() {
+  local g out=""
+  for g in $DEFAULT_ON_GATES; do out+="${out:+ || }FeatureGate:$g"; done
+  printf '%s' "$out"
+}
+LABELS=${CONFORMANCE_LABELS:-"!Flaky && !Disruptive && !Alpha && !/^Feature:/ && (!BetaOffByDefault || $(gate_labels))"}
 
 selection_args() {
   printf '%s\n' "--ginkgo.focus=$FOCUS" "--ginkgo.skip=$(patterns exclude.txt)" "--ginkgo.label-filter=$LABELS"

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,5 +69,32 @@ func TestGatesFor(t *testing.T) {
 		if got := gatesFor(c.gates, c.runtime, version.MustParse("1.33")); got != c.want {
 			t.Errorf("gatesFor(%q, %q) = %q, want %q", c.gates, c.runtime, got, c.want)
 		}
+	}
+}
+
+// TestConformanceSelectsDefaultGates: make conformance runs the upstream
+// specs of every gate this server turns on where kube 1.33 has it off
+// (defaultGates), since its users get that behaviour: the script's list is
+// this one.
+func TestConformanceSelectsDefaultGates(t *testing.T) {
+	script, err := os.ReadFile("../../scripts/conformance.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^DEFAULT_ON_GATES="([^"]*)"`).FindSubmatch(script)
+	if m == nil {
+		t.Fatal(`scripts/conformance.sh has no DEFAULT_ON_GATES="..." line`)
+	}
+	got := strings.Fields(string(m[1]))
+	var want []string
+	for g, on := range defaultGates {
+		if on {
+			want = append(want, g)
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("scripts/conformance.sh selects the specs of gates %v; the gates on by default here are %v", got, want)
 	}
 }
