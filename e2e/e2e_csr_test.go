@@ -162,7 +162,7 @@ func TestClusterTrustBundleVersions(t *testing.T) {
 // (the specification's invariants 1–4 and its certificate rule).
 func TestCSRRules(t *testing.T) {
 	n := startNode(t)
-	n.scrub(t, "csr/rules", "csr/denied") // TestCSRSigning names one "denied" too
+	n.scrub(t, "csr/rules", "csr/denied", "csr/failed", "csr/pem") // TestCSRSigning names one "denied" too
 	ctx := context.Background()
 	csrs := n.clientset().CertificatesV1().CertificateSigningRequests()
 	short := int32(599)
@@ -324,13 +324,92 @@ func TestCSRRules(t *testing.T) {
 		}
 	}
 
+	// Denied cannot be added to an approved request, nor removed.
+	approvedNow, err := csrs.Get(ctx, "rules", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approvedNow.Status.Conditions = append(approvedNow.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateDenied, Status: "True"})
+	_, err = csrs.UpdateApproval(ctx, "rules", approvedNow, metav1.UpdateOptions{})
+	if st := wantAPIError(t, err, 422, metav1.StatusReasonInvalid, ""); !strings.Contains(st.Message, "Approved and Denied conditions are mutually exclusive") {
+		t.Fatalf("denied after approved: %s", st.Message)
+	}
+	d, err = csrs.Get(ctx, "denied", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Status.Conditions = nil
+	_, err = csrs.UpdateApproval(ctx, "denied", d, metav1.UpdateOptions{})
+	if st := wantAPIError(t, err, 422, metav1.StatusReasonInvalid, ""); !strings.Contains(st.Message, `updates may not remove a condition of type "Denied"`) {
+		t.Fatalf("remove denied: %s", st.Message)
+	}
+
+	// The Failed branch: a signer reports failure through /status; the
+	// request then takes no certificate, and Failed cannot be removed.
+	if _, err := csrs.Create(ctx, newCSR(t, "failed", "example.com/signer"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.mustKubectl("certificate", "approve", "failed")
+	f, err := csrs.Get(ctx, "failed", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Status.Conditions = append(f.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateFailed, Status: "True", Reason: "SignerFailed", Message: "the signer could not sign"})
+	f, err = csrs.UpdateStatus(ctx, f, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("a Failed condition through /status: %v", err)
+	}
+	if n.isTrustplane() {
+		withCert := f.DeepCopy()
+		withCert.Status.Certificate = cert
+		_, err = csrs.UpdateStatus(ctx, withCert, metav1.UpdateOptions{})
+		if st := wantAPIError(t, err, 422, metav1.StatusReasonInvalid, ""); !strings.Contains(st.Message, notApproved) {
+			t.Fatalf("certificate on a failed request: %s", st.Message)
+		}
+	}
+	noFailed := f.DeepCopy()
+	noFailed.Status.Conditions = noFailed.Status.Conditions[:1]
+	_, err = csrs.UpdateStatus(ctx, noFailed, metav1.UpdateOptions{})
+	if st := wantAPIError(t, err, 422, metav1.StatusReasonInvalid, ""); !strings.Contains(st.Message, `updates may not remove a condition of type "Failed"`) {
+		t.Fatalf("remove failed: %s", st.Message)
+	}
+
+	// status.certificate's PEM rules: CERTIFICATE blocks only, without
+	// headers, each holding a certificate.
+	if _, err := csrs.Create(ctx, newCSR(t, "pem", "example.com/signer"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.mustKubectl("certificate", "approve", "pem")
+	block, _ := pem.Decode(cert)
+	for _, c := range []struct {
+		name string
+		pem  []byte
+		msg  string
+	}{
+		{"a key block", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: block.Bytes}), `only CERTIFICATE PEM blocks are allowed, found "PRIVATE KEY"`},
+		{"a header", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Headers: map[string]string{"Proc-Type": "4,ENCRYPTED"}, Bytes: block.Bytes}), "no PEM block headers are permitted"},
+		{"an empty block", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE"}), "found CERTIFICATE PEM block containing 0 certificates"},
+		{"no block", []byte("just text"), "must contain at least one CERTIFICATE PEM block"},
+	} {
+		p, err := csrs.Get(ctx, "pem", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Status.Certificate = c.pem
+		_, err = csrs.UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		if st := wantAPIError(t, err, 422, metav1.StatusReasonInvalid, ""); !strings.Contains(st.Message, c.msg) {
+			t.Fatalf("certificate with %s: %s", c.name, st.Message)
+		}
+	}
+
 	// kubectl's table: NAME, AGE, SIGNERNAME, REQUESTOR, REQUESTEDDURATION, CONDITION.
 	out := n.mustKubectl("get", "csr")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if !strings.HasPrefix(strings.Join(strings.Fields(lines[0]), " "), "NAME AGE SIGNERNAME REQUESTOR REQUESTEDDURATION CONDITION") {
 		t.Fatalf("kubectl get csr header: %q", lines[0])
 	}
-	want := map[string]string{"rules": "Approved,Issued", "denied": "Denied"}
+	want := map[string]string{"rules": "Approved,Issued", "denied": "Denied", "failed": "Approved,Failed", "pem": "Approved"}
 	me := n.whoami(t).Username
 	for _, l := range lines[1:] {
 		f := strings.Fields(l)
