@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -355,6 +356,47 @@ func TestWatchListTypedList(t *testing.T) {
 		map[string]string{"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}, nil)
 	if r.code != http.StatusNotAcceptable {
 		t.Fatalf("a streaming list as a Table only: %d %s, want 406", r.code, r.body)
+	}
+
+	// The streaming list's parameter rules, with kube's 422s.
+	for q, msg := range map[string]string{
+		"watch=1&sendInitialEvents=true&allowWatchBookmarks=true":                              "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+		"sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0":           "sendInitialEvents is forbidden for list",
+		"watch=1&resourceVersionMatch=NotOlderThan&resourceVersion=0&allowWatchBookmarks=true": "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+	} {
+		st := failureStatus(t, do(t, n.httpClient(), http.MethodGet, n.url()+"/api/v1/namespaces/default/configmaps?"+q, nil, nil))
+		if st.Code != http.StatusUnprocessableEntity || !strings.Contains(st.Message, msg) {
+			t.Errorf("?%s: %d %q, want 422 with %q", q, st.Code, st.Message, msg)
+		}
+	}
+
+	// The final bookmark: the list's kind and version, the applied
+	// resourceVersion, the end annotation, and the blueprint of the list
+	// (what client-go rebuilds it from), in the stream's encoding.
+	r = do(t, n.httpClient(), http.MethodGet, n.url()+"/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=2",
+		map[string]string{"Accept": "application/json"}, nil)
+	var last struct {
+		Type   string `json:"type"`
+		Object struct {
+			Kind, APIVersion string
+			Metadata         metav1.ObjectMeta `json:"metadata"`
+		} `json:"object"`
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(r.body)), "\n") {
+		var ev struct{ Type string }
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.Type == "BOOKMARK" {
+			json.Unmarshal([]byte(line), &last)
+			break
+		}
+	}
+	md := last.Object.Metadata
+	if last.Type != "BOOKMARK" || last.Object.Kind != "ConfigMap" || last.Object.APIVersion != "v1" || md.ResourceVersion == "" || md.Annotations["k8s.io/initial-events-end"] != "true" {
+		t.Fatalf("the initial events' bookmark: %+v\n%s", last, r.body)
+	}
+	bp, err := base64.StdEncoding.DecodeString(md.Annotations[metav1.InitialEventsListBlueprintAnnotationKey])
+	var blueprint struct{ Kind, APIVersion string }
+	if err != nil || json.Unmarshal(bp, &blueprint) != nil || blueprint.Kind != "ConfigMapList" || blueprint.APIVersion != "v1" {
+		t.Fatalf("the bookmark's list blueprint %q (%v)", bp, err)
 	}
 }
 
