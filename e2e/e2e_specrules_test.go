@@ -134,3 +134,60 @@ func TestDeleteCollectionAnswersStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestDeleteBodiesPerKind: a DELETE answers with the deleted object for
+// the kinds whose kube storage returns it (Namespace, ServiceAccount, Pod,
+// PodTemplate: ReturnDeletedObject) and with a Success Status naming the
+// resource for the rest, as kube-apiserver does.
+func TestDeleteBodiesPerKind(t *testing.T) {
+	n := startNode(t) // the pod needs the default ServiceAccount
+	n.scrub(t, "namespace/del-ns", "serviceaccount/del-sa", "pod/del-pod", "podtemplate/del-pt", "configmap/del-cm", "secret/del-secret", "clusterrole/del-cr", "lease/del-lease")
+	c := n.httpClient()
+	h := jsonHeader("application/json")
+	pod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"del-pod"},"spec":{"containers":[{"name":"c","image":"busybox"}]}}`
+	for _, k := range []struct {
+		collection, name, body string
+		object                 string // the kind answered, "" for a Status
+		group, resource        string // the Status's details
+	}{
+		{"/api/v1/namespaces", "del-ns", `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"del-ns"}}`, "Namespace", "", ""},
+		{"/api/v1/namespaces/default/serviceaccounts", "del-sa", `{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"del-sa"}}`, "ServiceAccount", "", ""},
+		{"/api/v1/namespaces/default/pods", "del-pod", pod, "Pod", "", ""},
+		{"/api/v1/namespaces/default/podtemplates", "del-pt", `{"apiVersion":"v1","kind":"PodTemplate","metadata":{"name":"del-pt"},"template":{"spec":{"containers":[{"name":"c","image":"busybox"}]}}}`, "PodTemplate", "", ""},
+		{"/api/v1/namespaces/default/configmaps", "del-cm", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"del-cm"}}`, "", "", "configmaps"},
+		{"/api/v1/namespaces/default/secrets", "del-secret", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"del-secret"}}`, "", "", "secrets"},
+		{"/apis/rbac.authorization.k8s.io/v1/clusterroles", "del-cr", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"del-cr"}}`, "", "rbac.authorization.k8s.io", "clusterroles"},
+		{"/apis/coordination.k8s.io/v1/namespaces/default/leases", "del-lease", `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"del-lease"}}`, "", "coordination.k8s.io", "leases"},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			if r := do(t, c, http.MethodPost, n.url()+k.collection, h, []byte(k.body)); r.code != http.StatusCreated {
+				t.Fatalf("create: %d %s", r.code, r.body)
+			}
+			r := do(t, c, http.MethodDelete, n.url()+k.collection+"/"+k.name, map[string]string{"Accept": "application/json"}, nil)
+			if r.code != http.StatusOK {
+				t.Fatalf("DELETE: %d %s", r.code, r.body)
+			}
+			var got struct {
+				Kind     string `json:"kind"`
+				Status   any    `json:"status"`
+				Metadata struct {
+					Name string `json:"name"`
+				} `json:"metadata"`
+				Details *metav1.StatusDetails `json:"details"`
+			}
+			if err := json.Unmarshal(r.body, &got); err != nil {
+				t.Fatal(err)
+			}
+			if k.object != "" {
+				if got.Kind != k.object || got.Metadata.Name != k.name {
+					t.Fatalf("body %s, want the deleted %s", r.body, k.object)
+				}
+				return
+			}
+			if got.Kind != "Status" || got.Status != metav1.StatusSuccess || got.Details == nil ||
+				got.Details.Name != k.name || got.Details.Group != k.group || got.Details.Kind != k.resource || got.Details.UID == "" {
+				t.Fatalf("body %s, want a Success Status naming %s %s", r.body, k.resource, k.name)
+			}
+		})
+	}
+}
