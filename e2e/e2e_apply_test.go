@@ -485,3 +485,122 @@ func TestServerSideApplyThroughFollower(t *testing.T) {
 		t.Fatalf("owners %v", o)
 	}
 }
+
+// TestServerSideApplySpecRules: the specification's server-side apply rules
+// that TestServerSideApply and TestKubectlApply leave out. Rule 3: an apply
+// body may not carry managedFields, and an intent that makes no valid
+// object fails. Rule 6: a shared field changed by one co-owner conflicts
+// with the other. Rule 9: the merge markers of built-in kinds: a set
+// (finalizers), a granular map (labels), a map list keyed by name (a
+// Pod's containers) and an atomic list (a Role's rules). Rule 13: a field
+// a client-side apply does not manage conflicts on migration, and another
+// manager name opts out of the migration.
+func TestServerSideApplySpecRules(t *testing.T) {
+	n := startNode(t)
+	ctx := context.Background()
+	cs := n.clientset()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ssa-rules"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	base := n.url() + "/api/v1/namespaces/ssa-rules/"
+	a := &applyClient{t: t, n: n, c: n.httpClient(), base: base + "configmaps"}
+
+	t.Run("rule 3: no managedFields in the body, and the intent must be valid", func(t *testing.T) {
+		a.t = t
+		r := a.apply("r3", "alice", cmApply("r3", map[string]string{"a": "1"}, `,"managedFields":[{"manager":"mallory","operation":"Apply"}]`))
+		wantStatus(t, r, http.StatusBadRequest, metav1.StatusReasonBadRequest, "metadata.managedFields must be nil")
+		r = a.apply("r3", "alice", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"r3","labels":{"bad key!":"x"}}}`)
+		if r.code != http.StatusUnprocessableEntity {
+			t.Fatalf("an invalid intent: %d %s", r.code, r.body)
+		}
+		if _, err := cs.CoreV1().ConfigMaps("ssa-rules").Get(ctx, "r3", metav1.GetOptions{}); err == nil {
+			t.Fatal("a refused apply created the object")
+		}
+	})
+
+	t.Run("rule 6: a shared field changed by a co-owner conflicts", func(t *testing.T) {
+		a.t = t
+		decodeCM(t, a.apply("r6", "alice", cmApply("r6", map[string]string{"shared": "v"}, "")), http.StatusCreated)
+		decodeCM(t, a.apply("r6", "bob", cmApply("r6", map[string]string{"shared": "v"}, "")), http.StatusOK)
+		wantStatus(t, a.apply("r6", "alice", cmApply("r6", map[string]string{"shared": "w"}, "")), http.StatusConflict, metav1.StatusReasonConflict,
+			`Apply failed with 1 conflict: conflict with "bob": .data.shared`)
+		wantStatus(t, a.apply("r6", "bob", cmApply("r6", map[string]string{"shared": "w"}, "")), http.StatusConflict, metav1.StatusReasonConflict,
+			`Apply failed with 1 conflict: conflict with "alice": .data.shared`)
+	})
+
+	t.Run("rule 9: merge markers", func(t *testing.T) {
+		a.t = t
+		// A set (finalizers) and a granular map (labels): each manager's
+		// elements are its own, and both sets of elements stay.
+		decodeCM(t, a.apply("r9", "alice", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"r9","finalizers":["example.com/a"],"labels":{"a":"1"}}}`), http.StatusCreated)
+		cm := decodeCM(t, a.apply("r9", "bob", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"r9","finalizers":["example.com/b"],"labels":{"b":"2"}}}`), http.StatusOK)
+		if strings.Join(cm.Finalizers, ",") != "example.com/a,example.com/b" || cm.Labels["a"] != "1" || cm.Labels["b"] != "2" {
+			t.Fatalf("a set and a granular map merged into %v %v", cm.Finalizers, cm.Labels)
+		}
+		if o := owners(cm); o["bob/Apply"] != `{"f:metadata":{"f:finalizers":{"v:\"example.com/b\"":{}},"f:labels":{"f:b":{}}}}` {
+			t.Fatalf("bob owns %v", o)
+		}
+		cm = decodeCM(t, a.apply("r9", "alice", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"r9"}}`), http.StatusOK)
+		if strings.Join(cm.Finalizers, ",") != "example.com/b" || cm.Labels["a"] != "" || cm.Labels["b"] != "2" {
+			t.Fatalf("alice's elements removed by omission: %v %v", cm.Finalizers, cm.Labels)
+		}
+		cm.Finalizers = nil
+		if _, err := cs.CoreV1().ConfigMaps("ssa-rules").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+
+		// A map list keyed by name (a Pod's containers): managers own
+		// their entries.
+		pods := &applyClient{t: t, n: n, c: n.httpClient(), base: base + "pods"}
+		pod := func(containers string) string {
+			return `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"r9"},"spec":{"containers":[` + containers + `]}}`
+		}
+		if r := pods.apply("r9", "alice", pod(`{"name":"a","image":"busybox"}`)); r.code != http.StatusCreated {
+			t.Fatalf("pod: %d %s", r.code, r.body)
+		}
+		r := pods.apply("r9", "bob", pod(`{"name":"a","image":"busybox"},{"name":"b","image":"busybox"}`))
+		// Containers are immutable after create: kube refuses adding one,
+		// after the merge decided what bob owns.
+		if r.code != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), "spec.containers: Forbidden: pod updates may not add or remove containers") {
+			t.Fatalf("a second container on a running pod: %d %s", r.code, r.body)
+		}
+		r = pods.apply("r9", "bob", pod(`{"name":"a","image":"alpine"}`))
+		wantStatus(t, r, http.StatusConflict, metav1.StatusReasonConflict, `Apply failed with 1 conflict: conflict with "alice": .spec.containers[name="a"].image`)
+
+		// An atomic list (a Role's rules): one manager owns it whole.
+		roles := &applyClient{t: t, n: n, c: n.httpClient(), base: n.url() + "/apis/rbac.authorization.k8s.io/v1/namespaces/ssa-rules/roles"}
+		role := func(verbs string) string {
+			return `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"r9"},"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":[` + verbs + `]}]}`
+		}
+		if r := roles.apply("r9", "alice", role(`"get"`)); r.code != http.StatusCreated {
+			t.Fatalf("role: %d %s", r.code, r.body)
+		}
+		r = roles.apply("r9", "bob", role(`"get","list"`))
+		wantStatus(t, r, http.StatusConflict, metav1.StatusReasonConflict, `Apply failed with 1 conflict: conflict with "alice": .rules`)
+	})
+
+	t.Run("rule 13: what a client-side apply does not manage conflicts on migration", func(t *testing.T) {
+		dir := t.TempDir()
+		write := func(value string) string {
+			f := filepath.Join(dir, fmt.Sprintf("r13-%s.yaml", value))
+			y := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: r13\n  namespace: ssa-rules\ndata:\n  key: " + value + "\n  other: x\n"
+			if err := os.WriteFile(f, []byte(y), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+		n.mustKubectl("apply", "-f", write("one"))
+		// Another writer changes a field the client-side apply manages.
+		n.mustKubectl("patch", "configmap", "r13", "-n", "ssa-rules", "--type", "merge", "-p", `{"data":{"other":"changed"}}`)
+		out, err := n.kubectl("apply", "--server-side", "-f", write("two"))
+		if err == nil || !strings.Contains(out, `with "kubectl-patch"`) || !strings.Contains(out, ".data.other") {
+			t.Fatalf("migration over a field another writer changed: %v\n%s", err, out)
+		}
+		// Another manager name opts out of the migration: the fields
+		// the client-side apply manages conflict.
+		out, err = n.kubectl("apply", "--server-side", "--field-manager", "other", "-f", write("three"))
+		if err == nil || !strings.Contains(out, `with "kubectl-client-side-apply"`) || !strings.Contains(out, ".data.key") {
+			t.Fatalf("a server-side apply under another manager: %v\n%s", err, out)
+		}
+	})
+}
