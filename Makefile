@@ -73,7 +73,9 @@ e2e-reference:
 # trusts, and as an API server signing through trustplane external-signer:
 # its token webhook, each side's JWT authenticator trusting the other's
 # ServiceAccount issuer, signing-key rotations, trustplane stopped
-# (e2e/e2e_fleet_reference_test.go, e2e_fleet_signer_reference_test.go).
+# (e2e/e2e_fleet_reference_test.go, e2e_fleet_signer_reference_test.go);
+# and kube-controller-manager as the controller plane of a
+# --controllers=false node (e2e_fleet_kcm_reference_test.go).
 # Not part of make test: a cold build of kube-apiserver and etcd takes
 # about eight minutes on 2 cores, beyond make test's budget.
 fleet-test: build reference-build
