@@ -492,11 +492,14 @@ func TestServerSideApplyThroughFollower(t *testing.T) {
 // object fails. Rule 6: a shared field changed by one co-owner conflicts
 // with the other. Rule 9: the merge markers of built-in kinds: a set
 // (finalizers), a granular map (labels), a map list keyed by name (a
-// Pod's containers) and an atomic list (a Role's rules). Rule 13: a field
+// Pod's containers) and an atomic list (a Role's rules). Rule 10: a map
+// list a definition makes atomic is owned whole by each manager of an
+// element. Rule 13: a field
 // a client-side apply does not manage conflicts on migration, and another
 // manager name opts out of the migration.
 func TestServerSideApplySpecRules(t *testing.T) {
 	n := startNode(t)
+	n.scrub(t, "crd/listies.example.com")
 	ctx := context.Background()
 	cs := n.clientset()
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ssa-rules"}}, metav1.CreateOptions{}); err != nil {
@@ -577,6 +580,64 @@ func TestServerSideApplySpecRules(t *testing.T) {
 		}
 		r = roles.apply("r9", "bob", role(`"get","list"`))
 		wantStatus(t, r, http.StatusConflict, metav1.StatusReasonConflict, `Apply failed with 1 conflict: conflict with "alice": .rules`)
+	})
+
+	t.Run("rule 10: a map list made atomic is owned whole", func(t *testing.T) {
+		crd := func(listType string) string {
+			keys := ""
+			if listType == "map" {
+				keys = "\n                x-kubernetes-list-map-keys: [name]"
+			}
+			return `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: listies.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: listies, singular: listy, kind: Listy}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              items:
+                type: array
+                x-kubernetes-list-type: ` + listType + keys + `
+                items:
+                  type: object
+                  required: [name]
+                  properties:
+                    name: {type: string}
+                    v: {type: integer}
+`
+		}
+		write := manifests(t)
+		n.mustKubectl("apply", "-f", write("crd-map", crd("map")))
+		n.mustKubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/listies.example.com")
+		l := &applyClient{t: t, n: n, c: n.httpClient(), base: n.url() + "/apis/example.com/v1/namespaces/ssa-rules/listies"}
+		listy := func(items string) string {
+			return `{"apiVersion":"example.com/v1","kind":"Listy","metadata":{"name":"r10"},"spec":{"items":[` + items + `]}}`
+		}
+		waitFor(t, 30*time.Second, "listies to be served", func() bool {
+			return l.apply("r10", "alice", listy(`{"name":"a","v":1}`)).code == http.StatusCreated
+		})
+		// A map list: each manager owns its entry.
+		if r := l.apply("r10", "bob", listy(`{"name":"b","v":2}`)); r.code != http.StatusOK {
+			t.Fatalf("bob's entry: %d %s", r.code, r.body)
+		}
+		// Made atomic, the list has one owner per manager of an element:
+		// any change to it conflicts with the other.
+		n.mustKubectl("apply", "-f", write("crd-atomic", crd("atomic")))
+		waitFor(t, 30*time.Second, "the atomic list to be served", func() bool {
+			r := l.apply("r10", "alice", listy(`{"name":"a","v":1}`))
+			return r.code == http.StatusConflict && strings.Contains(string(r.body), `conflict with \"bob\"`) && strings.Contains(string(r.body), ".spec.items")
+		})
 	})
 
 	t.Run("rule 13: what a client-side apply does not manage conflicts on migration", func(t *testing.T) {
