@@ -133,23 +133,15 @@ func (s *Server) serveResource(w http.ResponseWriter, req *http.Request) {
 
 // refuseCustom answers what kube's apiextensions server refuses of a
 // custom resource before its handlers run: a create while the definition
-// is terminating (405), and a format custom objects have no encoding in
-// (406). It reports whether it answered.
+// is terminating (405). (A format custom objects have no encoding in is
+// the handlers' 406: they negotiate only what the resource encodes,
+// forStore.) It reports whether it answered.
 func (s *Server) refuseCustom(w http.ResponseWriter, req *http.Request, st *registry.Store, verb string) bool {
 	if verb == "create" && st.Custom.Terminating {
 		err := apierrors.NewMethodNotSupported(st.GroupResource(), verb)
 		err.ErrStatus.Message = fmt.Sprintf("%v not allowed while custom resource definition is terminating", verb)
 		s.writeError(w, req, err)
 		return true
-	}
-	if verb == "watch" {
-		return false // the stream negotiates with the resource's codecs (watch)
-	}
-	if out, err := negotiateOutputFor(req, forStore(st)); err == nil {
-		if err := refuseCustomFormat(st, out); err != nil {
-			s.writeError(w, req, err)
-			return true
-		}
 	}
 	return false
 }

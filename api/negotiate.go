@@ -25,12 +25,16 @@ import (
 // list: kube answers a request for their Table 406, or serves the Accept
 // header's next type.
 //
-// custom is a custom resource's endpoint: its objects have no protobuf
-// encoding, so protobuf is left out of the negotiation and an Accept
-// header that lists it before JSON gets JSON, as the specification says
-// (kube answers 406, kubernetes/kubernetes#86253); one that accepts
-// nothing else gets kube's 406 (errCustomNotAcceptable).
-type restrictions struct{ noTable, custom bool }
+// encodes, for a custom resource's endpoint, is its codecs: only the media
+// types they encode (JSON and YAML, no protobuf) are negotiated, so an
+// Accept header that lists protobuf before JSON gets JSON, as the
+// specification says (kube answers 406, kubernetes/kubernetes#86253), and
+// one that accepts nothing they encode gets kube's 406
+// (errCustomNotAcceptable).
+type restrictions struct {
+	noTable bool
+	encodes runtime.NegotiatedSerializer
+}
 
 func (r restrictions) AllowsMediaTypeTransform(mimeType, mimeSubType string, gvk *schema.GroupVersionKind) bool {
 	if gvk == nil {
@@ -77,12 +81,12 @@ func negotiateOutput(req *http.Request) (*output, error) {
 // negotiateOutputFor is negotiateOutput under r.
 func negotiateOutputFor(req *http.Request, r restrictions) (*output, error) {
 	var ns runtime.NegotiatedSerializer = registry.Codecs
-	if r.custom {
-		ns = withoutProtobuf{registry.Codecs}
+	if r.encodes != nil {
+		ns = encodedBy{registry.Codecs, r.encodes}
 	}
 	mt, info, err := negotiation.NegotiateOutputMediaType(req, ns, r)
 	if err != nil {
-		if r.custom {
+		if r.encodes != nil {
 			return nil, errCustomNotAcceptable()
 		}
 		return nil, err
@@ -91,15 +95,24 @@ func negotiateOutputFor(req *http.Request, r restrictions) (*output, error) {
 }
 
 // forStore is the restrictions of st's endpoints.
-func forStore(st *registry.Store) restrictions { return restrictions{custom: st.Custom != nil} }
+func forStore(st *registry.Store) restrictions {
+	if st.Custom == nil {
+		return restrictions{}
+	}
+	return restrictions{encodes: st.Codecs()}
+}
 
-// withoutProtobuf offers the media types of a serializer but protobuf.
-type withoutProtobuf struct{ runtime.NegotiatedSerializer }
+// encodedBy offers the scheme's serializers (Tables and metadata are
+// built-in kinds) for the media types the resource's codecs encode.
+type encodedBy struct {
+	runtime.NegotiatedSerializer
+	resource runtime.NegotiatedSerializer
+}
 
-func (w withoutProtobuf) SupportedMediaTypes() []runtime.SerializerInfo {
+func (e encodedBy) SupportedMediaTypes() []runtime.SerializerInfo {
 	var out []runtime.SerializerInfo
-	for _, si := range w.NegotiatedSerializer.SupportedMediaTypes() {
-		if si.MediaType != runtime.ContentTypeProtobuf {
+	for _, si := range e.NegotiatedSerializer.SupportedMediaTypes() {
+		if _, ok := runtime.SerializerInfoForMediaType(e.resource.SupportedMediaTypes(), si.MediaType); ok {
 			out = append(out, si)
 		}
 	}
@@ -145,18 +158,6 @@ func encoderFor(st *registry.Store, out *output, obj runtime.Object, gv schema.G
 		ser = si.PrettySerializer
 	}
 	return codecs.EncoderForVersion(ser, gv), nil
-}
-
-// refuseCustomFormat answers 406 for a format custom objects have no
-// encoding in, before any work.
-func refuseCustomFormat(st *registry.Store, out *output) error {
-	if st.Custom == nil || out.mt.Convert != nil {
-		return nil
-	}
-	if _, ok := runtime.SerializerInfoForMediaType(st.Codecs().SupportedMediaTypes(), out.info.MediaType); !ok {
-		return errCustomNotAcceptable()
-	}
-	return nil
 }
 
 // errCustomNotAcceptable is kube's 406 for a custom object asked for in a

@@ -45,7 +45,7 @@ func (s *Server) list(w http.ResponseWriter, req *http.Request, st *registry.Sto
 	// the list at the bookmark it decodes as the list's kind, which a
 	// Table stream never carries, so it would wait forever. The Accept
 	// header's next type serves it, or 406.
-	format, err := negotiateOutputFor(req, restrictions{noTable: s.isWatchList(opts), custom: st.Custom != nil})
+	format, err := negotiateOutputFor(req, restrictions{noTable: s.isWatchList(opts), encodes: forStore(st).encodes})
 	if err != nil {
 		s.writeError(w, req, err)
 		return

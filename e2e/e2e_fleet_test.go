@@ -25,7 +25,6 @@ import (
 // env=prod, may not name root and may not map to a system: user or group. docs/OPERATIONS.md "Fleet identity"
 // shows the same file.
 func fleetAuthConfig(i *oidctest.Issuer, prefix string) string {
-	ca := "      " + strings.ReplaceAll(strings.TrimSpace(i.CAPEM), "\n", "\n      ")
 	return fmt.Sprintf(`apiVersion: apiserver.config.k8s.io/v1beta1
 kind: AuthenticationConfiguration
 anonymous:
@@ -52,7 +51,7 @@ jwt:
     message: no root
   - expression: "!user.username.startsWith('system:') && !user.groups.exists(g, g.startsWith('system:'))"
     message: no system identities
-`, i.URL, ca, prefix)
+`, i.URL, indentPEM([]byte(i.CAPEM)), prefix)
 }
 
 // TestE2EFleetIdentity: one node with --authentication-config. The

@@ -87,6 +87,15 @@ type Config struct {
 	KeyWait time.Duration
 }
 
+// Audiences are the audiences the API accepts: APIAudiences, or the
+// issuer without them (kube-apiserver without --api-audiences).
+func (c *Config) Audiences() authenticator.Audiences {
+	if len(c.APIAudiences) == 0 {
+		return authenticator.Audiences{c.Issuer}
+	}
+	return authenticator.Audiences(c.APIAudiences)
+}
+
 // DefaultConfig returns kube-apiserver's defaults.
 func DefaultConfig() *Config {
 	return &Config{Issuer: DefaultIssuer, ExtendExpiration: true, CacheTTL: DefaultCacheTTL, KeyWait: 2 * time.Second}
@@ -135,10 +144,7 @@ func New(cfg *Config, keys *KeyStore, stores Stores) (*Identity, error) {
 	if err := ValidateConfig(cfg); err != nil {
 		return nil, err
 	}
-	auds := authenticator.Audiences(cfg.APIAudiences)
-	if len(auds) == 0 {
-		auds = authenticator.Audiences{cfg.Issuer}
-	}
+	auds := cfg.Audiences()
 	id := &Identity{
 		APIAudiences: auds,
 		Tokens:       keys.Generator(cfg.Issuer),

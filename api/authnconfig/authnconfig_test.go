@@ -161,7 +161,7 @@ func TestLoadNone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Token != nil || a.Anonymous.Enabled {
+	if a.Token != nil || a.Anonymous != nil {
 		t.Fatalf("no file and no flags configured %+v", a)
 	}
 }

@@ -30,18 +30,18 @@ const (
 
 // Authentication is the configuration a node authenticates with.
 type Authentication struct {
-	// Anonymous is the file's anonymous section; disabled without one.
-	Anonymous apiserver.AnonymousAuthConfig
+	// Anonymous is the file's anonymous section; nil without one. It is
+	// read once: a reload that changes it is refused.
+	Anonymous *apiserver.AnonymousAuthConfig
 	// Token authenticates the federated issuers' tokens; nil when neither
 	// a file nor --oidc-* flags configure any.
 	Token authenticator.Token
 
-	opts      Options
-	log       *slog.Logger
-	jwt       *JWT
-	data      string
-	anonymous *apiserver.AnonymousAuthConfig
-	mu        sync.Mutex
+	opts Options
+	log  *slog.Logger
+	jwt  *JWT
+	data string
+	mu   sync.Mutex
 }
 
 // Load reads and validates the configuration o describes and builds its
@@ -58,10 +58,7 @@ func Load(ctx context.Context, o Options, log *slog.Logger) (*Authentication, er
 	if err != nil {
 		return nil, err
 	}
-	a := &Authentication{opts: o, log: log, data: data, anonymous: cfg.DeepCopy().Anonymous}
-	if cfg.Anonymous != nil {
-		a.Anonymous = *cfg.Anonymous
-	}
+	a := &Authentication{opts: o, log: log, data: data, Anonymous: cfg.Anonymous}
 	if o.File == "" && len(cfg.JWT) == 0 {
 		return a, nil
 	}
@@ -108,7 +105,7 @@ func (a *Authentication) reload(ctx context.Context) {
 		return
 	}
 	errs := validate(cfg, &a.opts)
-	if !reflect.DeepEqual(a.anonymous, cfg.Anonymous) {
+	if !reflect.DeepEqual(a.Anonymous, cfg.Anonymous) {
 		errs = append(errs, field.Forbidden(field.NewPath("anonymous"), "changed from initial configuration file"))
 	}
 	if err := errs.ToAggregate(); err != nil {

@@ -94,7 +94,7 @@ func (a *authnFlags) authentication(issuers []string, auds authenticator.Audienc
 		return nil, nil, err
 	}
 	var anon authenticator.Request
-	if cfg.Anonymous.Enabled {
+	if cfg.Anonymous != nil && cfg.Anonymous.Enabled {
 		anon = anonymous.NewAuthenticator(cfg.Anonymous.Conditions)
 		if len(cfg.Anonymous.Conditions) == 0 {
 			// kube's --anonymous-auth=true: legal, and easy to do by

@@ -52,11 +52,7 @@ func setupIdentity(w *wiring) (*identity, error) {
 	cfg.ExternalAddress = w.opts.addrs.api
 	cfg.JWKSURI = w.opts.authn.jwksURI
 	cfg.JWKSMaxAge = w.opts.authn.jwksMaxAge
-	auds := authenticator.Audiences(cfg.APIAudiences)
-	if len(auds) == 0 {
-		auds = authenticator.Audiences{cfg.Issuer}
-	}
-	authConfig, anon, err := w.opts.authn.authentication([]string{cfg.Issuer}, auds, w.opts.nodeName, w.log)
+	authConfig, anon, err := w.opts.authn.authentication([]string{cfg.Issuer}, cfg.Audiences(), w.opts.nodeName, w.log)
 	if err != nil {
 		return nil, err
 	}
