@@ -190,7 +190,7 @@ func (leakyAdmission) ForValidate(gvr schema.GroupVersionResource, kind schema.G
 	if gvr.Group != "" || gvr.Resource != "secrets" && gvr.Resource != "configmaps" {
 		return nil
 	}
-	return []registry.ValidateFunc{admissionhook.HookValidate(registry.Scheme, gvr, kind, admission.WithAudit(leakyPolicy{}))}
+	return []registry.ValidateFunc{admissionhook.HookValidate(admission.NewObjectInterfacesFromScheme(registry.Scheme), gvr, kind, admission.WithAudit(leakyPolicy{}))}
 }
 
 // TestAuditKeepsPolicyTextOfCredentialsOut: an admission policy that quotes

@@ -110,7 +110,7 @@ func (recordingAdmission) For(schema.GroupVersionResource, schema.GroupVersionKi
 }
 
 func (r recordingAdmission) ForValidate(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.ValidateFunc {
-	return []registry.ValidateFunc{admissionhook.HookValidate(registry.Scheme, gvr, kind, r.p)}
+	return []registry.ValidateFunc{admissionhook.HookValidate(admission.NewObjectInterfacesFromScheme(registry.Scheme), gvr, kind, r.p)}
 }
 
 // newCustomServer is a server over a bootstrapped registry of the core

@@ -95,26 +95,50 @@ func writeOp(ctx context.Context, old runtime.Object, dryRun bool) (admission.Op
 	return admission.Create, co
 }
 
+// requestDryRun reports whether the write request in ctx is a dry run
+// (WithWriteOptions).
+func requestDryRun(ctx context.Context) bool {
+	o, _ := ctx.Value(writeOptionsKey{}).(writeOptions)
+	return len(o.dryRun) > 0
+}
+
+// admit runs the mutating plugins of chain on attrs as kube-apiserver's
+// admission chain does: in order, and all of them once more when one of
+// them asks for it (a mutating webhook with reinvocationPolicy IfNeeded
+// whose object a later plugin changed). kube's reinvoker is unexported,
+// and the constructor that returns it (admission.Plugins.NewFromPlugins)
+// checks each plugin's initialisation, which here comes later, once the
+// node's API is up; this is the same two steps.
+func admit(ctx context.Context, chain admission.MutationInterface, attrs admission.Attributes, oi admission.ObjectInterfaces) error {
+	if err := chain.Admit(ctx, attrs, oi); err != nil {
+		return err
+	}
+	if s := attrs.GetReinvocationContext(); s.ShouldReinvoke() {
+		s.SetIsReinvoke()
+		return chain.Admit(ctx, attrs, oi)
+	}
+	return nil
+}
+
 // Hook adapts plugins to one step of a store's admission chain
-// (registry.AdmitFunc) for the resource gvr of
-// kind gvk (the external group version the plugins see). Mutating plugins
-// run first, then validating ones, each only for the operations it handles.
-func Hook(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, plugins ...admission.Interface) func(ctx context.Context, obj, old runtime.Object) error {
-	oi := admission.NewObjectInterfacesFromScheme(scheme)
+// (registry.AdmitFunc) for the resource gvr of kind gvk (the external
+// group version the plugins see), with oi to create and convert objects.
+// kube's chain (admission.NewChainHandler) runs them: the mutating
+// plugins (admit), then the validating ones, each only for the operations
+// it handles, with the request's dry run.
+func Hook(oi admission.ObjectInterfaces, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, plugins ...admission.Interface) func(ctx context.Context, obj, old runtime.Object) error {
+	chain := admission.NewChainHandler(plugins...)
 	return func(ctx context.Context, obj, old runtime.Object) error {
-		op, opts := writeOp(ctx, old, false)
-		attrs, err := attributes(ctx, obj, old, gvk, gvr, op, opts, false)
+		dryRun := requestDryRun(ctx)
+		op, opts := writeOp(ctx, old, dryRun)
+		attrs, err := attributes(ctx, obj, old, gvk, gvr, op, opts, dryRun)
 		if err != nil {
 			return err
 		}
-		for _, p := range plugins {
-			if m, ok := p.(admission.MutationInterface); ok && p.Handles(op) {
-				if err := m.Admit(ctx, attrs, oi); err != nil {
-					return err
-				}
-			}
+		if err := admit(ctx, chain, attrs, oi); err != nil {
+			return err
 		}
-		return validate(ctx, attrs, oi, plugins)
+		return chain.Validate(ctx, attrs, oi)
 	}
 }
 
@@ -123,15 +147,14 @@ func Hook(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk schema.Gr
 // kind gvk: each plugin that handles the operation validates the object
 // the strategy prepared, with the request's dry run, as kube-apiserver's
 // store runs validating admission after the strategy.
-func HookValidate(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, plugins ...admission.Interface) func(ctx context.Context, obj, old runtime.Object, dryRun bool) error {
-	oi := admission.NewObjectInterfacesFromScheme(scheme)
+func HookValidate(oi admission.ObjectInterfaces, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, plugins ...admission.Interface) func(ctx context.Context, obj, old runtime.Object, dryRun bool) error {
 	return func(ctx context.Context, obj, old runtime.Object, dryRun bool) error {
 		op, opts := writeOp(ctx, old, dryRun)
 		attrs, err := attributes(ctx, obj, old, gvk, gvr, op, opts, dryRun)
 		if err != nil {
 			return err
 		}
-		return validate(ctx, newUnstructuredAttributes(attrs, scheme, attrs.GetKind()), oi, plugins)
+		return validate(ctx, newUnstructuredAttributes(attrs, oi.GetObjectConvertor(), attrs.GetKind()), oi, plugins)
 	}
 }
 
@@ -139,8 +162,7 @@ func HookValidate(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk s
 // admission (registry.AdmitDeleteFunc) for the resource gvr of kind gvk:
 // each plugin that handles DELETE validates the object as stored, as
 // kube-apiserver's delete handler runs its admission.
-func HookDelete(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, plugins ...admission.Interface) func(ctx context.Context, old runtime.Object, opts *metav1.DeleteOptions, dryRun bool) error {
-	oi := admission.NewObjectInterfacesFromScheme(scheme)
+func HookDelete(oi admission.ObjectInterfaces, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, plugins ...admission.Interface) func(ctx context.Context, old runtime.Object, opts *metav1.DeleteOptions, dryRun bool) error {
 	return func(ctx context.Context, old runtime.Object, opts *metav1.DeleteOptions, dryRun bool) error {
 		if opts == nil {
 			opts = &metav1.DeleteOptions{}
@@ -153,6 +175,6 @@ func HookDelete(scheme *runtime.Scheme, gvr schema.GroupVersionResource, gvk sch
 		if err != nil {
 			return err
 		}
-		return validate(ctx, newUnstructuredAttributes(attrs, scheme, attrs.GetKind()), oi, plugins)
+		return validate(ctx, newUnstructuredAttributes(attrs, oi.GetObjectConvertor(), attrs.GetKind()), oi, plugins)
 	}
 }

@@ -30,9 +30,9 @@ import (
 // for GetAnnotations.
 type unstructuredAttributes struct {
 	admission.Attributes
-	scheme   *runtime.Scheme
-	gvk      schema.GroupVersionKind
-	obj, old convertedObject
+	convertor runtime.ObjectConvertor
+	gvk       schema.GroupVersionKind
+	obj, old  convertedObject
 
 	mu          sync.Mutex
 	annotations map[string]annotation
@@ -79,8 +79,8 @@ func (a *unstructuredAttributes) GetAnnotations(maxLevel auditinternal.Level) ma
 	return out
 }
 
-func newUnstructuredAttributes(attrs admission.Attributes, scheme *runtime.Scheme, gvk schema.GroupVersionKind) *unstructuredAttributes {
-	return &unstructuredAttributes{Attributes: attrs, scheme: scheme, gvk: gvk}
+func newUnstructuredAttributes(attrs admission.Attributes, convertor runtime.ObjectConvertor, gvk schema.GroupVersionKind) *unstructuredAttributes {
+	return &unstructuredAttributes{Attributes: attrs, convertor: convertor, gvk: gvk}
 }
 
 // GetObject is the object as an Unstructured of the request's kind; if it
@@ -122,7 +122,7 @@ func (a *unstructuredAttributes) convert(obj runtime.Object) (*unstructured.Unst
 		// A custom object is handled in its served version already.
 		return u, nil
 	}
-	versioned, err := a.scheme.ConvertToVersion(obj, a.gvk.GroupVersion())
+	versioned, err := a.convertor.ConvertToVersion(obj, a.gvk.GroupVersion())
 	if err != nil {
 		return nil, err
 	}

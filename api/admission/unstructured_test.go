@@ -47,7 +47,7 @@ func TestHookValidateUnstructured(t *testing.T) {
 	gvk := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	p := &recordingPlugin{Handler: admission.NewHandler(admission.Create, admission.Update)}
-	hook := HookValidate(legacyscheme.Scheme, gvr, gvk, admission.WithAudit(p))
+	hook := HookValidate(admission.NewObjectInterfacesFromScheme(legacyscheme.Scheme), gvr, gvk, admission.WithAudit(p))
 
 	ctx := genericapirequest.WithNamespace(genericapirequest.WithUser(context.Background(), &user.DefaultInfo{Name: "alice"}), "default")
 	ctx = audit.WithAuditContext(ctx)
@@ -86,7 +86,7 @@ func TestHookValidateCustomObject(t *testing.T) {
 	gvk := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Gizmo"}
 	gvr := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}
 	p := &recordingPlugin{Handler: admission.NewHandler(admission.Create, admission.Update)}
-	hook := HookValidate(legacyscheme.Scheme, gvr, gvk, p)
+	hook := HookValidate(admission.NewObjectInterfacesFromScheme(legacyscheme.Scheme), gvr, gvk, p)
 	ctx := genericapirequest.WithNamespace(genericapirequest.WithUser(context.Background(), &user.DefaultInfo{Name: "alice"}), "default")
 	obj := &unstructured.Unstructured{Object: map[string]interface{}{"spec": map[string]interface{}{"size": int64(3)}}}
 	obj.SetGroupVersionKind(gvk)

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -74,6 +76,12 @@ type plugins struct {
 	ctb []admission.Interface
 	// policies enforce ValidatingAdmissionPolicies on every resource.
 	policies *admissionPolicies
+	// webhooks call the admission webhooks on every resource; nil
+	// without an authorizer (tests of the admission chain alone).
+	webhooks *admissionWebhooks
+	// maxWebhookResponse is the limit of a webhook's answer
+	// (--admission-webhook-max-response-bytes).
+	maxWebhookResponse int64
 }
 
 var (
@@ -106,34 +114,59 @@ func newAdmission(authz authorizer.Authorizer) (*plugins, error) {
 	}
 	p.csr = append(p.csr, approve, sign, restrict)
 	p.ctb = []admission.Interface{attest}
+	webhooks, err := newAdmissionWebhooks(p.policies.objects)
+	if err != nil {
+		return nil, err
+	}
+	p.webhooks = webhooks
 	return p, nil
 }
 
-// For gives each guarded resource its plugins, in every served version.
+// For gives each guarded resource its plugins, in every served version,
+// and every resource the mutating webhooks, last of the mutating plugins
+// as in kube-apiserver's order: they see what the others admitted, and
+// the others' validation sees what the webhooks changed. A write with no
+// user (the server's own, at bootstrap) is refused by a resource's own
+// plugins, which need one, and skips the webhooks.
 func (p *plugins) For(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.AdmitFunc {
-	var list []admission.Interface
+	var own []admission.Interface
 	switch gvr.GroupResource() {
 	case podsGR:
-		list = []admission.Interface{p.sa}
+		own = []admission.Interface{p.sa}
 	case csrGR:
-		list = p.csr
+		own = p.csr
 	case ctbGR:
-		list = p.ctb
-	default:
+		own = p.ctb
+	}
+	list := own
+	if w := p.webhooks.mutatingFor(gvr); w != nil {
+		list = append(own[:len(own):len(own)], w)
+	}
+	if len(list) == 0 {
 		return nil
 	}
-	return []registry.AdmitFunc{admissionhook.Hook(registry.Scheme, gvr, kind, list...)}
+	hook := admissionhook.Hook(p.policies.objects, gvr, kind, list...)
+	if len(own) > 0 {
+		return []registry.AdmitFunc{hook}
+	}
+	return []registry.AdmitFunc{func(ctx context.Context, obj, old runtime.Object) error {
+		if _, ok := genericapirequest.UserFrom(ctx); !ok {
+			return nil
+		}
+		return hook(ctx, obj, old)
+	}}
 }
 
-// ForValidate gives every resource the admission policies' step, after
-// the strategy.
+// ForValidate gives every resource the admission policies' step, then
+// the validating webhooks', after the strategy.
 func (p *plugins) ForValidate(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.ValidateFunc {
-	return p.policies.step(gvr, kind)
+	return append(p.policies.step(gvr, kind), p.webhooks.step(gvr, kind)...)
 }
 
-// ForDelete gives every resource the admission policies' delete step.
+// ForDelete gives every resource the admission policies' delete step,
+// then the validating webhooks'.
 func (p *plugins) ForDelete(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.AdmitDeleteFunc {
-	return p.policies.deleteStep(gvr, kind)
+	return append(p.policies.deleteStep(gvr, kind), p.webhooks.deleteStep(gvr, kind)...)
 }
 
 // start initialises the plugins that read the API, over the node's own
@@ -155,6 +188,9 @@ func (p *plugins) start(ctx context.Context, lb *loopback, url string) error {
 		return err
 	}
 	if err := p.policies.start(ctx, cfg, client, factory); err != nil {
+		return err
+	}
+	if err := p.webhooks.start(ctx, client, factory, p.policies.authz, p.maxWebhookResponse); err != nil {
 		return err
 	}
 	go factory.Start(ctx.Done())

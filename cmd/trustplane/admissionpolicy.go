@@ -40,12 +40,21 @@ type admissionPolicies struct {
 	// admission chain alone).
 	plugin *validatingpolicy.Plugin
 	authz  authorizer.Authorizer
+	// objects create and convert the objects the plugins see, over the
+	// served registry.
+	objects admission.ObjectInterfaces
 }
 
 // newAdmissionPolicies builds kube's plugin, authorising its CEL
 // authorizer library calls with authz.
 func newAdmissionPolicies(authz authorizer.Authorizer) *admissionPolicies {
 	p := &admissionPolicies{authz: authz}
+	p.objects = admissionhook.NewObjectInterfaces(registry.Scheme, func() admissionhook.Resources {
+		if r := p.served.Load(); r != nil {
+			return r
+		}
+		return nil
+	})
 	if authz != nil {
 		p.plugin = validatingpolicy.NewPlugin(nil)
 	}
@@ -80,7 +89,7 @@ func (p *admissionPolicies) step(gvr schema.GroupVersionResource, kind schema.Gr
 	}
 	// kube's audit wrapper copies the plugin's annotations (auditAnnotations,
 	// the Audit action's validation_failure) into the request's audit event.
-	hook := admissionhook.HookValidate(registry.Scheme, gvr, kind, admission.WithAudit(p.plugin))
+	hook := admissionhook.HookValidate(p.objects, gvr, kind, admission.WithAudit(p.plugin))
 	return []registry.ValidateFunc{func(ctx context.Context, obj, old runtime.Object, dryRun bool) error {
 		if _, ok := genericapirequest.UserFrom(ctx); !ok {
 			return nil
@@ -103,7 +112,7 @@ func (p *admissionPolicies) deleteStep(gvr schema.GroupVersionResource, kind sch
 	if p.plugin == nil {
 		return nil
 	}
-	hook := admissionhook.HookDelete(registry.Scheme, gvr, kind, admission.WithAudit(p.plugin))
+	hook := admissionhook.HookDelete(p.objects, gvr, kind, admission.WithAudit(p.plugin))
 	return []registry.AdmitDeleteFunc{func(ctx context.Context, old runtime.Object, opts *metav1.DeleteOptions, dryRun bool) error {
 		if _, ok := genericapirequest.UserFrom(ctx); !ok {
 			return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/trustplane/trustplane/api"
 	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/api/storage"
+	"github.com/trustplane/trustplane/api/webhookclient"
 	"github.com/trustplane/trustplane/cluster"
 	"github.com/trustplane/trustplane/watchcache"
 )
@@ -33,6 +34,7 @@ type limitFlags struct {
 	maxObjectBytes              bytesFlag
 	watchCacheMaxBytes          bytesFlag
 	compactMaxBytes             bytesFlag
+	webhookMaxResponseBytes     bytesFlag
 }
 
 func (l *limitFlags) register(fs *flag.FlagSet) {
@@ -54,6 +56,8 @@ func (l *limitFlags) register(fs *flag.FlagSet) {
 	fs.Var(&l.watchCacheMaxBytes, "watch-cache-max-bytes", "bytes of events each node's watch window keeps; older events are dropped first (410 Gone)")
 	l.compactMaxBytes = bytesFlag(c.CompactMaxBytes)
 	fs.Var(&l.compactMaxBytes, "compact-max-bytes", "bytes of MVCC history kept; past it the leader compacts whatever --compact-retention says (negative: no byte bound)")
+	l.webhookMaxResponseBytes = bytesFlag(webhookclient.DefaultMaxResponseBytes)
+	fs.Var(&l.webhookMaxResponseBytes, "admission-webhook-max-response-bytes", "largest answer an admission webhook may give; a longer one fails the call, which the webhook's failurePolicy then decides")
 }
 
 func (l *limitFlags) validate() error {
@@ -74,8 +78,8 @@ func (l *limitFlags) validate() error {
 			return fmt.Errorf("%s must not be negative", f.name)
 		}
 	}
-	if l.raftMaxPendingHandshakes <= 0 || l.handshakeTimeout <= 0 || l.firstByteTimeout <= 0 || l.watchCacheMaxBytes <= 0 {
-		return fmt.Errorf("--raft-max-pending-handshakes, --tls-handshake-timeout, --first-byte-timeout and --watch-cache-max-bytes must be positive")
+	if l.raftMaxPendingHandshakes <= 0 || l.handshakeTimeout <= 0 || l.firstByteTimeout <= 0 || l.watchCacheMaxBytes <= 0 || l.webhookMaxResponseBytes <= 0 {
+		return fmt.Errorf("--raft-max-pending-handshakes, --tls-handshake-timeout, --first-byte-timeout, --watch-cache-max-bytes and --admission-webhook-max-response-bytes must be positive")
 	}
 	if l.firstByteTimeout > l.handshakeTimeout {
 		return fmt.Errorf("--first-byte-timeout %s must not exceed --tls-handshake-timeout %s", l.firstByteTimeout, l.handshakeTimeout)
@@ -113,6 +117,10 @@ func (l *limitFlags) setCluster(c *cluster.Config) {
 	c.FirstByteTimeout = l.firstByteTimeout
 	c.GossipLabel = cluster.GossipLabelMode(l.gossipLabel)
 	c.CompactMaxBytes = int64(l.compactMaxBytes)
+}
+
+func (l *limitFlags) setAdmission(p *plugins) {
+	p.maxWebhookResponse = int64(l.webhookMaxResponseBytes)
 }
 
 func (l *limitFlags) setWatchCache(w *watchcache.Config) { w.MaxBytes = int64(l.watchCacheMaxBytes) }

@@ -322,7 +322,7 @@ func serve(args []string) error {
 	// before it reads the log (builtinKeys).
 	resources := append(append(registry.CoreResources(), authzResources()...), registry.CertificateResources("v1beta1", "v1alpha1")...)
 	resources = append(append(resources, o.events.resources()...), registry.LeaseResources()...)
-	resources = append(resources, registry.CustomResourceDefinitionResources()...)
+	resources = append(append(resources, registry.CustomResourceDefinitionResources()...), registry.WebhookConfigurationResources()...)
 	builtin := builtinKeys(append(resources[:len(resources):len(resources)], registry.AdmissionPolicyResources(nil, nil)...))
 	f := fsm.NewWithConfig(fsm.Config{Builtin: builtin})
 	ccfg := cluster.DefaultConfig()
@@ -395,6 +395,7 @@ func serve(args []string) error {
 	if err != nil {
 		return fmt.Errorf("admission: %w", err)
 	}
+	o.limits.setAdmission(adm)
 	resources = append(resources, adm.policies.resources()...)
 	reg := registry.New(stor, resources, admissionChain{az.authorizer, adm})
 	wired := &wiring{opts: o, log: log, ca: ca, pki: pki, caDir: caDir, node: node, fsm: f, reg: reg, back: back}

@@ -1,0 +1,173 @@
+package e2e_test
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// webhookServer is a real HTTPS admission webhook in the test process.
+// Each path is one behaviour:
+//
+//	/allow    allows
+//	/deny     denies with the message "e2e says no"
+//	/patch    allows with a JSON patch adding the label patched=yes
+//	/warn     allows with the warning "e2e warns"
+//	/hang     answers nothing until the caller gives up (at most a minute)
+//	/garbage  answers a body that is not an AdmissionReview
+//	/huge     allows, with a status message of 16 MiB
+//
+// It records every review it is sent, whatever the path.
+type webhookServer struct {
+	srv   *httptest.Server
+	caPEM []byte
+
+	mu   sync.Mutex
+	seen []seenReview
+}
+
+// seenReview is what the server was sent in one call.
+type seenReview struct {
+	Path, APIVersion      string
+	Request               admissionv1.AdmissionRequest
+	ObjectAPIVersion      string
+	ObjectLabels          map[string]string
+	ObjectName, Operation string
+	// Credentials says what the caller presented: an Authorization
+	// header, a client certificate.
+	Credentials []string
+}
+
+func startWebhookServer(t testing.TB) *webhookServer {
+	t.Helper()
+	w := &webhookServer{}
+	w.srv = httptest.NewUnstartedServer(http.HandlerFunc(w.serve))
+	// Asked for, never required: a caller that has a certificate to
+	// present shows it (seenReview.Credentials).
+	w.srv.TLS = &tls.Config{ClientAuth: tls.RequestClientCert}
+	w.srv.StartTLS()
+	t.Cleanup(w.srv.Close)
+	w.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: w.srv.Certificate().Raw})
+	return w
+}
+
+func (w *webhookServer) serve(rw http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+	if err != nil {
+		http.Error(rw, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var review admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &review); err != nil || review.Request == nil {
+		http.Error(rw, "not an admission review", http.StatusBadRequest)
+		return
+	}
+	var obj struct {
+		APIVersion string            `json:"apiVersion"`
+		Metadata   metav1.ObjectMeta `json:"metadata"`
+	}
+	raw := review.Request.Object.Raw
+	if len(raw) == 0 {
+		raw = review.Request.OldObject.Raw
+	}
+	_ = json.Unmarshal(raw, &obj)
+	var creds []string
+	if r.Header.Get("Authorization") != "" {
+		creds = append(creds, "Authorization header")
+	}
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		creds = append(creds, "client certificate "+r.TLS.PeerCertificates[0].Subject.String())
+	}
+	w.mu.Lock()
+	w.seen = append(w.seen, seenReview{Path: r.URL.Path, APIVersion: review.APIVersion, Request: *review.Request, ObjectAPIVersion: obj.APIVersion,
+		ObjectLabels: obj.Metadata.Labels, ObjectName: review.Request.Name, Operation: string(review.Request.Operation), Credentials: creds})
+	w.mu.Unlock()
+
+	resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
+	switch r.URL.Path {
+	case "/deny":
+		resp.Allowed = false
+		resp.Result = &metav1.Status{Message: "e2e says no"}
+	case "/patch":
+		pt := admissionv1.PatchTypeJSONPatch
+		resp.PatchType = &pt
+		resp.Patch = []byte(`[{"op":"add","path":"/metadata/labels/patched","value":"yes"}]`)
+	case "/warn":
+		resp.Warnings = []string{"e2e warns"}
+	case "/hang":
+		select {
+		case <-r.Context().Done():
+		case <-time.After(time.Minute):
+		}
+		return
+	case "/garbage":
+		_, _ = io.WriteString(rw, "this is not an admission review")
+		return
+	case "/huge":
+		rw.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(rw, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"`+string(review.Request.UID)+`","allowed":true,"status":{"message":"`)
+		chunk := strings.Repeat("x", 1<<20)
+		for range 16 {
+			if _, err := io.WriteString(rw, chunk); err != nil {
+				return
+			}
+		}
+		_, _ = io.WriteString(rw, `"}}}`)
+		return
+	}
+	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
+	rw.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(rw).Encode(out)
+}
+
+// reviews returns the reviews sent to path for objects named name.
+func (w *webhookServer) reviews(path, name string) []seenReview {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []seenReview
+	for _, s := range w.seen {
+		if s.Path == path && (name == "" || s.ObjectName == name) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// kinds returns every kind the server was sent a review of.
+func (w *webhookServer) kinds() map[string]bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]bool{}
+	for _, s := range w.seen {
+		out[s.Request.Kind.Group+"/"+s.Request.Kind.Kind] = true
+	}
+	return out
+}
+
+// credentials returns every credential any caller presented.
+func (w *webhookServer) credentials() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, s := range w.seen {
+		out = append(out, s.Credentials...)
+	}
+	return out
+}
+
+// clientConfig is the client configuration of the server's path.
+func (w *webhookServer) clientConfig(path string) admissionregistrationv1.WebhookClientConfig {
+	url := w.srv.URL + path
+	return admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: w.caPEM}
+}
