@@ -2,6 +2,8 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/base64"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -84,7 +86,7 @@ func waitWebhook(t testing.TB, cs kubernetes.Interface, ns string, w *webhookSer
 func TestE2EAdmissionWebhooks(t *testing.T) {
 	logPath := filepath.Join(t.TempDir(), "audit.log")
 	n := startNode(t, "--audit-log-path", logPath, "--audit-policy-file", writeAuditPolicy(t))
-	runWebhookScenarios(t, n.clientset(), n.clientset(), "e2e-webhooks", true)
+	runWebhookScenarios(t, n, n, "e2e-webhooks", true)
 	w := startWebhookServer(t)
 	t.Run("equivalent versions", func(t *testing.T) { webhookMatchPolicy(t, n, w) })
 	t.Run("namespace selector and warnings", func(t *testing.T) { webhookNamespacesAndWarnings(t, n, w) })
@@ -141,7 +143,8 @@ func TestE2EAdmissionWebhooks(t *testing.T) {
 
 // TestClusterAdmissionWebhooks: on three nodes, a write through a follower
 // is admitted by the webhooks on the leader, which admits it, dry runs
-// included.
+// included; a follower converts custom objects through their definition's
+// conversion webhook.
 func TestClusterAdmissionWebhooks(t *testing.T) {
 	nodes := startCluster(t, 3)
 	leader := leaderOf(t, nodes)
@@ -152,7 +155,7 @@ func TestClusterAdmissionWebhooks(t *testing.T) {
 			break
 		}
 	}
-	runWebhookScenarios(t, follower.clientset(), leader.clientset(), "e2e-webhooks-cluster", false)
+	runWebhookScenarios(t, follower, leader, "e2e-webhooks-cluster", false)
 }
 
 // noCredentials fails t if any caller presented w a credential: a node
@@ -165,10 +168,11 @@ func noCredentials(t *testing.T, w *webhookServer) {
 	}
 }
 
-// runWebhookScenarios runs the scenarios through cs, configuring and
-// checking through admin; all, the slow and hostile ones too.
-func runWebhookScenarios(t *testing.T, cs, admin kubernetes.Interface, ns string, all bool) {
+// runWebhookScenarios runs the scenarios through via, configuring and
+// checking through on; all, the slow and hostile ones too.
+func runWebhookScenarios(t *testing.T, via, on *node, ns string, all bool) {
 	ctx := context.Background()
+	cs, admin := via.clientset(), on.clientset()
 	createNamespace(t, admin, ns)
 	w := startWebhookServer(t)
 	vwcs := admin.AdmissionregistrationV1().ValidatingWebhookConfigurations()
@@ -253,6 +257,8 @@ func runWebhookScenarios(t *testing.T, cs, admin kubernetes.Interface, ns string
 			t.Fatalf("a refused configuration was stored: %v", err)
 		}
 	})
+
+	t.Run("conversion webhook", func(t *testing.T) { conversionWebhook(t, via, on, w) })
 
 	if !all {
 		return
@@ -500,4 +506,92 @@ func (c *warningCollector) all() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.got)
+}
+
+// twoVersions are a definition's versions v1 (stored) and v2, any fields.
+const twoVersions = `  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+  - name: v2
+    served: true
+    storage: false
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+`
+
+// conversionDefinition is paints (or another plural) of
+// conversion.e2e.trustplane.io, v1 stored and v2, converted by w's path.
+func conversionDefinition(w *webhookServer, plural, path string) string {
+	return crdFor("conversion.e2e.trustplane.io", plural, twoVersions, fmt.Sprintf(`  conversion:
+    strategy: Webhook
+    webhook:
+      conversionReviewVersions: ["v1"]
+      clientConfig:
+        url: %s%s
+        caBundle: %s
+`, w.srv.URL, path, base64.StdEncoding.EncodeToString(w.caPEM)))
+}
+
+// conversionWebhook: a definition with a conversion webhook serves both
+// versions, its objects stored in v1 and converted by the webhook, on
+// whichever node reads them (via); a webhook that answers garbage fails
+// the write with nothing stored.
+func conversionWebhook(t *testing.T, via, on *node, w *webhookServer) {
+	ctx := context.Background()
+	write := manifests(t)
+	on.mustKubectl("apply", "-f", write("paints", conversionDefinition(w, "paints", "/convert")))
+	on.mustKubectl("apply", "-f", write("broken", conversionDefinition(w, "brokenpaints", "/convert-garbage")))
+	gvr := func(plural, version string) schema.GroupVersionResource {
+		return schema.GroupVersionResource{Group: "conversion.e2e.trustplane.io", Version: version, Resource: plural}
+	}
+	v2 := via.dynamicClient().Resource(gvr("paints", "v2"))
+	waitFor(t, 30*time.Second, "paints to be served", func() bool {
+		_, err := v2.List(ctx, metav1.ListOptions{})
+		_, err2 := via.dynamicClient().Resource(gvr("brokenpaints", "v2")).List(ctx, metav1.ListOptions{})
+		return err == nil && err2 == nil
+	})
+	paint := func(kind, name string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "conversion.e2e.trustplane.io/v2", "kind": kind,
+			"metadata": map[string]any{"name": name}, "spec": map[string]any{"colour": "red"},
+		}}
+	}
+	if _, err := v2.Create(ctx, paint("Xpaints", "red"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := on.dynamicClient().Resource(gvr("paints", "v1")).Get(ctx, "red", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _, _ := unstructured.NestedString(stored.Object, "spec", "color"); c != "red" || stored.GetAPIVersion() != "conversion.e2e.trustplane.io/v1" {
+		t.Fatalf("v1 of a v2 create: %v", stored.Object)
+	}
+	got, err := v2.Get(ctx, "red", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _, _ := unstructured.NestedString(got.Object, "spec", "colour"); c != "red" {
+		t.Fatalf("v2 read back: %v", got.Object)
+	}
+	list, err := v2.List(ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("v2 list: %v %v", list, err)
+	}
+	if c, _, _ := unstructured.NestedString(list.Items[0].Object, "spec", "colour"); c != "red" {
+		t.Fatalf("v2 list item: %v", list.Items[0].Object)
+	}
+
+	_, err = via.dynamicClient().Resource(gvr("brokenpaints", "v2")).Create(ctx, paint("Xbrokenpaints", "broken"), metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "conversion webhook for conversion.e2e.trustplane.io/v2, Kind=Xbrokenpaints failed") {
+		t.Fatalf("a create through a garbage conversion webhook: %v", err)
+	}
+	if l, err := on.dynamicClient().Resource(gvr("brokenpaints", "v1")).List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
+		t.Fatalf("a create that failed its conversion stored: %v %v", l, err)
+	}
 }

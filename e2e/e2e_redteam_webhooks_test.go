@@ -1,21 +1,27 @@
 package e2e_test
 
-// Red-team attacks on admission webhooks, by the attacker classes of
-// docs/SECURITY.md: (b) a ServiceAccount token that tries to register a
-// webhook, and whoever may write webhook configurations aiming a webhook
-// at the node's own ports or at an address outside https. Each test
+// Red-team attacks on admission and conversion webhooks, by the attacker
+// classes of docs/SECURITY.md: (b) a ServiceAccount token that tries to
+// register a webhook; whoever may write webhook configurations aiming a
+// webhook at the node's own ports or at an address outside https; (c) a
+// user who may write definitions aiming a conversion webhook inside. Each test
 // performs the attack against a real trustplane process and passes when
 // it fails with nothing changed.
 
 import (
 	"context"
+	"encoding/base64"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
@@ -107,6 +113,73 @@ func TestRedteamWebhookAimedInside(t *testing.T) {
 			sameSnapshot(t, before, n.snapshot(t, "configmaps"))
 			n.mustBeReady(t)
 			if _, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, scenarioMap("unguarded", "after-"+c.scenario), metav1.CreateOptions{}); err != nil {
+				t.Fatalf("the node stopped committing: %v", err)
+			}
+		})
+	}
+}
+
+// TestRedteamConversionWebhookAimedInside: (c) a user who may only write
+// definitions aims a definition's conversion webhook at the node's Raft
+// port and at its own API. Every node calls it with no credential when it
+// converts that resource's objects, so the attack reaches no more than
+// the attacker's own resource: a write that needs the conversion fails,
+// nothing is stored, every other resource and the node itself carry on.
+func TestRedteamConversionWebhookAimedInside(t *testing.T) {
+	n := startNode(t)
+	ctx := context.Background()
+	cs := n.clientset()
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "crd-author"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"},
+			Verbs: []string{"create", "get", "list"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "crd-author"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "crd-author"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "mallory"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	write := manifests(t)
+	ca := base64.StdEncoding.EncodeToString([]byte(n.caPEM(t)))
+	for _, c := range []struct{ plural, url string }{
+		{"raftpaints", "https://" + n.raftAddr + "/"},
+		{"apipaints", n.url() + "/api/v1/namespaces/default/configmaps"},
+	} {
+		t.Run(c.plural, func(t *testing.T) {
+			def := crdFor("redteam.example", c.plural, twoVersions, fmt.Sprintf(`  conversion:
+    strategy: Webhook
+    webhook:
+      conversionReviewVersions: ["v1"]
+      clientConfig:
+        url: %s
+        caBundle: %s
+`, c.url, ca))
+			if out, err := n.userKubectl(t, "mallory", "create", "-f", write(c.plural, def)); err != nil {
+				t.Fatalf("kubectl create: %v\n%s", err, out)
+			}
+			v2 := n.dynamicClient().Resource(schema.GroupVersionResource{Group: "redteam.example", Version: "v2", Resource: c.plural})
+			waitFor(t, 30*time.Second, c.plural+" to be served", func() bool {
+				_, err := v2.List(ctx, metav1.ListOptions{})
+				return err == nil
+			})
+			before := n.snapshot(t, "configmaps", "secrets", "serviceaccounts")
+			obj := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "redteam.example/v2", "kind": "X" + c.plural, "metadata": map[string]any{"name": "aimed"},
+			}}
+			if _, err := v2.Create(ctx, obj, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "conversion webhook for redteam.example/v2") {
+				t.Fatalf("a create converted through the node itself: %v", err)
+			}
+			v1 := n.dynamicClient().Resource(schema.GroupVersionResource{Group: "redteam.example", Version: "v1", Resource: c.plural})
+			if l, err := v1.List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
+				t.Fatalf("objects after the attack: %v %v", l, err)
+			}
+			sameSnapshot(t, before, n.snapshot(t, "configmaps", "secrets", "serviceaccounts"))
+			n.mustBeReady(t)
+			if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, scenarioMap("unguarded", "after-"+c.plural), metav1.CreateOptions{}); err != nil {
 				t.Fatalf("the node stopped committing: %v", err)
 			}
 		})

@@ -176,14 +176,14 @@ func TestE2ESecurityCustomResourceDefinitions(t *testing.T) {
       conversionReviewVersions: ["v1"]
       clientConfig:
         service: {namespace: default, name: conv, port: 443}
-`), `The CustomResourceDefinition "hooks.example.com" is invalid: spec.conversion.strategy: Unsupported value: "Webhook": supported values: "None"`},
-		{"a conversion webhook by URL", crdFor("example.com", "urlhooks", "", `  conversion:
+`), `The CustomResourceDefinition "hooks.example.com" is invalid: spec.conversion.webhook.clientConfig.service: Forbidden: trustplane cannot reach Services; give the webhook's address as clientConfig.url`},
+		{"a conversion webhook over http", crdFor("example.com", "httphooks", "", `  conversion:
     strategy: Webhook
     webhook:
       conversionReviewVersions: ["v1"]
       clientConfig:
-        url: https://127.0.0.1:1/convert
-`), `spec.conversion.strategy: Unsupported value: "Webhook": supported values: "None"`},
+        url: http://169.254.169.254/latest/meta-data/
+`), `spec.conversion.webhookClientConfig.url: Invalid value: "http": 'https' is the only allowed URL scheme`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := n.userKubectl(t, "mallory", "create", "-f", write(strings.ReplaceAll(tc.name, " ", "-"), tc.manifest))

@@ -14,7 +14,9 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // webhookServer is a real HTTPS admission webhook in the test process.
@@ -27,6 +29,12 @@ import (
 //	/hang     answers nothing until the caller gives up (at most a minute)
 //	/garbage  answers a body that is not an AdmissionReview
 //	/huge     allows, with a status message of 16 MiB
+//
+// and two conversion webhooks for custom resources, whose v1 has
+// spec.color where v2 has spec.colour:
+//
+//	/convert          converts
+//	/convert-garbage  answers a body that is not a ConversionReview
 //
 // It records every review it is sent, whatever the path.
 type webhookServer struct {
@@ -66,6 +74,10 @@ func (w *webhookServer) serve(rw http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
 	if err != nil {
 		http.Error(rw, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, "/convert") {
+		w.convert(rw, r, body)
 		return
 	}
 	var review admissionv1.AdmissionReview
@@ -170,4 +182,50 @@ func (w *webhookServer) credentials() []string {
 func (w *webhookServer) clientConfig(path string) admissionregistrationv1.WebhookClientConfig {
 	url := w.srv.URL + path
 	return admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: w.caPEM}
+}
+
+// convert serves the conversion paths, recording each call's credentials
+// as a review of path with no request.
+func (w *webhookServer) convert(rw http.ResponseWriter, r *http.Request, body []byte) {
+	var creds []string
+	if r.Header.Get("Authorization") != "" {
+		creds = append(creds, "Authorization header")
+	}
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		creds = append(creds, "client certificate "+r.TLS.PeerCertificates[0].Subject.String())
+	}
+	w.mu.Lock()
+	w.seen = append(w.seen, seenReview{Path: r.URL.Path, Credentials: creds})
+	w.mu.Unlock()
+	if r.URL.Path == "/convert-garbage" {
+		_, _ = io.WriteString(rw, "this is not a conversion review")
+		return
+	}
+	var review apiextensionsv1.ConversionReview
+	if err := json.Unmarshal(body, &review); err != nil || review.Request == nil {
+		http.Error(rw, "not a conversion review", http.StatusBadRequest)
+		return
+	}
+	resp := &apiextensionsv1.ConversionResponse{UID: review.Request.UID, Result: metav1.Status{Status: metav1.StatusSuccess}}
+	for _, o := range review.Request.Objects {
+		var u map[string]any
+		if err := json.Unmarshal(o.Raw, &u); err != nil {
+			http.Error(rw, err.Error(), http.StatusBadRequest)
+			return
+		}
+		spec, _ := u["spec"].(map[string]any)
+		from, to := "colour", "color"
+		if strings.HasSuffix(review.Request.DesiredAPIVersion, "/v2") {
+			from, to = to, from
+		}
+		if v, ok := spec[from]; ok {
+			delete(spec, from)
+			spec[to] = v
+		}
+		u["apiVersion"] = review.Request.DesiredAPIVersion
+		raw, _ := json.Marshal(u)
+		resp.ConvertedObjects = append(resp.ConvertedObjects, runtime.RawExtension{Raw: raw})
+	}
+	rw.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(rw).Encode(apiextensionsv1.ConversionReview{TypeMeta: review.TypeMeta, Response: resp})
 }

@@ -117,7 +117,7 @@ type CustomResources interface {
 // refusedController keeps the Refused condition of every definition: True,
 // with the reason as its message, on a stored definition the node refuses
 // to serve (api/registry DefinitionRefusal: a reserved group, a built-in
-// resource, a conversion webhook), absent otherwise. Such definitions are
+// resource, a conversion webhook by Service), absent otherwise. Such definitions are
 // left from before the rules; new ones are refused at create.
 type refusedController struct {
 	lister interface {

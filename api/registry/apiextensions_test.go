@@ -64,6 +64,9 @@ func TestCustomResourceDefinitionValidation(t *testing.T) {
 	webhook.Spec.Conversion = &apiextensions.CustomResourceConversion{Strategy: apiextensions.WebhookConverter,
 		WebhookClientConfig:      &apiextensions.WebhookClientConfig{Service: &apiextensions.ServiceReference{Namespace: "default", Name: "conv", Port: 443}},
 		ConversionReviewVersions: []string{"v1"}}
+	urlHook := webhook.DeepCopy()
+	urlHook.Name, urlHook.Spec.Names = "urlhooks.example.com", apiextensions.CustomResourceDefinitionNames{Plural: "urlhooks", Singular: "urlhook", Kind: "URLHook", ListKind: "URLHookList"}
+	urlHook.Spec.Conversion.WebhookClientConfig = &apiextensions.WebhookClientConfig{URL: ptr("https://127.0.0.1:1/convert")}
 	for _, tc := range []struct {
 		name string
 		crd  *apiextensions.CustomResourceDefinition
@@ -83,8 +86,9 @@ func TestCustomResourceDefinitionValidation(t *testing.T) {
 		// there (kind ClusterRole), which kubectl would map to it.
 		{name: "no other resource in a built-in group", crd: named("rbac.authorization.k8s.io", "widgets"),
 			want: []string{`spec.group: Invalid value: "rbac.authorization.k8s.io": the group has built-in resources of this server`}},
-		{name: "a conversion webhook is refused", crd: webhook,
-			want: []string{`spec.conversion.strategy: Unsupported value: "Webhook": supported values: "None"`}},
+		{name: "a conversion webhook by Service is refused", crd: webhook,
+			want: []string{`CustomResourceDefinition.apiextensions.k8s.io "hooks.example.com" is invalid: spec.conversion.webhook.clientConfig.service: Forbidden: trustplane cannot reach Services; give the webhook's address as clientConfig.url`}},
+		{name: "a conversion webhook by URL is created", crd: urlHook},
 		{name: "a schema that is not structural is refused", crd: notStructural,
 			want: []string{`CustomResourceDefinition.apiextensions.k8s.io "gadgets.example.com" is invalid`, `spec.validation.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields`}},
 		{name: "the name is plural.group", crd: wrongName,

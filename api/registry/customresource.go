@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
+	"github.com/trustplane/trustplane/api/webhookclient"
 	"github.com/trustplane/trustplane/apply"
 )
 
@@ -46,7 +48,8 @@ var ErrNotServable = errors.New("registry: the custom resource definition cannot
 // x-kubernetes-validations, ratcheting, status and scale), its printer
 // columns and its selectable fields. Every version stores its objects
 // under the definition's group and spec plural, in the storage version;
-// the definition's conversion (None) converts between them.
+// the definition's conversion (None, or its webhook) converts between
+// them.
 //
 // The accepted names must be the spec's (acceptedNamesMatch): status is
 // written by whoever may update customresourcedefinitions/status, so
@@ -187,11 +190,27 @@ func CustomResources(crd *apiextensionsv1.CustomResourceDefinition, static map[s
 }
 
 // converterFactory makes the definitions' converters; one per process,
-// as kube's apiextensions server has (it builds a webhook client manager
-// that conversion None never uses).
+// as kube's apiextensions server has. Its webhook clients resolve no
+// Service and read answers up to conversionMaxResponse
+// (api/webhookclient).
 var converterFactory = sync.OnceValues(func() (*conversion.CRConverterFactory, error) {
-	return conversion.NewCRConverterFactory(noServices{}, nil)
+	max := conversionMaxResponse.Load()
+	if max <= 0 {
+		max = webhookclient.DefaultMaxResponseBytes
+	}
+	return conversion.NewCRConverterFactory(webhookclient.Services{}, webhookclient.Limit(max))
 })
+
+// conversionMaxResponse is the largest answer a conversion webhook may
+// give (SetConversionMaxResponseBytes); 0: webhookclient's default.
+var conversionMaxResponse atomic.Int64
+
+// SetConversionMaxResponseBytes sets the largest answer a conversion
+// webhook may give, for every definition this process serves. It takes
+// effect only before the first definition is served (the node's flags
+// call it at start); an answer must hold the object it converts, so the
+// limit should exceed the largest stored object.
+func SetConversionMaxResponseBytes(max int64) { conversionMaxResponse.Store(max) }
 
 // Custom is what a custom resource's Resource has that a built-in one
 // takes from the scheme: its codecs, which decode requests into the served

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"reflect"
 	"strings"
 
@@ -15,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/trustplane/trustplane/api/webhookclient"
 	"github.com/trustplane/trustplane/fsm"
 )
 
@@ -33,9 +33,12 @@ import (
 //     clients mapping kinds through discovery (kubectl) send a built-in
 //     kind's writes to it (issue 28's red team: a ClusterRole applied with
 //     kubectl landed in a custom resource);
-//   - its conversion is None. trustplane runs no conversion webhooks: a
-//     webhook would make every node dial wherever a definition says, on
-//     every read of the resource, with no identity of its own to present.
+//   - a conversion webhook is given by URL: trustplane runs no Service
+//     proxy, so a Service reference could never be called
+//     (webhookclient.NoServiceReference). Every node calls the URL when
+//     it converts the resource's objects, with no credential of its own,
+//     https only (kube's validation), bounded in time (kube's 30 s) and
+//     in the size of its answer (webhookclient.Limit).
 //
 // A create or update that breaks one is refused with kube's 422 Invalid,
 // naming the field and the reason (validateDefinition). A definition
@@ -76,7 +79,8 @@ func (r *Registry) builtinGroup(group string) bool {
 }
 
 // definitionErrors are the rules above as field errors of the spec.
-func (r *Registry) definitionErrors(group, conversion string) field.ErrorList {
+func (r *Registry) definitionErrors(f definitionFields) field.ErrorList {
+	group := f.group
 	spec := field.NewPath("spec")
 	var errs field.ErrorList
 	if reservedGroup(group) {
@@ -86,9 +90,8 @@ func (r *Registry) definitionErrors(group, conversion string) field.ErrorList {
 		errs = append(errs, field.Invalid(spec.Child("group"), group,
 			"the group has built-in resources of this server; custom resources need a group of their own"))
 	}
-	if conversion != "" && conversion != string(apiextensionsv1.NoneConverter) {
-		errs = append(errs, field.NotSupported(spec.Child("conversion", "strategy"), conversion,
-			[]string{string(apiextensionsv1.NoneConverter)}))
+	if f.conversionService {
+		errs = append(errs, field.Forbidden(spec.Child("conversion", "webhook", "clientConfig", "service"), webhookclient.NoServiceReference))
 	}
 	return errs
 }
@@ -114,8 +117,7 @@ func (r *Registry) validateDefinition(ctx context.Context, obj, old runtime.Obje
 	if prev != nil && ruledFields(prev) == ruledFields(crd) {
 		return nil
 	}
-	f := ruledFields(crd)
-	if errs := r.definitionErrors(f.group, f.conversion); len(errs) > 0 {
+	if errs := r.definitionErrors(ruledFields(crd)); len(errs) > 0 {
 		return apierrors.NewInvalid(apiextensions.Kind("CustomResourceDefinition"), crd.Name, errs)
 	}
 	return nil
@@ -175,15 +177,17 @@ func (r *Registry) acceptedNamesConflict(ctx context.Context, crd *apiextensions
 	return nil
 }
 
-// definitionFields are what the rules read of a definition.
-type definitionFields struct{ group, conversion string }
+// definitionFields are what the rules read of a definition: its group,
+// and whether its conversion webhook names a Service.
+type definitionFields struct {
+	group             string
+	conversionService bool
+}
 
 func ruledFields(crd *apiextensions.CustomResourceDefinition) definitionFields {
-	f := definitionFields{group: crd.Spec.Group}
-	if crd.Spec.Conversion != nil {
-		f.conversion = string(crd.Spec.Conversion.Strategy)
-	}
-	return f
+	c := crd.Spec.Conversion
+	return definitionFields{group: crd.Spec.Group,
+		conversionService: c != nil && c.WebhookClientConfig != nil && c.WebhookClientConfig.Service != nil}
 }
 
 // DefinitionRefusal says why the node will not serve crd, a stored
@@ -191,11 +195,9 @@ func ruledFields(crd *apiextensions.CustomResourceDefinition) definitionFields {
 // the rules above hold. The message names the rule, never the stored
 // bytes.
 func (r *Registry) DefinitionRefusal(crd *apiextensionsv1.CustomResourceDefinition) error {
-	conversion := ""
-	if crd.Spec.Conversion != nil {
-		conversion = string(crd.Spec.Conversion.Strategy)
-	}
-	errs := r.definitionErrors(crd.Spec.Group, conversion)
+	c := crd.Spec.Conversion
+	errs := r.definitionErrors(definitionFields{group: crd.Spec.Group,
+		conversionService: c != nil && c.Webhook != nil && c.Webhook.ClientConfig != nil && c.Webhook.ClientConfig.Service != nil})
 	if len(errs) == 0 {
 		return nil
 	}
@@ -211,15 +213,4 @@ func (e *RefusedError) Error() string { return e.Errs.ToAggregate().Error() }
 
 func (e *RefusedError) Is(target error) bool {
 	return target == ErrRefusedDefinition || target == ErrNotServable
-}
-
-// noServices is the conversion webhooks' service resolver: there are no
-// conversion webhooks (definitions asking for one are refused above), so
-// it resolves nothing. It exists so that no code path can meet a nil
-// resolver: kube's webhook client dereferences the one it is given, in
-// net/http's dial goroutine, outside every recover.
-type noServices struct{}
-
-func (noServices) ResolveEndpoint(namespace, name string, _ int32) (*url.URL, error) {
-	return nil, fmt.Errorf("%w: no conversion webhook service %s/%s", ErrRefusedDefinition, namespace, name)
 }

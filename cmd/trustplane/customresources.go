@@ -171,7 +171,7 @@ func (c *customResources) retryWaiting() {
 
 // resources builds the stores of crd's served versions, unless the node
 // refuses to serve it (registry.DefinitionRefusal: a reserved group, a
-// built-in resource, a conversion webhook; its Refused condition says so).
+// built-in resource, a conversion webhook by Service; its Refused condition says so).
 func (c *customResources) resources(crd *apiextensionsv1.CustomResourceDefinition) ([]*registry.Resource, error) {
 	if err := c.reg.DefinitionRefusal(crd); err != nil {
 		return nil, err

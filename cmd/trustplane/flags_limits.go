@@ -57,7 +57,7 @@ func (l *limitFlags) register(fs *flag.FlagSet) {
 	l.compactMaxBytes = bytesFlag(c.CompactMaxBytes)
 	fs.Var(&l.compactMaxBytes, "compact-max-bytes", "bytes of MVCC history kept; past it the leader compacts whatever --compact-retention says (negative: no byte bound)")
 	l.webhookMaxResponseBytes = bytesFlag(webhookclient.DefaultMaxResponseBytes)
-	fs.Var(&l.webhookMaxResponseBytes, "admission-webhook-max-response-bytes", "largest answer an admission webhook may give; a longer one fails the call, which the webhook's failurePolicy then decides")
+	fs.Var(&l.webhookMaxResponseBytes, "admission-webhook-max-response-bytes", "largest answer an admission or conversion webhook may give; a longer one fails the call (an admission webhook's failurePolicy then decides); a conversion webhook's answer holds the object it converts, so keep it above --max-object-bytes")
 }
 
 func (l *limitFlags) validate() error {
