@@ -113,6 +113,11 @@ func TestE2EAdmissionWebhooks(t *testing.T) {
 			return false
 		})
 	}
+	// MutatingAdmissionPolicies are alpha in 1.33: not served unless
+	// --runtime-config turns their version on.
+	if _, err := n.dynamicClient().Resource(schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1alpha1", Resource: "mutatingadmissionpolicies"}).List(context.Background(), metav1.ListOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("v1alpha1 mutatingadmissionpolicies by default: %v", err)
+	}
 	// The printer is kube's.
 	if out := n.mustKubectl("get", "validatingwebhookconfigurations", "beta.e2e.trustplane.io"); !strings.Contains(out, "WEBHOOKS") || !strings.Contains(out, "beta.e2e.trustplane.io   1 ") {
 		t.Fatalf("kubectl get:\n%s", out)

@@ -123,8 +123,9 @@ func newAdmission(authz authorizer.Authorizer) (*plugins, error) {
 }
 
 // For gives each guarded resource its plugins, in every served version,
-// and every resource the mutating webhooks, last of the mutating plugins
-// as in kube-apiserver's order: they see what the others admitted, and
+// and every resource the mutating admission policies and then the
+// mutating webhooks, last of the mutating plugins as in kube-apiserver's
+// order: they see what the others admitted, and
 // the others' validation sees what the webhooks changed. A write with no
 // user (the server's own, at bootstrap) is refused by a resource's own
 // plugins, which need one, and skips the webhooks.
@@ -138,9 +139,11 @@ func (p *plugins) For(gvr schema.GroupVersionResource, kind schema.GroupVersionK
 	case ctbGR:
 		own = p.ctb
 	}
-	list := own
-	if w := p.webhooks.mutatingFor(gvr); w != nil {
-		list = append(own[:len(own):len(own)], w)
+	list := own[:len(own):len(own)]
+	for _, m := range []admission.Interface{p.policies.mutatingFor(gvr), p.webhooks.mutatingFor(gvr)} {
+		if m != nil {
+			list = append(list, m)
+		}
 	}
 	if len(list) == 0 {
 		return nil

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/initializer"
+	mutatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	validatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -30,16 +31,21 @@ import (
 )
 
 // admissionPolicies is the node's side of CEL admission policies
-// (ValidatingAdmissionPolicy and its bindings): their stores, whose
-// strategies resolve a paramKind against what the node serves, which is
-// only known once --runtime-config has been applied (serving), and kube's
-// ValidatingAdmissionPolicy plugin, which enforces them on every write.
+// (ValidatingAdmissionPolicy, MutatingAdmissionPolicy and their
+// bindings): their stores, whose strategies resolve a paramKind against
+// what the node serves, which is only known once --runtime-config has
+// been applied (serving), and kube's two policy plugins, which enforce
+// them on every write.
 type admissionPolicies struct {
 	served atomic.Pointer[registry.Registry]
 	// plugin is kube's plugin; nil without an authorizer (tests of the
 	// admission chain alone).
 	plugin *validatingpolicy.Plugin
-	authz  authorizer.Authorizer
+	// mutating is kube's MutatingAdmissionPolicy plugin, which does
+	// nothing unless the MutatingAdmissionPolicy gate is on; nil without
+	// an authorizer.
+	mutating *mutatingpolicy.Plugin
+	authz    authorizer.Authorizer
 	// objects create and convert the objects the plugins see, over the
 	// served registry.
 	objects admission.ObjectInterfaces
@@ -57,14 +63,25 @@ func newAdmissionPolicies(authz authorizer.Authorizer) *admissionPolicies {
 	})
 	if authz != nil {
 		p.plugin = validatingpolicy.NewPlugin(nil)
+		p.mutating = mutatingpolicy.NewPlugin(nil)
 	}
 	return p
 }
 
-// resources are the two admission policy resources, authorising
-// paramKind and paramRef with the node's authorizer.
+// resources are the admission policy resources, validating and mutating,
+// authorising paramKind and paramRef with the node's authorizer.
 func (p *admissionPolicies) resources() []*registry.Resource {
-	return registry.AdmissionPolicyResources(p.authz, p.served.Load)
+	return append(registry.AdmissionPolicyResources(p.authz, p.served.Load), registry.MutatingAdmissionPolicyResources(p.authz, p.served.Load)...)
+}
+
+// mutatingFor is the MutatingAdmissionPolicy plugin for gvr's writes, or
+// nil when gvr is kept out of admission. kube orders it before the
+// mutating webhooks.
+func (p *admissionPolicies) mutatingFor(gvr schema.GroupVersionResource) admission.Interface {
+	if p.mutating == nil || excludedFromAdmission(gvr) {
+		return nil
+	}
+	return admission.WithAudit(p.mutating)
 }
 
 // serving records the registry clients see, before the API serves it.
@@ -140,12 +157,18 @@ func (p *admissionPolicies) start(ctx context.Context, cfg *rest.Config, client 
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
 	go wait.Until(mapper.Reset, restMapperReset, ctx.Done())
-	initializer.New(client, dyn, factory, p.authz, utilfeature.DefaultFeatureGate, ctx.Done(), mapper).Initialize(p.plugin)
-	// kube's own initializer hands the plugin the resources excluded
+	init := initializer.New(client, dyn, factory, p.authz, utilfeature.DefaultFeatureGate, ctx.Done(), mapper)
+	init.Initialize(p.plugin)
+	init.Initialize(p.mutating)
+	// kube's own initializer hands the plugins the resources excluded
 	// from admission (k8s.io/kubernetes/pkg/controlplane/apiserver/admission).
 	p.plugin.SetExcludedAdmissionResources(exclusion.Excluded())
+	p.mutating.SetExcludedAdmissionResources(exclusion.Excluded())
 	if err := p.plugin.ValidateInitialization(); err != nil {
 		return fmt.Errorf("%s: %w", validatingpolicy.PluginName, err)
+	}
+	if err := p.mutating.ValidateInitialization(); err != nil {
+		return fmt.Errorf("%s: %w", mutatingpolicy.PluginName, err)
 	}
 	return nil
 }

@@ -31,6 +31,9 @@ var honouredGates = []featuregate.Feature{
 	// (api/authnconfig, read by kube's validation).
 	genericfeatures.StructuredAuthenticationConfiguration,
 	genericfeatures.AnonymousAuthConfigurableEndpoints,
+	// MutatingAdmissionPolicies are enforced (kube's plugin reads it); the
+	// kinds are served by --runtime-config alone, as in kube.
+	genericfeatures.MutatingAdmissionPolicy,
 }
 
 // kubefeatures' init registers kube's gates into the process-wide gate that

@@ -323,7 +323,8 @@ func serve(args []string) error {
 	resources := append(append(registry.CoreResources(), authzResources()...), registry.CertificateResources("v1beta1", "v1alpha1")...)
 	resources = append(append(resources, o.events.resources()...), registry.LeaseResources()...)
 	resources = append(append(resources, registry.CustomResourceDefinitionResources()...), registry.WebhookConfigurationResources()...)
-	builtin := builtinKeys(append(resources[:len(resources):len(resources)], registry.AdmissionPolicyResources(nil, nil)...))
+	builtin := builtinKeys(append(append(resources[:len(resources):len(resources)], registry.AdmissionPolicyResources(nil, nil)...),
+		registry.MutatingAdmissionPolicyResources(nil, nil)...))
 	f := fsm.NewWithConfig(fsm.Config{Builtin: builtin})
 	ccfg := cluster.DefaultConfig()
 	ccfg.NodeName = o.nodeName
