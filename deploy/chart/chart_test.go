@@ -83,15 +83,16 @@ func TestTemplate(t *testing.T) {
 		{"every setting", []string{"configured.yaml"}, func(w *want) {
 			w.encryption = true
 			w.extraEnv = map[string]string{
-				"TRUSTPLANE_LOG_LEVEL":                "debug",
-				"TRUSTPLANE_RUNTIME_CONFIG":           "certificates.k8s.io/v1beta1=true",
-				"TRUSTPLANE_FEATURE_GATES":            "ClusterTrustBundle=true",
-				"TRUSTPLANE_CLUSTER_SIGNING_DURATION": "720h",
-				"TRUSTPLANE_MAX_STALE_READ":           "3s",
-				"TRUSTPLANE_DEAD_SERVER_TIMEOUT":      "10m",
-				"TRUSTPLANE_SERVICE_ACCOUNT_ISSUER":   "https://trustplane.example.com",
-				"TRUSTPLANE_WATCH_CACHE_WINDOW":       "10m",
-				"TRUSTPLANE_SERVICE_ACCOUNT_JWKS_URI": "https://trustplane.example.com/openid/v1/jwks",
+				"TRUSTPLANE_LOG_LEVEL":                            "debug",
+				"TRUSTPLANE_RUNTIME_CONFIG":                       "certificates.k8s.io/v1beta1=true",
+				"TRUSTPLANE_FEATURE_GATES":                        "ClusterTrustBundle=true",
+				"TRUSTPLANE_CLUSTER_SIGNING_DURATION":             "720h",
+				"TRUSTPLANE_MAX_STALE_READ":                       "3s",
+				"TRUSTPLANE_ADMISSION_WEBHOOK_MAX_RESPONSE_BYTES": "4Mi",
+				"TRUSTPLANE_DEAD_SERVER_TIMEOUT":                  "10m",
+				"TRUSTPLANE_SERVICE_ACCOUNT_ISSUER":               "https://trustplane.example.com",
+				"TRUSTPLANE_WATCH_CACHE_WINDOW":                   "10m",
+				"TRUSTPLANE_SERVICE_ACCOUNT_JWKS_URI":             "https://trustplane.example.com/openid/v1/jwks",
 			}
 			w.authentication = true
 		}},
