@@ -136,7 +136,8 @@ func (s *Server) updateScale(w http.ResponseWriter, req *http.Request, ctx conte
 // scaleView is what admission sees of a write through st's scale
 // subresource: the custom object's autoscaling/v1 Scale, as kube's
 // ScaleREST converts both objects before validating admission (missing
-// replicas are 0 there too).
+// replicas are 0 there too); the replicas mutating admission leaves in
+// it are written back.
 func scaleView(st *registry.Store) admissionhook.View {
 	paths := st.Custom.Scale
 	return admissionhook.View{
@@ -149,6 +150,16 @@ func scaleView(st *registry.Store) admissionhook.View {
 			}
 			scale, _, err := paths.ScaleOf(cr)
 			return scale, err
+		},
+		// The replicas a mutating webhook or policy set, as kube's
+		// ScaleREST takes them from the admitted Scale.
+		WriteBack: func(view, obj runtime.Object) error {
+			scale, ok := view.(*autoscalingv1.Scale)
+			cr, isCR := obj.(*unstructured.Unstructured)
+			if !ok || !isCR {
+				return apierrors.NewInternalError(fmt.Errorf("the scale %T of %T", view, obj))
+			}
+			return paths.SetReplicas(cr, scale.Spec.Replicas)
 		},
 	}
 }

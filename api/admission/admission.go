@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 )
 
@@ -102,32 +103,46 @@ func requestDryRun(ctx context.Context) bool {
 	return len(o.dryRun) > 0
 }
 
-// admit runs the mutating plugins of chain on attrs as kube-apiserver's
-// admission chain does: in order, and all of them once more when one of
-// them asks for it (a mutating webhook with reinvocationPolicy IfNeeded
+// reinvoker runs a chain's mutating plugins as kube-apiserver's admission
+// chain does: in order, and all of them once more when one of them asks
+// for it (a mutating webhook or policy with reinvocationPolicy IfNeeded
 // whose object a later plugin changed). kube's reinvoker is unexported,
 // and the constructor that returns it (admission.Plugins.NewFromPlugins)
 // checks each plugin's initialisation, which here comes later, once the
 // node's API is up; this is the same two steps.
-func admit(ctx context.Context, chain admission.MutationInterface, attrs admission.Attributes, oi admission.ObjectInterfaces) error {
-	if err := chain.Admit(ctx, attrs, oi); err != nil {
+type reinvoker struct{ chain admission.Interface }
+
+func (r reinvoker) Handles(op admission.Operation) bool { return r.chain.Handles(op) }
+
+func (r reinvoker) Admit(ctx context.Context, attrs admission.Attributes, oi admission.ObjectInterfaces) error {
+	m := r.chain.(admission.MutationInterface)
+	if err := m.Admit(ctx, attrs, oi); err != nil {
 		return err
 	}
 	if s := attrs.GetReinvocationContext(); s.ShouldReinvoke() {
 		s.SetIsReinvoke()
-		return chain.Admit(ctx, attrs, oi)
+		return m.Admit(ctx, attrs, oi)
 	}
 	return nil
+}
+
+func (r reinvoker) Validate(ctx context.Context, attrs admission.Attributes, oi admission.ObjectInterfaces) error {
+	return r.chain.(admission.ValidationInterface).Validate(ctx, attrs, oi)
 }
 
 // Hook adapts plugins to one step of a store's admission chain
 // (registry.AdmitFunc) for the resource gvr of kind gvk (the external
 // group version the plugins see), with oi to create and convert objects.
-// kube's chain (admission.NewChainHandler) runs them: the mutating
-// plugins (admit), then the validating ones, each only for the operations
-// it handles, with the request's dry run.
+// The plugins run as kube-apiserver's handlers run its chain: kube's
+// chain (admission.NewChainHandler) with reinvocation, mutating plugins
+// first, then validating ones, each only for the operations it handles,
+// with the request's dry run; and, as kube's handlers wrap it
+// (fieldmanager.NewManagedFieldsValidatingAdmissionController), managed
+// fields that a mutating plugin left undecodable are put back as they
+// were, with a warning, so that no webhook can store an object that
+// server-side apply can no longer read.
 func Hook(oi admission.ObjectInterfaces, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, plugins ...admission.Interface) func(ctx context.Context, obj, old runtime.Object) error {
-	chain := admission.NewChainHandler(plugins...)
+	chain := fieldmanager.NewManagedFieldsValidatingAdmissionController(reinvoker{admission.NewChainHandler(plugins...)})
 	return func(ctx context.Context, obj, old runtime.Object) error {
 		dryRun := requestDryRun(ctx)
 		op, opts := writeOp(ctx, old, dryRun)
@@ -135,10 +150,16 @@ func Hook(oi admission.ObjectInterfaces, gvr schema.GroupVersionResource, gvk sc
 		if err != nil {
 			return err
 		}
-		if err := admit(ctx, chain, attrs, oi); err != nil {
+		if !chain.Handles(op) {
+			return nil
+		}
+		if err := chain.(admission.MutationInterface).Admit(ctx, attrs, oi); err != nil {
 			return err
 		}
-		return chain.Validate(ctx, attrs, oi)
+		if err := writeBack(ctx, gvr, attrs.GetObject(), obj); err != nil {
+			return err
+		}
+		return chain.(admission.ValidationInterface).Validate(ctx, attrs, oi)
 	}
 }
 

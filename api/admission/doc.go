@@ -23,7 +23,15 @@
 //   - A write through a subresource whose objects differ from the
 //     resource's (a custom resource's scale) is admitted as the View its
 //     context carries: kube's plugins see autoscaling/v1 Scales there, not
-//     the custom object (view.go).
+//     the custom object, and what mutating plugins change in the view is
+//     written back into the object (view.go), as kube's ScaleREST does.
+//   - Mutating plugins run as kube's chain runs them (Hook): in order,
+//     all once more when one asks to be reinvoked, and managed fields they
+//     leave undecodable are put back with a warning, as kube's handlers
+//     wrap admission.
+//   - Mutating plugins see a create before its system fields exist: the
+//     store fills uid and creationTimestamp after them (registry.Store),
+//     so no webhook can choose them.
 //   - A plugin that does not handle the operation (admission.Handler) is
 //     skipped, as kube's admission chain skips it.
 //   - NodeSubjectRestriction is the one plugin of our own: no CSR, for any

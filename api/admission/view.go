@@ -18,9 +18,10 @@ import (
 // The hooks (Hook, HookValidate, HookDelete) of Resource build a write's
 // attributes from the view when its context carries one (WithView): kind
 // Kind, and the object and old object passed through Convert. Resource,
-// subresource, name, namespace, operation and user stay the request's. A
-// mutating plugin's changes to a view are not written back; the node runs
-// none that mutates a Scale.
+// subresource, name, namespace, operation and user stay the request's.
+// What mutating plugins (webhooks, policies) changed in the view is
+// written back into the store's object with WriteBack, as kube's
+// ScaleREST writes the admitted Scale's replicas into the custom object.
 type View struct {
 	// Resource is the resource whose hooks see the view; a hook of any
 	// other resource run with the same context ignores it.
@@ -30,6 +31,9 @@ type View struct {
 	// Convert makes the view of one of the store's objects; its error
 	// fails the write, as kube's conversion error does.
 	Convert func(runtime.Object) (runtime.Object, error)
+	// WriteBack sets in obj, the store's object, what the view holds
+	// after mutating admission; its error fails the write.
+	WriteBack func(view, obj runtime.Object) error
 }
 
 type viewKey struct{}
@@ -38,6 +42,17 @@ type viewKey struct{}
 // admitted as v.
 func WithView(ctx context.Context, v View) context.Context {
 	return context.WithValue(ctx, viewKey{}, v)
+}
+
+// writeBack sets in obj what mutating admission left in attrs' object,
+// when obj was admitted as a view (viewed): attrs' object is then the
+// view, not obj.
+func writeBack(ctx context.Context, gvr schema.GroupVersionResource, view, obj runtime.Object) error {
+	v, ok := ctx.Value(viewKey{}).(View)
+	if !ok || v.Resource != gvr || obj == nil || view == obj {
+		return nil
+	}
+	return v.WriteBack(view, obj)
 }
 
 // viewed returns what admission of a write of gvr (objects of kind gvk)

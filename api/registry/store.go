@@ -75,13 +75,18 @@ func (s *Store) Create(ctx context.Context, obj runtime.Object, dryRun bool) (ru
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
+	// kube's order: mutating admission sees the object as the client
+	// sent it (no uid, no creation time, a generateName not yet
+	// resolved), and the system fields are filled after it, so that no
+	// plugin or webhook can choose them: a uid chosen by a webhook could
+	// be a deleted object's, whose bound tokens would then be valid again.
+	if err := s.admitWrite(ctx, obj, nil); err != nil {
+		return nil, err
+	}
 	rest.FillObjectMetaSystemFields(m)
 	generated := m.GetGenerateName() != "" && m.GetName() == ""
 	if generated {
 		m.SetName(s.CreateStrategy.GenerateName(m.GetGenerateName()))
-	}
-	if err := s.admitWrite(ctx, obj, nil); err != nil {
-		return nil, err
 	}
 	if err := rest.BeforeCreate(s.CreateStrategy, ctx, obj); err != nil {
 		return nil, err
