@@ -396,22 +396,7 @@ func runWebhookScenarios(t *testing.T, via, on *node, ns string, all bool) {
 func webhookMatchPolicy(t *testing.T, n *node, w *webhookServer) {
 	ctx := context.Background()
 	write := manifests(t)
-	two := `  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-  - name: v2
-    served: true
-    storage: false
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-`
-	n.mustKubectl("apply", "-f", write("gadgets", crdFor("webhooks.e2e.trustplane.io", "gadgets", two, "")))
+	n.mustKubectl("apply", "-f", write("gadgets", crdFor("webhooks.e2e.trustplane.io", "gadgets", twoVersions, "")))
 	v2 := n.dynamicClient().Resource(schema.GroupVersionResource{Group: "webhooks.e2e.trustplane.io", Version: "v2", Resource: "gadgets"})
 	waitFor(t, 30*time.Second, "gadgets to be served", func() bool {
 		_, err := v2.List(ctx, metav1.ListOptions{})

@@ -9,12 +9,7 @@ package e2e_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
@@ -62,11 +57,7 @@ type hookServer struct {
 func startHookServer(t testing.TB) *hookServer {
 	t.Helper()
 	h := &hookServer{calls: map[string]int{}}
-	h.srv = httptest.NewUnstartedServer(http.HandlerFunc(h.serve))
-	h.srv.TLS = &tls.Config{}
-	h.srv.StartTLS()
-	t.Cleanup(h.srv.Close)
-	h.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: h.srv.Certificate().Raw})
+	h.srv, h.caPEM = startTLSServer(t, http.HandlerFunc(h.serve))
 	return h
 }
 
@@ -401,20 +392,6 @@ func TestRedteamWebhooks2ScaleMutation(t *testing.T) {
 	}
 }
 
-// nodeCSR is a PEM certificate request for a trustplane node's identity.
-func nodeCSR(t testing.TB, cn string, orgs ...string) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: cn, Organization: orgs}}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
-}
-
 // TestRedteamWebhooks2CSRSubjectSwap: a mutating webhook swaps the
 // request of every CSR it admits for one asking for a trustplane node
 // identity, for system:masters, or a kubelet identity, and the CSR's
@@ -427,9 +404,9 @@ func TestRedteamWebhooks2CSRSubjectSwap(t *testing.T) {
 	admin := n.clientset()
 	h := startHookServer(t)
 	swaps := map[string][]byte{
-		"swap-node":    nodeCSR(t, certs.NodeUserPrefix+"evil", certs.NodeOrganization),
-		"swap-org":     nodeCSR(t, "harmless", certs.NodeOrganization),
-		"swap-masters": nodeCSR(t, "root", "system:masters"),
+		"swap-node":    csrPEM(t, certs.NodeUserPrefix+"evil", certs.NodeOrganization),
+		"swap-org":     csrPEM(t, "harmless", certs.NodeOrganization),
+		"swap-masters": csrPEM(t, "root", "system:masters"),
 	}
 	h.admit = func(_ string, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 		m := objectMeta(req)
@@ -452,7 +429,7 @@ func TestRedteamWebhooks2CSRSubjectSwap(t *testing.T) {
 	n.mustKubectl("create", "clusterrolebinding", "csr-writer", "--clusterrole=csr-writer", "--user=alice")
 	csr := func(name, signer string) *certificatesv1.CertificateSigningRequest {
 		return &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: certificatesv1.CertificateSigningRequestSpec{
-			Request: nodeCSR(t, "alice"), SignerName: signer, Usages: []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+			Request: csrPEM(t, "alice"), SignerName: signer, Usages: []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
 		}}
 	}
 	waitFor(t, 30*time.Second, "the CSR webhook to be in force", func() bool {

@@ -60,14 +60,34 @@ type seenReview struct {
 func startWebhookServer(t testing.TB) *webhookServer {
 	t.Helper()
 	w := &webhookServer{}
-	w.srv = httptest.NewUnstartedServer(http.HandlerFunc(w.serve))
-	// Asked for, never required: a caller that has a certificate to
-	// present shows it (seenReview.Credentials).
-	w.srv.TLS = &tls.Config{ClientAuth: tls.RequestClientCert}
-	w.srv.StartTLS()
-	t.Cleanup(w.srv.Close)
-	w.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: w.srv.Certificate().Raw})
+	w.srv, w.caPEM = startTLSServer(t, http.HandlerFunc(w.serve))
 	return w
+}
+
+// startTLSServer starts h as an HTTPS server on loopback, stopped when
+// the test ends, and returns it with its CA certificate in PEM. It asks
+// for a client certificate, never requires one, so that a caller that
+// has one to present shows it (callerCredentials).
+func startTLSServer(t testing.TB, h http.Handler) (*httptest.Server, []byte) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.TLS = &tls.Config{ClientAuth: tls.RequestClientCert}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+}
+
+// callerCredentials says what credentials r's caller presented: an
+// Authorization header, a client certificate.
+func callerCredentials(r *http.Request) []string {
+	var creds []string
+	if r.Header.Get("Authorization") != "" {
+		creds = append(creds, "Authorization header")
+	}
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		creds = append(creds, "client certificate "+r.TLS.PeerCertificates[0].Subject.String())
+	}
+	return creds
 }
 
 func (w *webhookServer) serve(rw http.ResponseWriter, r *http.Request) {
@@ -94,13 +114,7 @@ func (w *webhookServer) serve(rw http.ResponseWriter, r *http.Request) {
 		raw = review.Request.OldObject.Raw
 	}
 	_ = json.Unmarshal(raw, &obj)
-	var creds []string
-	if r.Header.Get("Authorization") != "" {
-		creds = append(creds, "Authorization header")
-	}
-	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
-		creds = append(creds, "client certificate "+r.TLS.PeerCertificates[0].Subject.String())
-	}
+	creds := callerCredentials(r)
 	w.mu.Lock()
 	w.seen = append(w.seen, seenReview{Path: r.URL.Path, APIVersion: review.APIVersion, Request: *review.Request, ObjectAPIVersion: obj.APIVersion,
 		ObjectLabels: obj.Metadata.Labels, ObjectName: review.Request.Name, Operation: string(review.Request.Operation), Credentials: creds})
@@ -187,15 +201,8 @@ func (w *webhookServer) clientConfig(path string) admissionregistrationv1.Webhoo
 // convert serves the conversion paths, recording each call's credentials
 // as a review of path with no request.
 func (w *webhookServer) convert(rw http.ResponseWriter, r *http.Request, body []byte) {
-	var creds []string
-	if r.Header.Get("Authorization") != "" {
-		creds = append(creds, "Authorization header")
-	}
-	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
-		creds = append(creds, "client certificate "+r.TLS.PeerCertificates[0].Subject.String())
-	}
 	w.mu.Lock()
-	w.seen = append(w.seen, seenReview{Path: r.URL.Path, Credentials: creds})
+	w.seen = append(w.seen, seenReview{Path: r.URL.Path, Credentials: callerCredentials(r)})
 	w.mu.Unlock()
 	if r.URL.Path == "/convert-garbage" {
 		_, _ = io.WriteString(rw, "this is not a conversion review")

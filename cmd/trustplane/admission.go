@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
@@ -44,6 +45,40 @@ func (c admissionChain) ForValidate(gvr schema.GroupVersionResource, kind schema
 // deletes (registry.DeleteAdmission), in the order of the parts.
 func (c admissionChain) ForDelete(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.AdmitDeleteFunc {
 	return chainSteps(c, func(d registry.DeleteAdmission) []registry.AdmitDeleteFunc { return d.ForDelete(gvr, kind) })
+}
+
+// The server's own writes (no user in their context: the default
+// namespaces and Service at bootstrap) skip the admission policies and
+// webhooks: kube-apiserver makes those writes through its loopback client,
+// where its policies and webhooks see them, but nothing a user configures
+// may refuse or change what the server needs to start. These wrap a step
+// so.
+
+func userAdmit(step registry.AdmitFunc) registry.AdmitFunc {
+	return func(ctx context.Context, obj, old runtime.Object) error {
+		if _, ok := genericapirequest.UserFrom(ctx); !ok {
+			return nil
+		}
+		return step(ctx, obj, old)
+	}
+}
+
+func userValidate(step registry.ValidateFunc) registry.ValidateFunc {
+	return func(ctx context.Context, obj, old runtime.Object, dryRun bool) error {
+		if _, ok := genericapirequest.UserFrom(ctx); !ok {
+			return nil
+		}
+		return step(ctx, obj, old, dryRun)
+	}
+}
+
+func userDelete(step registry.AdmitDeleteFunc) registry.AdmitDeleteFunc {
+	return func(ctx context.Context, old runtime.Object, opts *metav1.DeleteOptions, dryRun bool) error {
+		if _, ok := genericapirequest.UserFrom(ctx); !ok {
+			return nil
+		}
+		return step(ctx, old, opts, dryRun)
+	}
 }
 
 // chainSteps joins, in the order of the parts of c, the steps of the parts
@@ -152,12 +187,7 @@ func (p *plugins) For(gvr schema.GroupVersionResource, kind schema.GroupVersionK
 	if len(own) > 0 {
 		return []registry.AdmitFunc{hook}
 	}
-	return []registry.AdmitFunc{func(ctx context.Context, obj, old runtime.Object) error {
-		if _, ok := genericapirequest.UserFrom(ctx); !ok {
-			return nil
-		}
-		return hook(ctx, obj, old)
-	}}
+	return []registry.AdmitFunc{userAdmit(hook)}
 }
 
 // ForValidate gives every resource the admission policies' step, then

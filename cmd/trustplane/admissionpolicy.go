@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/admission"
@@ -16,7 +14,6 @@ import (
 	mutatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	validatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -106,13 +103,7 @@ func (p *admissionPolicies) step(gvr schema.GroupVersionResource, kind schema.Gr
 	}
 	// kube's audit wrapper copies the plugin's annotations (auditAnnotations,
 	// the Audit action's validation_failure) into the request's audit event.
-	hook := admissionhook.HookValidate(p.objects, gvr, kind, admission.WithAudit(p.plugin))
-	return []registry.ValidateFunc{func(ctx context.Context, obj, old runtime.Object, dryRun bool) error {
-		if _, ok := genericapirequest.UserFrom(ctx); !ok {
-			return nil
-		}
-		return hook(ctx, obj, old, dryRun)
-	}}
+	return []registry.ValidateFunc{userValidate(admissionhook.HookValidate(p.objects, gvr, kind, admission.WithAudit(p.plugin)))}
 }
 
 // excludedFromAdmission reports the resources kube-apiserver keeps out of
@@ -129,13 +120,7 @@ func (p *admissionPolicies) deleteStep(gvr schema.GroupVersionResource, kind sch
 	if p.plugin == nil {
 		return nil
 	}
-	hook := admissionhook.HookDelete(p.objects, gvr, kind, admission.WithAudit(p.plugin))
-	return []registry.AdmitDeleteFunc{func(ctx context.Context, old runtime.Object, opts *metav1.DeleteOptions, dryRun bool) error {
-		if _, ok := genericapirequest.UserFrom(ctx); !ok {
-			return nil
-		}
-		return hook(ctx, old, opts, dryRun)
-	}}
+	return []registry.AdmitDeleteFunc{userDelete(admissionhook.HookDelete(p.objects, gvr, kind, admission.WithAudit(p.plugin)))}
 }
 
 // restMapperReset is how often kube-apiserver forgets the discovery its

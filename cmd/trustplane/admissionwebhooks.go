@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/initializer"
@@ -13,7 +11,6 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -72,13 +69,7 @@ func (w *admissionWebhooks) step(gvr schema.GroupVersionResource, kind schema.Gr
 	if w == nil || excludedFromAdmission(gvr) {
 		return nil
 	}
-	hook := admissionhook.HookValidate(w.objects, gvr, kind, admission.WithAudit(w.validating))
-	return []registry.ValidateFunc{func(ctx context.Context, obj, old runtime.Object, dryRun bool) error {
-		if _, ok := genericapirequest.UserFrom(ctx); !ok {
-			return nil
-		}
-		return hook(ctx, obj, old, dryRun)
-	}}
+	return []registry.ValidateFunc{userValidate(admissionhook.HookValidate(w.objects, gvr, kind, admission.WithAudit(w.validating)))}
 }
 
 // deleteStep is the validating plugin's step of gvr's delete admission,
@@ -87,13 +78,7 @@ func (w *admissionWebhooks) deleteStep(gvr schema.GroupVersionResource, kind sch
 	if w == nil || excludedFromAdmission(gvr) {
 		return nil
 	}
-	hook := admissionhook.HookDelete(w.objects, gvr, kind, admission.WithAudit(w.validating))
-	return []registry.AdmitDeleteFunc{func(ctx context.Context, old runtime.Object, opts *metav1.DeleteOptions, dryRun bool) error {
-		if _, ok := genericapirequest.UserFrom(ctx); !ok {
-			return nil
-		}
-		return hook(ctx, old, opts, dryRun)
-	}}
+	return []registry.AdmitDeleteFunc{userDelete(admissionhook.HookDelete(w.objects, gvr, kind, admission.WithAudit(w.validating)))}
 }
 
 // start initialises both plugins as kube-apiserver's plugin initialisers
