@@ -24,7 +24,8 @@ import (
 //
 //	/allow    allows
 //	/deny     denies with the message "e2e says no"
-//	/patch    allows with a JSON patch adding the label patched=yes
+//	/patch    allows with a JSON patch adding the label patched=yes (a
+//	          delete without one)
 //	/warn     allows with the warning "e2e warns"
 //	/hang     answers nothing until the caller gives up (at most a minute)
 //	/garbage  answers a body that is not an AdmissionReview
@@ -126,6 +127,9 @@ func (w *webhookServer) serve(rw http.ResponseWriter, r *http.Request) {
 		resp.Allowed = false
 		resp.Result = &metav1.Status{Message: "e2e says no"}
 	case "/patch":
+		if review.Request.Operation == admissionv1.Delete {
+			break // nothing to patch: kube refuses a patch of a delete
+		}
 		pt := admissionv1.PatchTypeJSONPatch
 		resp.PatchType = &pt
 		resp.Patch = []byte(`[{"op":"add","path":"/metadata/labels/patched","value":"yes"}]`)

@@ -179,22 +179,35 @@ func HookValidate(oi admission.ObjectInterfaces, gvr schema.GroupVersionResource
 	}
 }
 
-// HookDelete adapts validating plugins to one step of a store's delete
-// admission (registry.AdmitDeleteFunc) for the resource gvr of kind gvk:
-// each plugin that handles DELETE validates the object as stored, as
-// kube-apiserver's delete handler runs its admission.
+// HookDelete adapts plugins to one step of a store's delete admission
+// (registry.AdmitDeleteFunc) for the resource gvr of kind gvk, as
+// kube-apiserver's delete handler runs its admission
+// (rest.AdmissionToValidateObjectDeleteFunc): mutating plugins that
+// handle DELETE admit it first, with the object as stored and no new
+// object (a mutating webhook is called, and kube's plugin refuses any
+// patch it answers), then validating plugins validate it.
 func HookDelete(oi admission.ObjectInterfaces, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, plugins ...admission.Interface) func(ctx context.Context, old runtime.Object, opts *metav1.DeleteOptions, dryRun bool) error {
 	return func(ctx context.Context, old runtime.Object, opts *metav1.DeleteOptions, dryRun bool) error {
 		if opts == nil {
 			opts = &metav1.DeleteOptions{}
 		}
+		// Typed as kube's delete handler types them (meta.k8s.io/v1,
+		// whatever version the client sent them in).
+		opts = opts.DeepCopy()
+		opts.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("DeleteOptions"))
 		if dryRun && len(opts.DryRun) == 0 {
-			opts = opts.DeepCopy()
 			opts.DryRun = []string{metav1.DryRunAll}
 		}
 		attrs, err := attributes(ctx, nil, old, gvk, gvr, admission.Delete, opts, dryRun)
 		if err != nil {
 			return err
+		}
+		for _, p := range plugins {
+			if m, ok := p.(admission.MutationInterface); ok && p.Handles(admission.Delete) {
+				if err := m.Admit(ctx, attrs, oi); err != nil {
+					return err
+				}
+			}
 		}
 		return validate(ctx, newUnstructuredAttributes(attrs, oi.GetObjectConvertor(), attrs.GetKind()), oi, plugins)
 	}

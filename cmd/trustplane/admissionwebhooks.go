@@ -72,13 +72,15 @@ func (w *admissionWebhooks) step(gvr schema.GroupVersionResource, kind schema.Gr
 	return []registry.ValidateFunc{userValidate(admissionhook.HookValidate(w.objects, gvr, kind, admission.WithAudit(w.validating)))}
 }
 
-// deleteStep is the validating plugin's step of gvr's delete admission,
-// with the object as stored, under step's rules.
+// deleteStep is the webhooks' step of gvr's delete admission, with the
+// object as stored, under step's rules: the mutating webhooks are called
+// as kube calls them on a delete (a patch is refused), then the
+// validating ones.
 func (w *admissionWebhooks) deleteStep(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.AdmitDeleteFunc {
 	if w == nil || excludedFromAdmission(gvr) {
 		return nil
 	}
-	return []registry.AdmitDeleteFunc{userDelete(admissionhook.HookDelete(w.objects, gvr, kind, admission.WithAudit(w.validating)))}
+	return []registry.AdmitDeleteFunc{userDelete(admissionhook.HookDelete(w.objects, gvr, kind, admission.WithAudit(w.mutating), admission.WithAudit(w.validating)))}
 }
 
 // start initialises both plugins as kube-apiserver's plugin initialisers
