@@ -106,4 +106,3 @@ func comparableReviews(t *testing.T, reviews []seenReview) []map[string]any {
 	}
 	return out
 }
-
