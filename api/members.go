@@ -20,6 +20,7 @@ type Member struct {
 	RaftAddr     string        `json:"raftAddr"`
 	APIAddr      string        `json:"apiAddr,omitempty"`
 	Voter        bool          `json:"voter"`
+	Replica      bool          `json:"replica,omitempty"`
 	Status       string        `json:"status"`
 	RaftState    string        `json:"raftState"`
 	LastContact  time.Duration `json:"lastContact"`

@@ -24,8 +24,8 @@ const (
 // membership.go).
 func (n *Node) bootstrapLoop() {
 	defer n.wg.Done()
-	if n.cfg.BootstrapExpect <= 1 {
-		return
+	if n.cfg.BootstrapExpect <= 1 || n.cfg.Replica {
+		return // a replica is only ever added by a leader
 	}
 	tick := time.NewTicker(bootstrapPoll)
 	defer tick.Stop()
@@ -75,14 +75,15 @@ func (n *Node) bootstrapLoop() {
 }
 
 // bootstrapCandidates returns the initial configuration this node would
-// bootstrap (the first BootstrapExpect alive servers by name), a string
+// bootstrap (the first BootstrapExpect alive servers by name, replicas
+// left out), a string
 // identifying the whole view, and whether there are enough servers.
 func (n *Node) bootstrapCandidates() ([]raft.Server, string, bool) {
 	members := n.gossip.snapshot()
 	var alive []nodeMeta
 	for _, m := range members {
-		if m.status != StatusAlive {
-			continue
+		if m.status != StatusAlive || m.meta.Replica {
+			continue // replicas are never initial voters
 		}
 		if m.meta.Expect != n.cfg.BootstrapExpect {
 			n.logOnce(slog.LevelWarn, "bootstrap-expect: waiting", m.meta.Name, "", fmt.Errorf("member %q was started with bootstrap-expect %d, this node with %d; not bootstrapping until they agree", m.meta.Name, m.meta.Expect, n.cfg.BootstrapExpect))

@@ -101,6 +101,17 @@ type Config struct {
 	// bootstrap.go). A node that finds an existing cluster waits to be
 	// added by its leader instead.
 	BootstrapExpect int
+	// Replica makes the node a read replica: the leader adds it to the
+	// Raft configuration as a non-voter, so it receives the log and serves
+	// reads from its own state, but never votes, never counts toward a
+	// quorum, never leads (so it never runs the controllers) and is never
+	// promoted, however caught up it is. A replica never bootstraps: it
+	// needs gossip and BootstrapExpect 0 (or the voters' value, which it
+	// then ignores). The role is the node's own word, over gossip and the
+	// internal RPC, both of which only nodes of the cluster can speak; a
+	// server's suffrage, once added, changes only by removal and a new
+	// join.
+	Replica bool
 
 	// GossipAddr is the host:port memberlist binds to (UDP and TCP), and
 	// advertises unless GossipAdvertise is set; an unspecified host needs
@@ -356,6 +367,9 @@ func (c *Config) validateCommon() error {
 func (c *Config) validateGossip() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
+	if c.Replica && (c.GossipAddr == "" || c.BootstrapExpect == 1) {
+		return bad("a replica joins an existing cluster through gossip: it needs GossipAddr, and BootstrapExpect must not be 1")
 	}
 	if c.GossipAddr == "" {
 		if c.BootstrapExpect > 1 {

@@ -185,6 +185,9 @@ func (n *Node) reconcileDataDirs(conf map[raft.ServerID]raft.Server, members map
 			conf[id] = s
 			n.logger.Warn("membership: a voter came back with another data directory than the one recorded for it; it is a non-voter until it has caught up", "member", name, "catch_up_to", target, "applied", st.Applied)
 		case raft.Nonvoter:
+			if st.Replica {
+				continue // a read replica never votes, however caught up
+			}
 			target, ok := catchup[id]
 			if !ok {
 				target = n.raft.LastIndex()

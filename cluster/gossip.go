@@ -87,6 +87,9 @@ type nodeMeta struct {
 	API     string `json:"a,omitempty"`
 	Cluster string `json:"c"`
 	Expect  int    `json:"e,omitempty"`
+	// Replica: the node is a read replica (Config.Replica); bootstrap
+	// never counts it among the initial voters.
+	Replica bool `json:"rep,omitempty"`
 	// Leaving is set by Leave just before the gossip leave message.
 	// memberlist's leave notification does not say whether a node left or
 	// failed, so this is how peers tell the two apart.
@@ -190,6 +193,7 @@ func (n *Node) localMeta() nodeMeta {
 		API:     n.cfg.APIAddr,
 		Cluster: n.cfg.ClusterID,
 		Expect:  n.cfg.BootstrapExpect,
+		Replica: n.cfg.Replica,
 		Leaving: n.leaving.Load(),
 	}
 }

@@ -17,6 +17,9 @@ type Member struct {
 	APIAddr  string
 	// Voter: the node is a voter in the raft configuration.
 	Voter bool
+	// Replica: the node is a read replica (Config.Replica), as it told
+	// gossip; a non-voter that is not one is a voter catching up.
+	Replica bool
 	// Status is the gossip status: StatusAlive, StatusFailed, StatusLeft,
 	// or StatusUnknown for a raft server gossip has not reported.
 	Status string
@@ -101,12 +104,14 @@ func (n *Node) Members(ctx context.Context) ([]Member, error) {
 				m.RaftAddr = gm.meta.Raft
 			}
 			m.APIAddr = gm.meta.API
+			m.Replica = gm.meta.Replica
 			m.Status = gm.status
 		}
 	}
 	self := get(n.cfg.NodeName)
 	self.RaftAddr = string(n.trans.LocalAddr())
 	self.APIAddr = n.cfg.APIAddr
+	self.Replica = n.cfg.Replica
 	if n.left.Load() {
 		self.Status = StatusLeft
 	} else {

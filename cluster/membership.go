@@ -25,13 +25,15 @@ import (
 //   - Only the leader changes the configuration (reconcile, every
 //     reconcileInterval and on every gossip change, once its term barrier
 //     has applied): an alive gossip member that is not a server is added
-//     as a voter, unless an operator removed it (removed.go); a member
+//     as a voter (a read replica, Config.Replica, as a non-voter), unless
+//     an operator removed it (removed.go); a member
 //     that left gracefully is removed; a member that failed stays a voter
 //     until RemoveMember or the autopilot rule (Config.DeadServerTimeout).
 //     A server that gossip reports at a new raft address is moved there
 //     once the node there proves to be it (moveServer). A voter back with
 //     another data directory is a non-voter until it has caught up, and
-//     a caught-up non-voter becomes a voter (datadir.go).
+//     a caught-up non-voter becomes a voter (datadir.go); a replica never
+//     does.
 //   - A voter counts as alive for every quorum check when the leader's
 //     raft reaches it (contact.go) and gossip does not report it failed or
 //     left. No removal (RemoveMember, Leave, a left member, autopilot)
@@ -126,7 +128,7 @@ func (n *Node) reconcile(missing map[raft.ServerID]time.Time, catchup map[raft.S
 			continue
 		}
 		removed := n.isRemoved(name)
-		dir, err := n.checkJoiner(name, raft.ServerAddress(m.meta.Raft), inConf, removed)
+		dir, replica, err := n.checkJoiner(name, raft.ServerAddress(m.meta.Raft), inConf, removed)
 		if err != nil {
 			level := slog.LevelError
 			if removed {
@@ -141,13 +143,16 @@ func (n *Node) reconcile(missing map[raft.ServerID]time.Time, catchup map[raft.S
 			n.logger.Warn("adding voter: recording its data directory failed; will retry", "member", name, "error", err)
 			return
 		}
-		err = n.awaitChange(n.raft.AddVoter(id, raft.ServerAddress(m.meta.Raft), 0, n.cfg.ApplyTimeout))
-		if err != nil {
-			n.logger.Warn("adding voter failed; will retry", "member", name, "raft_addr", m.meta.Raft, "error", err)
+		add, suffrage, what := n.raft.AddVoter, raft.Voter, "voter"
+		if replica {
+			add, suffrage, what = n.raft.AddNonvoter, raft.Nonvoter, "replica"
+		}
+		if err := n.awaitChange(add(id, raft.ServerAddress(m.meta.Raft), 0, n.cfg.ApplyTimeout)); err != nil {
+			n.logger.Warn("adding "+what+" failed; will retry", "member", name, "raft_addr", m.meta.Raft, "error", err)
 			return
 		}
-		n.logger.Info("added voter", "member", name, "raft_addr", m.meta.Raft)
-		inConf[id] = raft.Server{Suffrage: raft.Voter, ID: id, Address: raft.ServerAddress(m.meta.Raft)}
+		n.logger.Info("added "+what, "member", name, "raft_addr", m.meta.Raft)
+		inConf[id] = raft.Server{Suffrage: suffrage, ID: id, Address: raft.ServerAddress(m.meta.Raft)}
 	}
 
 	// Voters with a new (emptied) data directory vote only once caught up.
@@ -240,27 +245,28 @@ func (n *Node) reconcile(missing map[raft.ServerID]time.Time, catchup map[raft.S
 // A node that cannot be asked is not added this round. A node an operator
 // removed (removed set) is added only if it has no raft state, and its
 // removal marker is cleared first (readmitRemoved). It returns the data
-// directory identity the node answered with (datadir.go).
-func (n *Node) checkJoiner(name string, addr raft.ServerAddress, conf map[raft.ServerID]raft.Server, removed bool) (string, error) {
+// directory identity the node answered with (datadir.go), and whether it
+// is a read replica, to be added as a non-voter.
+func (n *Node) checkJoiner(name string, addr raft.ServerAddress, conf map[raft.ServerID]raft.Server, removed bool) (dir string, replica bool, err error) {
 	if n.dialRPC == nil {
 		if removed {
-			return "", fmt.Errorf("not re-adding %q: an operator removed it, and without the internal RPC its data directory cannot be checked", name)
+			return "", false, fmt.Errorf("not re-adding %q: an operator removed it, and without the internal RPC its data directory cannot be checked", name)
 		}
-		return "", nil
+		return "", false, nil
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, hasStateTimeout)
 	defer cancel()
 	resp, err := n.call(ctx, addr, rpcRequest{Op: opHasState})
 	if err != nil {
-		return "", fmt.Errorf("not adding %q yet: cannot ask it for its raft state: %w", name, err)
+		return "", false, fmt.Errorf("not adding %q yet: cannot ask it for its raft state: %w", name, err)
 	}
 	if removed {
-		return resp.Dir, n.readmitRemoved(name, resp)
+		return resp.Dir, resp.Replica, n.readmitRemoved(name, resp)
 	}
 	if !resp.HasState || len(resp.Servers) == 0 || sharesServer(resp.Servers, conf, name) {
-		return resp.Dir, nil
+		return resp.Dir, resp.Replica, nil
 	}
-	return "", fmt.Errorf("refusing to add %q: it has raft state of another cluster (its configuration %v shares no server with ours; did it bootstrap itself?). Wipe its data directory to join this cluster", name, resp.Servers)
+	return "", false, fmt.Errorf("refusing to add %q: it has raft state of another cluster (its configuration %v shares no server with ours; did it bootstrap itself?). Wipe its data directory to join this cluster", name, resp.Servers)
 }
 
 // sharesServer reports whether servers (a node's configuration, by ID)

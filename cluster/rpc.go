@@ -81,9 +81,12 @@ type rpcResponse struct {
 	Leader bool `json:"leader,omitempty"`
 	// Name, Dir and Applied (has_state) are the answering node's name,
 	// data directory identity (datadir.go) and applied index.
-	Name    string     `json:"name,omitempty"`
-	Dir     string     `json:"dir,omitempty"`
-	Applied uint64     `json:"applied,omitempty"`
+	Name    string `json:"name,omitempty"`
+	Dir     string `json:"dir,omitempty"`
+	Applied uint64 `json:"applied,omitempty"`
+	// Replica (has_state): the answering node is a read replica
+	// (Config.Replica), to be added as a non-voter and never promoted.
+	Replica bool       `json:"replica,omitempty"`
 	Stats   *nodeStats `json:"stats,omitempty"`
 	Code    string     `json:"code,omitempty"` // see errCodes
 	Err     string     `json:"err,omitempty"`
@@ -241,7 +244,7 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest, caller string, ca
 	case opHasState:
 		resp.HasState = n.hasState()
 		resp.Leader = n.raft.State() == raft.Leader
-		resp.Name, resp.Dir, resp.Applied = n.cfg.NodeName, n.dataDir, n.fsm.AppliedIndex()
+		resp.Name, resp.Dir, resp.Applied, resp.Replica = n.cfg.NodeName, n.dataDir, n.fsm.AppliedIndex(), n.cfg.Replica
 		if fut := n.raft.GetConfiguration(); fut.Error() == nil {
 			for _, s := range fut.Configuration().Servers {
 				resp.Servers = append(resp.Servers, string(s.ID))

@@ -80,7 +80,7 @@ func (m membership) Members(ctx context.Context) ([]api.Member, error) {
 	out := make([]api.Member, len(ms))
 	for i, c := range ms {
 		out[i] = api.Member{
-			Name: c.Name, RaftAddr: c.RaftAddr, APIAddr: c.APIAddr, Voter: c.Voter, Status: c.Status,
+			Name: c.Name, RaftAddr: c.RaftAddr, APIAddr: c.APIAddr, Voter: c.Voter, Replica: c.Replica, Status: c.Status,
 			RaftState: c.RaftState, LastContact: c.LastContact, AppliedIndex: c.AppliedIndex,
 		}
 	}

@@ -90,8 +90,11 @@ func listMembers(client *http.Client, url string) error {
 	fmt.Fprintln(tw, "NAME\tROLE\tSTATUS\tRAFT-STATE\tLAST-CONTACT\tAPPLIED-INDEX\tAPI\tRAFT")
 	for _, m := range members {
 		role := "non-voter"
-		if m.Voter {
+		switch {
+		case m.Voter:
 			role = "voter"
+		case m.Replica:
+			role = "replica"
 		}
 		contact := "-"
 		if m.LastContact >= 0 {

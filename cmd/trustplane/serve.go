@@ -44,23 +44,25 @@ import (
 
 // options are the serve flags.
 type options struct {
-	dataDir          string
-	listen           string
-	raftAddr         string
-	gossipAddr       string
-	nodeName         string
-	join             string
-	bootstrapExpect  int
-	caDir            string
-	tlsSANs          string
-	runtimeConfig    string
-	featureGates     string
-	emulatedVersion  string
-	emulated         *version.Version // emulatedVersion, parsed
-	saIssuer         string
-	serviceCIDR      string
-	logLevel         string
-	controllers      bool
+	dataDir         string
+	listen          string
+	raftAddr        string
+	gossipAddr      string
+	nodeName        string
+	join            string
+	bootstrapExpect int
+	caDir           string
+	tlsSANs         string
+	runtimeConfig   string
+	featureGates    string
+	emulatedVersion string
+	emulated        *version.Version // emulatedVersion, parsed
+	saIssuer        string
+	serviceCIDR     string
+	logLevel        string
+	controllers     bool
+	// role is --role: voter, or replica (cluster.Config.Replica).
+	role             string
 	controllersQPS   float64
 	controllersBurst int
 	signing          signingFlags
@@ -113,6 +115,7 @@ func parseServe(args []string) (*options, error) {
 	fs.StringVar(&o.gossipAddr, "gossip-addr", "127.0.0.1:6445", "memberlist gossip address (encrypted); used when --bootstrap-expect > 1 or --join is set")
 	fs.StringVar(&o.nodeName, "node-name", host, "unique name of this node")
 	fs.StringVar(&o.join, "join", "", "gossip addresses of other nodes, host:port[,...]")
+	fs.StringVar(&o.role, "role", "voter", "voter, or replica: a read replica joins the cluster at --join as a Raft non-voter, receives the log and serves reads, reviews and watches from its own state, but never votes, never counts toward a quorum, never leads and never runs controllers")
 	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 1, "servers to see before the first election (1 bootstraps a one-node cluster; with --join the default is 0: join an existing cluster)")
 	fs.StringVar(&o.caDir, "ca-dir", "", "shared cluster CA directory (default <data-dir>/pki, generated when absent)")
 	fs.StringVar(&o.tlsSANs, "tls-san", "", "extra DNS names or IP addresses for the API's serving certificate, comma-separated (k3s' --tls-san): the names clients reach the node by, such as a Service's DNS names")
@@ -177,6 +180,15 @@ func parseServe(args []string) (*options, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	switch o.role {
+	case "voter":
+	case "replica":
+		if o.join == "" || o.bootstrapExpect == 1 {
+			return nil, errors.New("--role replica: a replica joins an existing cluster: it needs --join, and --bootstrap-expect must not be 1")
+		}
+	default:
+		return nil, fmt.Errorf("--role %q: want voter or replica", o.role)
 	}
 	if o.bootstrapExpect < 0 {
 		return nil, fmt.Errorf("--bootstrap-expect %d: must not be negative", o.bootstrapExpect)
@@ -332,6 +344,7 @@ func serve(args []string) error {
 	ccfg.RaftAddr = o.raftAddr
 	ccfg.RaftAdvertise = o.addrs.raft
 	ccfg.BootstrapExpect = o.bootstrapExpect
+	ccfg.Replica = o.role == "replica"
 	ccfg.TLS = nodes.PeerTLS(nodeCert)
 	ccfg.PeerName = nodes.ConnNodeName
 	ccfg.Logger = log.With("component", "cluster")
