@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/endpoints/discovery"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
@@ -151,9 +152,14 @@ func (s *Server) apiResources(gv schema.GroupVersion) []metav1.APIResource {
 		if st.GVR.GroupVersion() != gv {
 			continue
 		}
+		// The storage version hash is kube's, of the group, version and
+		// kind the objects are stored in, so that a storage version
+		// migrator sees when that changes (a definition's storage version).
+		stored := st.Stored()
 		list.APIResources = append(list.APIResources, metav1.APIResource{
 			Name: st.GVR.Resource, SingularName: st.Singular, Namespaced: st.Namespaced,
 			Kind: st.KindName, Verbs: st.Verbs(), ShortNames: st.ShortNames, Categories: st.Categories,
+			StorageVersionHash: discovery.StorageVersionHash(stored.Group, stored.Version, st.KindName),
 		})
 		subs := make([]string, 0, len(st.Subresources))
 		for sub := range st.Subresources {
