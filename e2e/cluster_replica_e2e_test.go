@@ -35,14 +35,37 @@ func startReplica(t testing.TB, name string, nodes []*node) *node {
 	return r
 }
 
-// TestClusterReadReplica: a read replica joins three voters as a Raft
-// non-voter: the members endpoint shows it as a replica and the voters
-// as voters; writes made through it are committed (forwarded, for now,
-// to the leader), reads on it are linearizable, it answers TokenReviews;
-// and when it is killed the voters keep their quorum and commit.
-func TestClusterReadReplica(t *testing.T) {
+// TestClusterReplicaAndWebhooks runs two scenarios on one cluster of
+// three voters and a read replica, which share it to save a cluster's
+// start:
+//
+//   - admission webhooks through a follower: a write a follower forwards
+//     is admitted by the webhooks on the leader, which admits it, dry
+//     runs included; a follower converts custom objects through their
+//     definition's conversion webhook (runWebhookScenarios);
+//   - the read replica: it joins as a Raft non-voter; the members
+//     endpoint shows it as a replica and the voters as voters; writes
+//     made through it are committed (forwarded, for now, to the leader),
+//     reads on it are linearizable, it answers TokenReviews; and when it
+//     is killed the voters keep their quorum and commit.
+func TestClusterReplicaAndWebhooks(t *testing.T) {
 	nodes := startCluster(t, 3)
 	r := startReplica(t, "r1", nodes)
+	t.Run("webhooks through a follower", func(t *testing.T) {
+		leader := leaderOf(t, nodes)
+		var follower *node
+		for _, n := range nodes {
+			if n != leader {
+				follower = n
+				break
+			}
+		}
+		runWebhookScenarios(t, follower, leader, "e2e-webhooks-cluster", false)
+	})
+	t.Run("read replica", func(t *testing.T) { readReplica(t, nodes, r) })
+}
+
+func readReplica(t *testing.T, nodes []*node, r *node) {
 	var ms []api.Member
 	waitFor(t, 30*time.Second, "the replica among the members", func() bool {
 		var err error

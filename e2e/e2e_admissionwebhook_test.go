@@ -146,23 +146,6 @@ func TestE2EAdmissionWebhooks(t *testing.T) {
 	}
 }
 
-// TestClusterAdmissionWebhooks: on three nodes, a write through a follower
-// is admitted by the webhooks on the leader, which admits it, dry runs
-// included; a follower converts custom objects through their definition's
-// conversion webhook.
-func TestClusterAdmissionWebhooks(t *testing.T) {
-	nodes := startCluster(t, 3)
-	leader := leaderOf(t, nodes)
-	var follower *node
-	for _, n := range nodes {
-		if n != leader {
-			follower = n
-			break
-		}
-	}
-	runWebhookScenarios(t, follower, leader, "e2e-webhooks-cluster", false)
-}
-
 // noCredentials fails t if any caller presented w a credential: a node
 // calls a webhook with none of its own (no client certificate, no token),
 // so no webhook can act as the node.
