@@ -30,6 +30,11 @@ type RaftStatus struct {
 	Elections     uint64 `json:"elections"`
 	CommitIndex   uint64 `json:"commitIndex"`
 	AppliedIndex  uint64 `json:"appliedIndex"`
+	// ReplicationLag is CommitIndex minus AppliedIndex: committed entries
+	// this node has yet to apply.
+	ReplicationLag uint64 `json:"replicationLag"`
+	// Role is voter or replica (--role), as the node was started.
+	Role string `json:"role"`
 	// LastContact is how long ago this node heard from a leader ("0s" on
 	// the leader); empty when it never has.
 	LastContact ContactAge `json:"lastContact"`

@@ -94,6 +94,10 @@ var (
 		"Index of the last entry this node's state machine applied: the newest resourceVersion it can serve.", nil, nil)
 	descLastContact = prometheus.NewDesc("trustplane_raft_last_contact_seconds",
 		"How long ago this node heard from the leader: 0 on the leader; absent on a follower that never has.", nil, nil)
+	descReplicationLag = prometheus.NewDesc("trustplane_raft_replication_lag_entries",
+		"Committed entries this node has yet to apply: how far its local reads are behind, as of its last contact with the leader.", nil, nil)
+	descReplica = prometheus.NewDesc("trustplane_raft_replica",
+		"1 on a read replica (--role replica, a raft non-voter), else 0.", nil, nil)
 )
 
 // raftCollector reports a node's raft figures.
@@ -107,7 +111,7 @@ func (n *Node) Collector() prometheus.Collector { return raftCollector{n: n} }
 // Describe implements prometheus.Collector.
 func (c raftCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descTerm, descIsLeader, descHasLeader, descLeaderChanges,
-		descElections, descLastIndex, descCommitIndex, descAppliedIndex, descLastContact} {
+		descElections, descLastIndex, descCommitIndex, descAppliedIndex, descLastContact, descReplicationLag, descReplica} {
 		ch <- d
 	}
 	c.n.metrics.apply.Describe(ch)
@@ -139,6 +143,8 @@ func (c raftCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descLastIndex, float64(c.n.raft.LastIndex()))
 	gauge(descCommitIndex, float64(st.CommitIndex))
 	gauge(descAppliedIndex, float64(st.AppliedIndex))
+	gauge(descReplicationLag, float64(st.ReplicationLag()))
+	gauge(descReplica, flag(st.Replica))
 	if st.LastContact >= 0 {
 		gauge(descLastContact, st.LastContact.Seconds())
 	}

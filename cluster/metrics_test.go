@@ -82,6 +82,8 @@ func TestRaftCollector(t *testing.T) {
 			{"trustplane_raft_commit_index is at least the applied index", m["trustplane_raft_commit_index"] >= m["trustplane_raft_applied_index"]},
 			{"trustplane_raft_last_index is at least the commit index", m["trustplane_raft_last_index"] >= m["trustplane_raft_commit_index"]},
 			{"every node appended to its log", m["trustplane_raft_wal_fsync_duration_seconds"] >= 1},
+			{"the replication lag is commit minus applied", m["trustplane_raft_replication_lag_entries"] == max(0, m["trustplane_raft_commit_index"]-m["trustplane_raft_applied_index"])},
+			{"no node is a replica", m["trustplane_raft_replica"] == 0},
 		}
 		if i == li {
 			checks = append(checks,

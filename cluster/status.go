@@ -35,6 +35,19 @@ type Status struct {
 	// LastContact is how long ago this node heard from a leader: zero on
 	// the leader itself, and negative when a follower never has.
 	LastContact time.Duration
+	// Replica: this node is a read replica (Config.Replica).
+	Replica bool
+}
+
+// ReplicationLag is how many committed entries the node has yet to
+// apply: what a read served from its own state is behind by, as far as
+// it knows. Together with LastContact (how old its knowledge of the
+// commit index is) it bounds how stale the node is.
+func (s Status) ReplicationLag() uint64 {
+	if s.CommitIndex <= s.AppliedIndex {
+		return 0
+	}
+	return s.CommitIndex - s.AppliedIndex
 }
 
 // raftCounters counts leadership events. Raft calls count from its own
@@ -75,6 +88,7 @@ func (n *Node) Status() Status {
 		CommitIndex:   n.raft.CommitIndex(),
 		AppliedIndex:  n.fsm.AppliedIndex(),
 		LastContact:   -1,
+		Replica:       n.cfg.Replica,
 	}
 	switch lc := n.raft.LastContact(); {
 	case state == raft.Leader:

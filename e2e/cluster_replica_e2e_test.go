@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -93,6 +94,20 @@ func readReplica(t *testing.T, nodes []*node, r *node) {
 		t.Fatalf("voters %d, want 3: %+v", voters, ms)
 	}
 
+	var st api.RaftStatus
+	resp, err := r.httpClient().Get(r.url() + "/debug/trustplane/raft")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if err != nil || st.Role != "replica" || st.State != "Follower" {
+		t.Fatalf("the replica's raft status: %+v %v", st, err)
+	}
+	metrics, err := r.clientset().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil || !strings.Contains(string(metrics), "\ntrustplane_raft_replica 1\n") || !strings.Contains(string(metrics), "\ntrustplane_raft_replication_lag_entries ") {
+		t.Fatalf("the replica's metrics lack its role or lag: %v", err)
+	}
 	created, err := createSA(r.clientset(), "through-replica")
 	if err != nil {
 		t.Fatalf("a write through the replica: %v", err)

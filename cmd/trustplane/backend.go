@@ -106,7 +106,16 @@ func (m membership) RaftStatus() api.RaftStatus {
 		Node: s.Node, State: s.State, Term: s.Term, Leader: s.Leader,
 		LeaderChanges: s.LeaderChanges, Elections: s.Elections,
 		CommitIndex: s.CommitIndex, AppliedIndex: s.AppliedIndex, LastContact: api.ContactAge(s.LastContact),
+		ReplicationLag: s.ReplicationLag(), Role: roleOf(s.Replica),
 	}
+}
+
+// roleOf is a node's --role.
+func roleOf(replica bool) string {
+	if replica {
+		return "replica"
+	}
+	return "voter"
 }
 
 // backend joins the node (writes, read index) and the fsm (local reads) into
