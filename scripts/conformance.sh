@@ -62,7 +62,10 @@ gate_labels() {
   for g in $DEFAULT_ON_GATES; do out+="${out:+ || }FeatureGate:$g"; done
   printf '%s' "$out"
 }
-LABELS=${CONFORMANCE_LABELS:-"!Flaky && !Disruptive && !Alpha && !/^Feature:/ && (!BetaOffByDefault || $(gate_labels))"}
+# kube labels the specs of a beta gate that is off by default both
+# BetaOffByDefault and Feature:OffByDefault; those of the gates in
+# DEFAULT_ON_GATES are selected despite both.
+LABELS=${CONFORMANCE_LABELS:-"!Flaky && !Disruptive && !Alpha && (!/^Feature:/ || (Feature:OffByDefault && ($(gate_labels)))) && (!BetaOffByDefault || $(gate_labels))"}
 
 selection_args() {
   printf '%s\n' "--ginkgo.focus=$FOCUS" "--ginkgo.skip=$(patterns exclude.txt)" "--ginkgo.label-filter=$LABELS"
