@@ -47,6 +47,16 @@ type ForwardConfig struct {
 	// WaitForLeader bounds how long a write waits for a leader during an
 	// election before it is answered 503 with Retry-After.
 	WaitForLeader time.Duration
+	// ExecuteLocally, when set, runs resource writes on the node they
+	// arrive at (--execute-writes=local) rather than forwarding them:
+	// the node's storage then has the leader only order each write's
+	// command (cluster.Node.Submit). It is called before such a write
+	// runs on a follower or replica and returns once this node has
+	// applied a read index, so the write reads (for admission, the
+	// strategy, its preconditions) a state at least as new as every write
+	// acknowledged before it arrived, as it would on the leader. Its error
+	// is the answer (a Status: 503 while no leader confirms one).
+	ExecuteLocally func(ctx context.Context) error
 	// Credentials, when set, names the certificate TLS presents now (the
 	// node certificate, replaced when the node CA rotates). When it
 	// changes the forwarder stops using connections made with the one
@@ -66,7 +76,8 @@ const (
 	forwardPollInterval = 50 * time.Millisecond
 )
 
-// isWrite says whether a request must be served by the leader.
+// isWrite says whether a request writes a resource: the leader serves it,
+// or, with ExecuteLocally, the node it arrives at.
 func isWrite(info *genericapirequest.RequestInfo) bool {
 	if !info.IsResourceRequest {
 		return false
@@ -78,9 +89,14 @@ func isWrite(info *genericapirequest.RequestInfo) bool {
 	return false
 }
 
-// leaderOnly says whether a non-resource request must run on the leader:
-// operator actions (signing-key rotation) and removing a member, which
-// only the leader may do.
+// leaderOnly says whether a non-resource request must run on the leader,
+// whatever ExecuteLocally says: it is the one rule for which writes need
+// the leader's own state. Operator actions (signing-key, CA and keyring
+// rotations) read and write internal records, which only the leader
+// proposes (cluster.Node.Submit refuses them for other nodes); removing a
+// member changes the raft configuration, which only the leader can.
+// Controllers need no rule: they run on the leader and write through its
+// API.
 func (s *Server) leaderOnly(req *http.Request) bool {
 	switch req.Method {
 	case http.MethodPost:
@@ -217,6 +233,14 @@ func (s *Server) withForwarding(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		info, ok := genericapirequest.RequestInfoFrom(req.Context())
 		if !ok || !(isWrite(info) || s.leaderOnly(req)) || s.storesNothing(info) || f.cfg.Leadership.IsLeader() {
+			next.ServeHTTP(w, req)
+			return
+		}
+		if f.cfg.ExecuteLocally != nil && !s.leaderOnly(req) {
+			if err := f.cfg.ExecuteLocally(req.Context()); err != nil {
+				s.writeError(w, req, err)
+				return
+			}
 			next.ServeHTTP(w, req)
 			return
 		}

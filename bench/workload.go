@@ -65,7 +65,7 @@ func (c closedLoop) run(ctx context.Context, deadline time.Time, rec *recorder) 
 
 // workloads is every workload in the order a full run takes them.
 var workloads = []*workload{
-	createWorkload, applyWorkload, getWorkload, getRV0Workload, listWorkload, listPagedWorkload,
+	createWorkload, applyWorkload, updateWorkload, patchWorkload, getWorkload, getRV0Workload, listWorkload, listPagedWorkload,
 	watchWorkload, tokenReviewWorkload, csrWorkload, mixedWorkload,
 }
 

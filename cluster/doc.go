@@ -12,8 +12,13 @@
 //     local FSM has applied it. The entry's log index is the object's
 //     resourceVersion. Concurrent Proposes are group-committed (raft's
 //     BatchApplyCh), so one fsync covers many writes. Only the leader
-//     proposes; followers get ErrNotLeader and the caller forwards the
-//     HTTP request to LeaderAPIAddr.
+//     proposes; followers get ErrNotLeader.
+//   - Submit does what Propose does from any node: a follower or replica
+//     sends the command it built to the leader over the internal RPC,
+//     which proposes it, and answers once it has applied the entry
+//     itself (submit.go). It is how writes run where they arrive
+//     (--execute-writes=local); with the default, the API forwards a
+//     follower's HTTP write to LeaderAPIAddr instead.
 //   - ReadIndex gives a linearizable read point on any node: every write
 //     acknowledged before the call is applied locally when it returns. A
 //     follower gets the index from the leader over the internal RPC.
@@ -45,6 +50,11 @@
 //     Restricting peers to node identities is done by the caller's
 //     VerifyConnection hook. The internal RPC shares the raft port and
 //     its TLS (rpc.go).
+//   - Over the internal RPC a node may have the leader propose only puts
+//     and deletes of API objects (submittable): internal records are
+//     written by their leader-only writers alone. A proposal whose request
+//     was sent and got no answer is an unknown outcome (ErrTimeout),
+//     never retried; one the leader could not take is sent again.
 //   - Over the internal RPC a node may remove only itself (Leave): the
 //     caller's name comes from its certificate (Config.PeerName), never
 //     from the request. Removing another member is done by the leader

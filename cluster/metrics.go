@@ -41,6 +41,12 @@ type raftMetrics struct {
 	// restore: loading a snapshot into the fsm (at start, or one the
 	// leader sent), from raft's call to its end.
 	restore prometheus.Histogram
+	// submitted: writes this node had the leader propose (Submit), by
+	// outcome: applied, retried (nothing written; sent again) or unknown
+	// (sent, no answer).
+	submitted *prometheus.CounterVec
+	// received: proposals this node took from other nodes as leader.
+	received prometheus.Counter
 }
 
 // diskBuckets are etcd's buckets for its disk histograms: 1 ms to 8 s.
@@ -70,6 +76,14 @@ func newRaftMetrics() *raftMetrics {
 			Help: "Time to load one raft snapshot into this node's state machine: at start, or one received from the leader when this node fell behind its log.",
 			// 1 ms to 16 s: a million objects restore in seconds.
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+		}),
+		submitted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trustplane_raft_submitted_total",
+			Help: "Writes this node executed and had the leader propose over the internal RPC (--execute-writes=local), by outcome: applied, retried (the leader could not take it; nothing was written) or unknown (sent and unanswered).",
+		}, []string{"outcome"}),
+		received: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trustplane_raft_proposals_received_total",
+			Help: "Writes other nodes executed and this node, as leader, proposed for them.",
 		}),
 	}
 }
@@ -118,6 +132,8 @@ func (c raftCollector) Describe(ch chan<- *prometheus.Desc) {
 	c.n.metrics.fsync.Describe(ch)
 	c.n.metrics.snapshot.Describe(ch)
 	c.n.metrics.restore.Describe(ch)
+	c.n.metrics.submitted.Describe(ch)
+	c.n.metrics.received.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -152,6 +168,8 @@ func (c raftCollector) Collect(ch chan<- prometheus.Metric) {
 	c.n.metrics.fsync.Collect(ch)
 	c.n.metrics.snapshot.Collect(ch)
 	c.n.metrics.restore.Collect(ch)
+	c.n.metrics.submitted.Collect(ch)
+	c.n.metrics.received.Collect(ch)
 }
 
 // timedLogStore times the appends to raft's log (metrics.fsync). It keeps

@@ -106,10 +106,11 @@ type Node struct {
 
 	// Read-index rounds (see readindex.go): the leader's local
 	// verification rounds and a follower's remote read-index rounds.
-	local      roundQueue
-	roundHook  atomic.Pointer[func()] // tests: runs inside a round after the commit index is captured
-	remote     roundQueue
-	remoteHook atomic.Pointer[func()] // tests: runs at the start of a remote round
+	local       roundQueue
+	roundHook   atomic.Pointer[func()] // tests: runs inside a round after the commit index is captured
+	remote      roundQueue
+	remoteHook  atomic.Pointer[func()] // tests: runs at the start of a remote round
+	proposeHook atomic.Pointer[func()] // tests: runs as the leader takes a proposal from another node
 
 	// dialRPC opens an internal RPC connection to a node by its raft
 	// address (nil: no internal RPC, followers cannot forward).

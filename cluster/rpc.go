@@ -31,8 +31,13 @@ const (
 	// type bytes are 0..4.
 	rpcMarker byte = 0xA7
 
-	// rpcMaxFrame bounds a frame; requests and responses are tiny.
+	// rpcMaxFrame bounds a frame; requests and responses are tiny, but
+	// for a proposal (Submit), whose request carries a whole command.
 	rpcMaxFrame = 64 << 10
+	// rpcMaxRequestFrame bounds a request frame: a proposal's command
+	// holds one object, at most a few MiB (the API's object size limit,
+	// kept in JSON as base64). Only a node certificate gets this far.
+	rpcMaxRequestFrame = 32 << 20
 
 	// rpcIOTimeout bounds reading a request and writing a response, and a
 	// client call whose context has no deadline.
@@ -47,8 +52,12 @@ const (
 	rpcIdleTimeout = 90 * time.Second
 	rpcPoolIdle    = 60 * time.Second
 
-	// rpcPoolSize bounds the idle connections kept per peer.
-	rpcPoolSize = 4
+	// rpcPoolSize bounds the idle connections kept per peer. A connection
+	// carries one request at a time, and a follower executing writes
+	// (Submit) has one proposal in flight per concurrent write: the pool
+	// keeps that many connections open under load rather than paying a
+	// TLS handshake per write.
+	rpcPoolSize = 64
 )
 
 // RPC operations.
@@ -57,6 +66,7 @@ const (
 	opHasState     = "has_state"
 	opStats        = "stats"
 	opRemoveServer = "remove_server"
+	opPropose      = "propose"
 )
 
 type rpcRequest struct {
@@ -69,6 +79,8 @@ type rpcRequest struct {
 	// TimeoutMS is how long the caller will wait; the server stops
 	// working on the request after it.
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+	// Command (propose) is an encoded fsm.Command (submit.go).
+	Command []byte `json:"command,omitempty"`
 }
 
 type rpcResponse struct {
@@ -86,10 +98,13 @@ type rpcResponse struct {
 	Applied uint64 `json:"applied,omitempty"`
 	// Replica (has_state): the answering node is a read replica
 	// (Config.Replica), to be added as a non-voter and never promoted.
-	Replica bool       `json:"replica,omitempty"`
-	Stats   *nodeStats `json:"stats,omitempty"`
-	Code    string     `json:"code,omitempty"` // see errCodes
-	Err     string     `json:"err,omitempty"`
+	Replica bool `json:"replica,omitempty"`
+	// Result (propose) is the fsm's verdict on the command's
+	// preconditions, "" when it applied (submit.go); Index is its entry.
+	Result string     `json:"result,omitempty"`
+	Stats  *nodeStats `json:"stats,omitempty"`
+	Code   string     `json:"code,omitempty"` // see errCodes
+	Err    string     `json:"err,omitempty"`
 }
 
 // nodeStats is what Stats reports about a node.
@@ -118,6 +133,8 @@ var errCodes = []struct {
 	{"no_quorum", ErrWouldLoseQuorum},
 	{"invalid", ErrInvalidConfig},
 	{"not_permitted", ErrNotPermitted},
+	{"not_applied", ErrNotApplied},
+	{"bad_request", errBadRequest},
 }
 
 func errCode(err error) string {
@@ -141,13 +158,17 @@ func codeErr(code string) error {
 // errBadRequest answers a request the server cannot parse or does not know.
 var errBadRequest = errors.New("bad request")
 
-func writeFrame(w io.Writer, v any) error {
+// errUnsent: writing a request failed, so the server never read a whole
+// frame and cannot have acted on it.
+var errUnsent = errors.New("request not sent")
+
+func writeFrame(w io.Writer, v any, limit int) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	if len(b) > rpcMaxFrame {
-		return fmt.Errorf("frame of %d bytes exceeds %d", len(b), rpcMaxFrame)
+	if len(b) > limit {
+		return fmt.Errorf("frame of %d bytes exceeds %d", len(b), limit)
 	}
 	buf := make([]byte, 4+len(b))
 	binary.BigEndian.PutUint32(buf, uint32(len(b)))
@@ -156,13 +177,13 @@ func writeFrame(w io.Writer, v any) error {
 	return err
 }
 
-func readFrame(r io.Reader, v any) error {
+func readFrame(r io.Reader, v any, limit int) error {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return err
 	}
 	size := binary.BigEndian.Uint32(hdr[:])
-	if size == 0 || size > rpcMaxFrame {
+	if size == 0 || uint64(size) > uint64(limit) {
 		return fmt.Errorf("%w: frame length %d", errBadRequest, size)
 	}
 	b := make([]byte, size)
@@ -192,19 +213,26 @@ func (n *Node) serveRPC(conn net.Conn) {
 	for {
 		_ = conn.SetReadDeadline(time.Now().Add(rpcIdleTimeout))
 		var req rpcRequest
-		if err := readFrame(conn, &req); err != nil {
+		if err := readFrame(conn, &req, rpcMaxRequestFrame); err != nil {
 			if !errors.Is(err, io.EOF) {
 				n.logger.Debug("internal RPC: unreadable request", "remote", conn.RemoteAddr(), "error", err)
 			}
 			if errors.Is(err, errBadRequest) {
 				_ = conn.SetWriteDeadline(time.Now().Add(rpcIOTimeout))
-				_ = writeFrame(conn, rpcResponse{Code: "bad_request", Err: err.Error()})
+				_ = writeFrame(conn, rpcResponse{Code: "bad_request", Err: err.Error()}, rpcMaxFrame)
 			}
 			return
 		}
 		if n.ctx.Err() != nil {
 			// A node that is shutting down answers nothing: a peer asking
-			// whether it is alive (voterHealth) must not hear yes.
+			// whether it is alive (voterHealth) must not hear yes. A
+			// proposal hears that it was not taken, so its sender may
+			// send it to the next leader instead of reporting an
+			// unknown outcome.
+			if req.Op == opPropose {
+				_ = conn.SetWriteDeadline(time.Now().Add(rpcIOTimeout))
+				_ = writeFrame(conn, rpcResponse{Code: errCode(ErrNotApplied), Err: "the node is shutting down; the proposal was not taken"}, rpcMaxFrame)
+			}
 			return
 		}
 		timeout := n.cfg.ApplyTimeout
@@ -215,7 +243,7 @@ func (n *Node) serveRPC(conn net.Conn) {
 		resp := n.handleRPC(ctx, &req, caller, callerErr)
 		cancel()
 		_ = conn.SetWriteDeadline(time.Now().Add(rpcIOTimeout))
-		if err := writeFrame(conn, resp); err != nil {
+		if err := writeFrame(conn, resp, rpcMaxFrame); err != nil {
 			n.logger.Debug("internal RPC: writing response", "remote", conn.RemoteAddr(), "error", err)
 			return
 		}
@@ -263,6 +291,8 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest, caller string, ca
 		default:
 			err = n.removeServerAsLeader(ctx, req.Name, req.Durable)
 		}
+	case opPropose:
+		resp, err = n.serveProposal(ctx, req.Command, caller, callerErr)
 	default:
 		return rpcResponse{Code: "bad_request", Err: fmt.Sprintf("unknown operation %q", req.Op)}
 	}
@@ -289,7 +319,7 @@ func (n *Node) call(ctx context.Context, addr raft.ServerAddress, req rpcRequest
 		deadline = time.Now().Add(rpcIOTimeout)
 	}
 	req.TimeoutMS = max(time.Until(deadline).Milliseconds(), 1)
-	idempotent := req.Op != opRemoveServer
+	idempotent := req.Op != opRemoveServer && req.Op != opPropose
 	for attempt := 0; ; attempt++ {
 		conn, reused, err := n.rpcConn(ctx, addr)
 		if err != nil {
@@ -327,11 +357,11 @@ func (n *Node) roundTrip(ctx context.Context, conn net.Conn, deadline time.Time,
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
 	_ = conn.SetDeadline(deadline)
-	if err := writeFrame(conn, req); err != nil {
-		return nil, fmt.Errorf("send %s to %s: %w", req.Op, addr, err)
+	if err := writeFrame(conn, req, rpcMaxRequestFrame); err != nil {
+		return nil, fmt.Errorf("send %s to %s: %w: %w", req.Op, addr, errUnsent, err)
 	}
 	var resp rpcResponse
-	if err := readFrame(conn, &resp); err != nil {
+	if err := readFrame(conn, &resp, rpcMaxFrame); err != nil {
 		return nil, fmt.Errorf("read %s response from %s: %w", req.Op, addr, err)
 	}
 	_ = conn.SetDeadline(time.Time{})

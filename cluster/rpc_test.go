@@ -79,7 +79,7 @@ func TestRPCBadFrames(t *testing.T) {
 			}
 			_ = conn.CloseWrite()
 			var resp rpcResponse
-			err = readFrame(conn, &resp)
+			err = readFrame(conn, &resp, rpcMaxFrame)
 			if tc.wantCode != "" {
 				if err != nil {
 					t.Fatalf("no response: %v", err)
@@ -144,9 +144,9 @@ func TestRPCRejectsForeignCertificate(t *testing.T) {
 			}
 			defer conn.Close()
 			_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-			werr := writeFrame(conn, rpcRequest{Op: opStats})
+			werr := writeFrame(conn, rpcRequest{Op: opStats}, rpcMaxRequestFrame)
 			var resp rpcResponse
-			rerr := readFrame(conn, &resp)
+			rerr := readFrame(conn, &resp, rpcMaxFrame)
 			if werr == nil && rerr == nil {
 				t.Fatalf("foreign peer got an RPC answer: %+v", resp)
 			}

@@ -2,16 +2,32 @@ package e2e_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/trustplane/trustplane/api"
+	"github.com/trustplane/trustplane/api/authn"
+	"github.com/trustplane/trustplane/certs"
+	"github.com/trustplane/trustplane/fsm"
 )
 
 // startReplica starts a read replica (--role replica) that joins the
@@ -30,28 +46,36 @@ func startReplica(t testing.TB, name string, nodes []*node) *node {
 		listen: freePort(t), raftAddr: freePort(t),
 		args: []string{"--ca-dir", nodes[0].caDir, "--gossip-addr", freePort(t), "--join", strings.Join(gossip, ","), "--role", "replica"},
 	}
+	if i := slices.Index(nodes[0].args, "--execute-writes"); i >= 0 {
+		r.args = append(r.args, nodes[0].args[i:i+2]...)
+	}
 	r.start()
 	t.Cleanup(r.kill)
 	r.waitReady(90 * time.Second)
 	return r
 }
 
-// TestClusterReplicaAndWebhooks runs two scenarios on one cluster of
-// three voters and a read replica, which share it to save a cluster's
-// start:
+// TestClusterReplicaAndWebhooks runs three scenarios on one cluster of
+// three voters and a read replica, every node with
+// --execute-writes=local, which share it to save a cluster's start
+// (the default, forwarding writes to the leader, is what every other
+// cluster test runs):
 //
-//   - admission webhooks through a follower: a write a follower forwards
-//     is admitted by the webhooks on the leader, which admits it, dry
-//     runs included; a follower converts custom objects through their
-//     definition's conversion webhook (runWebhookScenarios);
+//   - writes executed where they arrive (localWrites);
+//   - admission webhooks through a follower: a follower's write is
+//     admitted by the webhooks the follower calls, dry runs included; a
+//     follower converts custom objects through their definition's
+//     conversion webhook (runWebhookScenarios);
 //   - the read replica: it joins as a Raft non-voter; the members
 //     endpoint shows it as a replica and the voters as voters; writes
-//     made through it are committed (forwarded, for now, to the leader),
-//     reads on it are linearizable, it answers TokenReviews; and when it
-//     is killed the voters keep their quorum and commit.
+//     made through it are committed, reads on it are linearizable, it
+//     answers TokenReviews; and when it is killed the voters keep their
+//     quorum and commit.
 func TestClusterReplicaAndWebhooks(t *testing.T) {
-	nodes := startCluster(t, 3)
+	nodes := startCluster(t, 3, "--execute-writes", "local")
 	r := startReplica(t, "r1", nodes)
+	t.Run("writes executed where they arrive", func(t *testing.T) { localWrites(t, nodes, r) })
+	t.Run("proposals over the internal RPC", func(t *testing.T) { proposalsOverRPC(t, nodes) })
 	t.Run("webhooks through a follower", func(t *testing.T) {
 		leader := leaderOf(t, nodes)
 		var follower *node
@@ -135,4 +159,196 @@ func readReplica(t *testing.T, nodes []*node, r *node) {
 	if _, err := createSA(nodes[1].clientset(), "after-the-replica"); err != nil {
 		t.Fatalf("the voters stopped committing without the replica: %v", err)
 	}
+}
+
+// localWrites: with --execute-writes=local a follower and a replica run
+// writes themselves and the leader only orders their commands. The
+// answers are the leader's: the resourceVersion every node then serves,
+// kube's 409s for a name taken and for a stale resourceVersion, and
+// read-modify-write loops through three nodes at once that lose no
+// increment (a write built on a state the leader has moved past meets its
+// precondition and runs again). The node that ran a write serves it at
+// resourceVersion=0 as soon as it answers. The metrics show who did what:
+// the follower's submitted writes, the leader's received ones.
+func localWrites(t *testing.T, nodes []*node, r *node) {
+	ctx := context.Background()
+	leader := leaderOf(t, nodes)
+	var f *node
+	for _, n := range nodes {
+		if n != leader {
+			f = n
+			break
+		}
+	}
+	received := func() float64 {
+		v, _ := value(metricFamilies(t, leader.httpClient(), leader), "trustplane_raft_proposals_received_total", nil)
+		return v
+	}
+	before := received()
+
+	created, err := createSA(f.clientset(), "local-write")
+	if err != nil {
+		t.Fatalf("a create through a follower: %v", err)
+	}
+	if got, err := getSA(f.clientset(), "local-write", "0"); err != nil || got.ResourceVersion != created.ResourceVersion {
+		t.Fatalf("the follower does not serve its own write at resourceVersion=0: %v %v", got, err)
+	}
+	for _, n := range append(slices.Clone(nodes), r) {
+		if got, err := getSA(n.clientset(), "local-write", ""); err != nil || got.ResourceVersion != created.ResourceVersion || got.UID != created.UID {
+			t.Fatalf("%s reads %v %v, want the follower's write at %s", n.name, got, err, created.ResourceVersion)
+		}
+	}
+	_, err = createSA(r.clientset(), "local-write")
+	wantAPIError(t, err, 409, metav1.StatusReasonAlreadyExists, `serviceaccounts "local-write" already exists`)
+	stale := created.DeepCopy()
+	stale.Labels = map[string]string{"a": "b"}
+	if _, err := leader.clientset().CoreV1().ServiceAccounts("default").Update(ctx, stale, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stale.Labels = map[string]string{"a": "stale"}
+	_, err = r.clientset().CoreV1().ServiceAccounts("default").Update(ctx, stale, metav1.UpdateOptions{})
+	wantAPIError(t, err, 409, metav1.StatusReasonConflict, `Operation cannot be fulfilled on serviceaccounts "local-write": the object has been modified; please apply your changes to the latest version and try again`)
+
+	// Increments through three nodes at once.
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "local-counter"}, Data: map[string]string{"n": "0"}}
+	if _, err := f.clientset().CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const each = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, 3*each)
+	for _, n := range []*node{leader, f, r} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cms := n.clientset().CoreV1().ConfigMaps("default")
+			for range each {
+				// Three writers on one object: more attempts than
+				// client-go's default five, which three racing writers
+				// can use up.
+				errs <- retry.RetryOnConflict(wait.Backoff{Steps: 100, Duration: 5 * time.Millisecond, Factor: 1.1, Jitter: 1, Cap: 100 * time.Millisecond}, func() error {
+					cur, err := cms.Get(ctx, "local-counter", metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					v, _ := strconv.Atoi(cur.Data["n"])
+					cur.Data["n"] = strconv.Itoa(v + 1)
+					_, err = cms.Update(ctx, cur, metav1.UpdateOptions{})
+					return err
+				})
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("an increment: %v", err)
+		}
+	}
+	// A merge patch carries no resourceVersion: the node's own update
+	// loop retries it on a conflict.
+	for _, n := range []*node{f, r} {
+		if _, err := n.clientset().CoreV1().ConfigMaps("default").Patch(ctx, "local-counter", types.MergePatchType, []byte(`{"data":{"patched-`+n.name+`":"yes"}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("a patch through %s: %v", n.name, err)
+		}
+	}
+	got, err := leader.clientset().CoreV1().ConfigMaps("default").Get(ctx, "local-counter", metav1.GetOptions{})
+	if err != nil || got.Data["n"] != strconv.Itoa(3*each) || got.Data["patched-"+f.name] != "yes" || got.Data["patched-"+r.name] != "yes" {
+		t.Fatalf("after %d increments and two patches through three nodes: %v %v", 3*each, got.Data, err)
+	}
+	if err := r.clientset().CoreV1().ConfigMaps("default").Delete(ctx, "local-counter", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leader.clientset().CoreV1().ConfigMaps("default").Get(ctx, "local-counter", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a delete through the replica: %v", err)
+	}
+
+	if after := received(); after-before < 2*each {
+		t.Fatalf("the leader received %v proposals from other nodes, want at least %d", after-before, 2*each)
+	}
+	if v, _ := value(metricFamilies(t, f.httpClient(), f), "trustplane_raft_submitted_total", map[string]string{"outcome": "applied"}); v < each {
+		t.Fatalf("the follower submitted %v writes, want at least %d", v, each)
+	}
+}
+
+// proposalsOverRPC: the internal RPC's propose operation, which a node
+// executing writes locally uses, as a holder of a node certificate
+// (a stolen replica identity) would use it: the leader proposes no
+// internal record (the token signing keys), no compaction and no
+// garbage, and answers each with a refusal; nothing changes (the JWKS,
+// the signing keys' stored record). Without a node certificate the
+// connection never gets a frame in (TestNodeIdentityCannotBeMinted).
+func proposalsOverRPC(t *testing.T, nodes []*node) {
+	leader := leaderOf(t, nodes)
+	nodeCA, err := certs.LoadNodeCA(leader.caDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := nodeCA.Issue(certs.NodeRequest("stolen-replica", "127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := func() string {
+		r := do(t, leader.httpClient(), http.MethodGet, leader.url()+"/openid/v1/jwks", nil, nil)
+		return string(r.body)
+	}
+	before := jwks()
+	internal := fsm.Key{Space: fsm.SpaceInternal, Resource: authn.SigningKeysResource, Name: "attacker"}
+	for _, c := range []struct {
+		name    string
+		command []byte
+		code    string
+	}{
+		{"an internal record", (&fsm.Command{Op: fsm.OpPut, Key: internal, Value: []byte(`{"pwned":true}`)}).Encode(), "not_permitted"},
+		{"deleting the signing keys", (&fsm.Command{Op: fsm.OpDelete, Key: fsm.Key{Space: fsm.SpaceInternal, Resource: authn.SigningKeysResource, Name: "current"}}).Encode(), "not_permitted"},
+		{"a compaction", (&fsm.Command{Op: fsm.OpCompact, CompactRevision: 1 << 40}).Encode(), "not_permitted"},
+		{"garbage", []byte{0x01, 0xff, 0xff}, "bad_request"},
+	} {
+		resp, err := rpcRoundTrip(leader.raftAddr, cert, nodeCA.Pool(), map[string]any{"op": "propose", "command": c.command})
+		if err != nil || resp["code"] != c.code {
+			t.Fatalf("%s: the leader answered %v %v, want %s", c.name, resp, err, c.code)
+		}
+	}
+	if after := jwks(); after != before {
+		t.Fatalf("the JWKS changed:\n%s\n%s", before, after)
+	}
+	if strings.Contains(leader.fullLog(), "pwned") {
+		t.Fatal("a refused proposal's bytes reached the log")
+	}
+}
+
+// rpcRoundTrip sends one internal-RPC request to a Raft port with cert
+// and returns the decoded response.
+func rpcRoundTrip(addr string, cert tls.Certificate, pool *x509.CertPool, req any) (map[string]any, error) {
+	host, _, _ := net.SplitHostPort(addr)
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{
+		Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS13,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Write(append(binary.BigEndian.AppendUint32([]byte{raftRPCMarker}, uint32(len(body))), body...)); err != nil {
+		return nil, err
+	}
+	var hdr [4]byte
+	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		return nil, err
+	}
+	out := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+	if _, err := io.ReadFull(c, out); err != nil {
+		return nil, err
+	}
+	var resp map[string]any
+	return resp, json.Unmarshal(out, &resp)
 }

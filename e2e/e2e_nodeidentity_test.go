@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trustplane/trustplane/certs"
+	"github.com/trustplane/trustplane/fsm"
 )
 
 // TestNodeIdentityCannotBeMinted performs the attack that a shared CA made
@@ -108,13 +109,18 @@ func TestNodeIdentityCannotBeMinted(t *testing.T) {
 	}
 
 	// Surfaces 2 and 3: the Raft port, with raft's AppendEntries type byte
-	// and with the internal RPC's marker and a forced removal of a voter.
+	// and with the internal RPC's marker, a forced removal of a voter and
+	// a proposal.
 	removal, _ := json.Marshal(map[string]any{"op": "remove_server", "name": nodes[2].name, "force": true})
 	frame := binary.BigEndian.AppendUint32(nil, uint32(len(removal)))
+	// A proposal of a Namespace, as a node executing writes sends one.
+	proposal, _ := json.Marshal(map[string]any{"op": "propose", "command": (&fsm.Command{Op: fsm.OpPut,
+		Key: fsm.Key{Resource: "namespaces", Name: "pwned"}, Value: []byte(`{"metadata":{"name":"pwned"}}`), MustNotExist: true}).Encode()})
 	for _, n := range nodes {
 		for _, payload := range [][]byte{
-			{0x00, 0x83, 0xa4, 'T', 'e', 'r', 'm', 0xcd, 0xff, 0xff}, // AppendEntries, a msgpack term far ahead
-			append(append([]byte{0xA7}, frame...), removal...),       // internal RPC
+			{0x00, 0x83, 0xa4, 'T', 'e', 'r', 'm', 0xcd, 0xff, 0xff},                                // AppendEntries, a msgpack term far ahead
+			append(append([]byte{0xA7}, frame...), removal...),                                      // internal RPC
+			append(binary.BigEndian.AppendUint32([]byte{0xA7}, uint32(len(proposal))), proposal...), // internal RPC: propose
 		} {
 			conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", n.raftAddr,
 				&tls.Config{Certificates: []tls.Certificate{forged}, InsecureSkipVerify: true, MinVersion: tls.VersionTLS13})

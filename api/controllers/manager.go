@@ -30,7 +30,8 @@ type Leadership interface {
 	// IsLeader reports whether this node leads the Raft cluster right now.
 	// The Manager polls it, and a false ends the controllers' term, so it
 	// must turn false soon after leadership is lost. A briefly stale true
-	// is tolerable: the old leader's writes fail or are forwarded, and
+	// is tolerable: the old leader's writes fail, or are forwarded or
+	// submitted to the new leader (--execute-writes), and
 	// kube's controllers write optimistically (create, or update at a
 	// resourceVersion), so two overlapping terms cannot corrupt anything.
 	IsLeader() bool

@@ -123,10 +123,18 @@ func roleOf(replica bool) string {
 type backend struct {
 	node *cluster.Node
 	fsm  *fsm.FSM
+	// submit: writes are proposed from any node (cluster.Node.Submit);
+	// otherwise only the leader proposes, and other nodes get
+	// cluster.ErrNotLeader.
+	submit bool
 }
 
 func (b backend) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error) {
-	res, err := b.node.Propose(ctx, cmd)
+	propose := b.node.Propose
+	if b.submit {
+		propose = b.node.Submit
+	}
+	res, err := propose(ctx, cmd)
 	if errors.Is(err, cluster.ErrTimeout) || errors.Is(err, cluster.ErrLeadershipLost) || errors.Is(err, cluster.ErrShutdown) {
 		// The entry may have been handed to raft: its outcome is unknown.
 		err = fmt.Errorf("%w: %w", storage.ErrOutcomeUnknown, err)

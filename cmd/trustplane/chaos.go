@@ -47,6 +47,7 @@ func chaosCmd(args []string) error {
 		nodes = fs.Int("nodes", 3, "local: cluster size")
 		bin   = fs.String("bin", "", "local: trustplane binary to run (default: this one)")
 		data  = fs.String("data", "", "local: directory for the nodes' data (default: a new temporary directory, removed after a PASS)")
+		execW = fs.String("execute-writes", "", "local: the nodes' --execute-writes, leader or local (default: the server's default)")
 		enc   = fs.Bool("encrypt-at-rest", true, "local: give the nodes an encryption configuration for Secrets, so the rotate fault rotates the encryption key too")
 		// attach mode
 		kubeconfigs = mapFlag{}
@@ -114,9 +115,12 @@ func chaosCmd(args []string) error {
 			dir, removeAfter = d, true
 		}
 		fmt.Fprintf(os.Stderr, "chaos: seed %d; starting %d nodes in %s\n", cfg.Seed, *nodes, dir)
+		nodeArgs := []string{"--max-stale-read", maxStale.String()}
+		if *execW != "" {
+			nodeArgs = append(nodeArgs, "--execute-writes", *execW)
+		}
 		sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-		c, err := local.Start(sctx, local.Options{Bin: self, Dir: dir, Nodes: *nodes, EncryptAtRest: *enc,
-			Args: []string{"--max-stale-read", maxStale.String()}})
+		c, err := local.Start(sctx, local.Options{Bin: self, Dir: dir, Nodes: *nodes, EncryptAtRest: *enc, Args: nodeArgs})
 		cancel()
 		if err != nil {
 			return err

@@ -62,7 +62,11 @@ type options struct {
 	logLevel        string
 	controllers     bool
 	// role is --role: voter, or replica (cluster.Config.Replica).
-	role             string
+	role string
+	// executeWrites is --execute-writes: leader (followers forward
+	// writes as HTTP) or local (every node executes its writes and has
+	// the leader only order their commands).
+	executeWrites    string
 	controllersQPS   float64
 	controllersBurst int
 	signing          signingFlags
@@ -119,6 +123,7 @@ func parseServe(args []string) (*options, error) {
 	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 1, "servers to see before the first election (1 bootstraps a one-node cluster; with --join the default is 0: join an existing cluster)")
 	fs.StringVar(&o.caDir, "ca-dir", "", "shared cluster CA directory (default <data-dir>/pki, generated when absent)")
 	fs.StringVar(&o.tlsSANs, "tls-san", "", "extra DNS names or IP addresses for the API's serving certificate, comma-separated (k3s' --tls-san): the names clients reach the node by, such as a Service's DNS names")
+	fs.StringVar(&o.executeWrites, "execute-writes", "leader", "where a write that reaches a follower or replica runs: leader (forwarded to the leader as an HTTP request, which the leader runs again) or local (the node runs it, admission and webhooks included, at a read index, and sends only the resulting command to the leader over the internal RPC); operator actions and member removal always run on the leader")
 	fs.StringVar(&o.runtimeConfig, "runtime-config", "", "enable or disable API versions and resources, kube-apiserver's syntax: api/all=false,v1=true,certificates.k8s.io/v1beta1=true,rbac.authorization.k8s.io/v1/roles=false,...")
 	fs.StringVar(&o.emulatedVersion, "emulated-version", "", "the release whose APIs, feature gate defaults and CEL libraries the node emulates, kube-apiserver's syntax: 1.32 or kube=1.32 (from 1.31 to 1.33, the default)")
 	fs.StringVar(&o.featureGates, "feature-gates", "", "kube-apiserver's feature gates, Name=true|false,... (honoured: APIResponseCompression, WatchList, AuthorizeWithSelectors, ClusterTrustBundle, StructuredAuthenticationConfiguration, AnonymousAuthConfigurableEndpoints)")
@@ -189,6 +194,9 @@ func parseServe(args []string) (*options, error) {
 		}
 	default:
 		return nil, fmt.Errorf("--role %q: want voter or replica", o.role)
+	}
+	if o.executeWrites != "leader" && o.executeWrites != "local" {
+		return nil, fmt.Errorf("--execute-writes %q: want leader or local", o.executeWrites)
 	}
 	if o.bootstrapExpect < 0 {
 		return nil, fmt.Errorf("--bootstrap-expect %d: must not be negative", o.bootstrapExpect)
@@ -396,7 +404,10 @@ func serve(args []string) error {
 	scfg.Watch = watchcache.DefaultConfig()
 	scfg.Watch.Window = o.watchWindow
 	o.limits.setWatchCache(scfg.Watch)
-	stor, err := storage.New(scfg, back)
+	// The storage layer, which writes API objects only, submits them from
+	// any node when writes run where they arrive; every other writer of
+	// the log (internal records) proposes as leader (back).
+	stor, err := storage.New(scfg, backend{node: node, fsm: f, submit: o.executeWrites == "local"})
 	if err != nil {
 		return err
 	}
@@ -541,6 +552,12 @@ func serve(args []string) error {
 			TLS:           nodes.ClientTLS(nodeCert),
 			Credentials:   func() any { return nodeCert.Get() },
 			WaitForLeader: o.writeLeaderWait,
+		}
+		if o.executeWrites == "local" {
+			acfg.Forward.ExecuteLocally = func(ctx context.Context) error {
+				_, err := stor.ReadIndex(ctx)
+				return err
+			}
 		}
 	}
 	rc, err := parseRuntimeConfig(o.runtimeConfig, servedAPIs(reg), emulatedVersion())

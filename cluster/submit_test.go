@@ -1,0 +1,167 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/trustplane/trustplane/fsm"
+)
+
+// submitCluster starts three voters bootstrapped together and returns
+// the leader and a follower.
+func submitCluster(t *testing.T) (c *haCluster, l, f *haNode) {
+	c = newHACluster(t)
+	var conf []raft.Server
+	for i := range 3 {
+		name := fmt.Sprintf("node-%d", i)
+		conf = append(conf, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(name), Address: raft.ServerAddress("inmem-" + name)})
+	}
+	for i := range 3 {
+		c.add(fmt.Sprintf("node-%d", i), haOpts{bootstrap: conf})
+	}
+	l = c.leader()
+	for _, n := range c.nodes {
+		if n != l {
+			return c, l, n
+		}
+	}
+	panic("no follower")
+}
+
+// TestSubmit: a follower has the leader propose a command it built; the
+// answer is the fsm's own result, applied on the follower before Submit
+// returns; failed preconditions come back as the fsm's verdicts; the
+// leader proposes only API objects for others.
+func TestSubmit(t *testing.T) {
+	ctx := testCtx(t)
+	c, l, f := submitCluster(t)
+
+	t.Run("a follower's write applies, here too", func(t *testing.T) {
+		res, err := f.node.Submit(ctx, putCmd("a", "1"))
+		if err != nil || res.Err != nil {
+			t.Fatalf("Submit: %v %+v", err, res)
+		}
+		if f.node.AppliedIndex() < res.Revision {
+			t.Fatalf("the follower answered at %d before applying it (applied %d)", res.Revision, f.node.AppliedIndex())
+		}
+		if res.KV == nil || string(res.KV.Value) != "1" {
+			t.Fatalf("result %+v: want the follower's own applied version", res)
+		}
+		if kv, _, _ := l.fsm.Get(testKey("a"), 0); kv == nil || kv.ModRevision != res.Revision {
+			t.Fatalf("the leader holds %+v, want revision %d", kv, res.Revision)
+		}
+	})
+
+	t.Run("preconditions are judged by the leader", func(t *testing.T) {
+		res, err := f.node.Submit(ctx, putCmd("a", "2")) // MustNotExist is unset: an update
+		if err != nil || res.Err != nil {
+			t.Fatal(err, res)
+		}
+		for _, tc := range []struct {
+			name string
+			cmd  *fsm.Command
+			want error
+		}{
+			{"exists", &fsm.Command{Op: fsm.OpPut, Key: testKey("a"), Value: []byte("x"), MustNotExist: true}, fsm.ErrExists},
+			{"stale revision", &fsm.Command{Op: fsm.OpPut, Key: testKey("a"), Value: []byte("x"), ModRevision: res.Revision - 1}, fsm.ErrModRevisionMismatch},
+			{"gone", &fsm.Command{Op: fsm.OpDelete, Key: testKey("none")}, fsm.ErrNotFound},
+		} {
+			got, err := f.node.Submit(ctx, tc.cmd)
+			if err != nil || !errors.Is(got.Err, tc.want) {
+				t.Fatalf("%s: %v %+v, want verdict %v", tc.name, err, got, tc.want)
+			}
+			if f.node.AppliedIndex() < got.Revision {
+				t.Fatalf("%s: answered before applying the verdict's entry", tc.name)
+			}
+		}
+	})
+
+	t.Run("only API objects", func(t *testing.T) {
+		for _, cmd := range []*fsm.Command{
+			{Op: fsm.OpPut, Key: fsm.Key{Space: fsm.SpaceInternal, Resource: "signingkeys", Name: "k"}, Value: []byte("x")},
+			{Op: fsm.OpCompact, CompactRevision: 1},
+			{Op: fsm.OpNoop},
+		} {
+			if _, err := f.node.Submit(ctx, cmd); !errors.Is(err, ErrNotPermitted) {
+				t.Fatalf("Submit %s %v: %v, want ErrNotPermitted", cmd.Op, cmd.Key, err)
+			}
+			// The leader refuses it too, sent as another build might.
+			resp, err := f.node.call(ctx, l.addr, rpcRequest{Op: opPropose, Command: cmd.Encode()})
+			if !errors.Is(err, ErrNotPermitted) {
+				t.Fatalf("the leader took %s %v: %+v %v", cmd.Op, cmd.Key, resp, err)
+			}
+		}
+		_, err := f.node.call(ctx, l.addr, rpcRequest{Op: opPropose, Command: []byte{0xff, 0x01, 0x02}})
+		if !errors.Is(err, errBadRequest) {
+			t.Fatalf("garbage command: %v, want a bad request", err)
+		}
+		if kv, _, _ := l.fsm.Get(fsm.Key{Space: fsm.SpaceInternal, Resource: "signingkeys", Name: "k"}, 0); kv != nil {
+			t.Fatal("an internal record was written")
+		}
+	})
+
+	t.Run("a stale follower gets the conflict", func(t *testing.T) {
+		before, _, _ := f.fsm.Get(testKey("a"), 0)
+		c.disconnectRaft(f) // the log stops reaching f; the RPC still works
+		defer c.reconnectRaft(f)
+		newer := l.propose(t, ctx, "a")
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		res, err := f.node.Submit(sctx, &fsm.Command{Op: fsm.OpPut, Key: testKey("a"), Value: []byte("y"), ModRevision: before.ModRevision})
+		if err != nil || !errors.Is(res.Err, fsm.ErrModRevisionMismatch) || res.Revision <= newer {
+			t.Fatalf("stale update: %v %+v, want a mismatch after %d", err, res, newer)
+		}
+	})
+
+	t.Run("a leader out of reach is a definite failure", func(t *testing.T) {
+		c.router.partition(f.addr, l.addr, true) // the RPC only: raft still flows
+		defer c.router.partition(f.addr, l.addr, false)
+		f.node.rpcPool.drain() // no connection made before the cut
+		sctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		_, err := f.node.Submit(sctx, putCmd("unreachable", "v"))
+		if !errors.Is(err, ErrNoLeader) || errors.Is(err, ErrTimeout) {
+			t.Fatalf("Submit to a leader it cannot reach: %v, want ErrNoLeader (nothing written), not an unknown outcome", err)
+		}
+		if kv, _, _ := l.fsm.Get(testKey("unreachable"), 0); kv != nil {
+			t.Fatal("the write was applied")
+		}
+	})
+
+	t.Run("the leader lost mid-call is an unknown outcome", func(t *testing.T) {
+		l := c.leader()
+		var f *haNode
+		for _, n := range c.running() {
+			if n != l {
+				f = n
+				break
+			}
+		}
+		taken := make(chan struct{})
+		release := make(chan struct{})
+		hook := func() { close(taken); <-release }
+		l.node.proposeHook.Store(&hook)
+		defer close(release)
+		errc := make(chan error, 1)
+		go func() {
+			_, err := f.node.Submit(ctx, putCmd("mid-call", "v"))
+			errc <- err
+		}()
+		<-taken
+		_ = l.node.Shutdown() // closes the call's connection
+		if err := <-errc; !errors.Is(err, ErrTimeout) {
+			t.Fatalf("Submit through a leader that died mid-call: %v, want ErrTimeout (outcome unknown)", err)
+		}
+		// Once the survivors know a new leader, it takes the next write.
+		c.leader()
+		res, err := f.node.Submit(ctx, putCmd("after", "v"))
+		if err != nil || res.Err != nil {
+			t.Fatalf("Submit after the leader died: %v %+v", err, res)
+		}
+	})
+}
