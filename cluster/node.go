@@ -265,6 +265,9 @@ func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
 	rc.LeaderLeaseTimeout = raftLeaderLeaseTimeout
 	rc.BatchApplyCh = true // group commit: queued Applies share one StoreLogs and fsync
 	rc.MaxAppendEntries = 256
+	if c.CommitTimeout > 0 {
+		rc.CommitTimeout = c.CommitTimeout
+	}
 	rc.SnapshotThreshold = c.SnapshotThreshold
 	rc.SnapshotInterval = c.SnapshotInterval
 	rc.TrailingLogs = c.TrailingLogs

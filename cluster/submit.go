@@ -12,14 +12,13 @@ import (
 )
 
 // Submit replicates cmd from any node, voter or replica, and returns the
-// fsm's result once this node has applied it. The leader proposes it
+// fsm's result once the entry has committed. The leader proposes it
 // itself (Propose). Any other node sends the encoded command to the leader
 // over the internal RPC (opPropose); the leader proposes it exactly as its
 // own, and answers the entry's index and the fsm's verdict on its
-// preconditions. The sender then waits until its own fsm has applied that
-// index, so a read on this node after the answer sees the write, and a
-// failed precondition's retry reads a state at least as new as the one the
-// leader judged by.
+// preconditions. The sender waits until its own fsm has applied that
+// index only when a precondition failed, so that the caller's retry reads
+// a state at least as new as the one the leader judged by (proposeAt).
 //
 // Outcomes are those of Propose, across the RPC:
 //
@@ -204,9 +203,21 @@ func (n *Node) proposeAt(ctx context.Context, addr raft.ServerAddress, data []by
 	if err != nil {
 		return nil, true, fmt.Errorf("%w: the leader at %s: %w", ErrTimeout, addr, err)
 	}
-	// The entry is committed. Wait for it here, so this node's next read
-	// sees it; should the wait end first, the leader's verdict still is
-	// the answer.
+	// The entry is committed, and the leader's verdict is the answer. A
+	// write that applied is answered at once: this node learns the commit
+	// with the leader's next append, up to raft's CommitTimeout later,
+	// and its resourceVersion=0 reads may be stale by that much, as they
+	// may be for any other node's write. A failed precondition waits
+	// until this node has applied the entry, so the caller's retry reads
+	// a state at least as new as the one the leader judged by (and the
+	// result names the current version, Prev); should the wait end first,
+	// the verdict stands alone.
+	if verdict == nil {
+		if local := n.fsm.ResultAt(resp.Index); local != nil {
+			return local, true, nil
+		}
+		return &fsm.Result{Revision: resp.Index}, true, nil
+	}
 	if werr := n.fsm.WaitApplied(ctx, resp.Index); werr == nil {
 		if local := n.fsm.ResultAt(resp.Index); local != nil {
 			return local, true, nil

@@ -168,7 +168,7 @@ func readReplica(t *testing.T, nodes []*node, r *node) {
 // read-modify-write loops through three nodes at once that lose no
 // increment (a write built on a state the leader has moved past meets its
 // precondition and runs again). The node that ran a write serves it at
-// resourceVersion=0 as soon as it answers. The metrics show who did what:
+// the resourceVersion it answered. The metrics show who did what:
 // the follower's submitted writes, the leader's received ones.
 func localWrites(t *testing.T, nodes []*node, r *node) {
 	ctx := context.Background()
@@ -190,8 +190,8 @@ func localWrites(t *testing.T, nodes []*node, r *node) {
 	if err != nil {
 		t.Fatalf("a create through a follower: %v", err)
 	}
-	if got, err := getSA(f.clientset(), "local-write", "0"); err != nil || got.ResourceVersion != created.ResourceVersion {
-		t.Fatalf("the follower does not serve its own write at resourceVersion=0: %v %v", got, err)
+	if got, err := getSA(f.clientset(), "local-write", created.ResourceVersion); err != nil || got.ResourceVersion != created.ResourceVersion {
+		t.Fatalf("the follower does not serve its own write at its resourceVersion: %v %v", got, err)
 	}
 	for _, n := range append(slices.Clone(nodes), r) {
 		if got, err := getSA(n.clientset(), "local-write", ""); err != nil || got.ResourceVersion != created.ResourceVersion || got.UID != created.UID {

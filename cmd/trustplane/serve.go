@@ -353,6 +353,12 @@ func serve(args []string) error {
 	ccfg.RaftAdvertise = o.addrs.raft
 	ccfg.BootstrapExpect = o.bootstrapExpect
 	ccfg.Replica = o.role == "replica"
+	if o.executeWrites == "local" {
+		// Writes executed on followers wait for a read index, which
+		// waits for the follower to learn the leader's commit index
+		// (cluster.Config.CommitTimeout).
+		ccfg.CommitTimeout = 5 * time.Millisecond
+	}
 	ccfg.TLS = nodes.PeerTLS(nodeCert)
 	ccfg.PeerName = nodes.ConnNodeName
 	ccfg.Logger = log.With("component", "cluster")
