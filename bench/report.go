@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -42,6 +43,16 @@ func WriteTable(w io.Writer, r *Result) error {
 	if srv {
 		fmt.Fprintf(w, "SERVER CPU: cores the server processes %v used; per op: CPU milliseconds per successful operation\n", r.Server.PIDs)
 		fmt.Fprintf(w, "server memory: peak RSS %s (sum of each process's peak since it started), RSS at the end %s\n", mib(r.Server.PeakRSSBytes), mib(r.Server.RSSBytes))
+	}
+	for _, x := range r.Workloads {
+		if len(x.ServerCPUPerOpMsByPID) == 0 {
+			continue
+		}
+		var parts []string
+		for _, pid := range r.Server.PIDs {
+			parts = append(parts, fmt.Sprintf("%d %s", pid, millis(x.ServerCPUPerOpMsByPID[strconv.Itoa(pid)])))
+		}
+		fmt.Fprintf(w, "  %s: CPU/op (ms) by process: %s\n", x.Name, strings.Join(parts, ", "))
 	}
 	var notes []string
 	for _, x := range r.Workloads {

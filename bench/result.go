@@ -81,6 +81,10 @@ type WorkloadResult struct {
 	ServerCores      float64 `json:"serverCores,omitempty"`
 	ServerCPUPerOpMs float64 `json:"serverCPUPerOpMs,omitempty"`
 	ServerRSSBytes   int64   `json:"serverRSSBytes,omitempty"`
+	// ServerCPUPerOpMsByPID splits ServerCPUPerOpMs by process when the
+	// run was given several (the nodes of a local cluster): which node
+	// paid for the work.
+	ServerCPUPerOpMsByPID map[string]float64 `json:"serverCPUPerOpMsByPID,omitempty"`
 	// Detail says what one operation is, in this run's terms.
 	Detail       string   `json:"detail,omitempty"`
 	ErrorSamples []string `json:"errorSamples,omitempty"`

@@ -28,6 +28,8 @@ type procSample struct {
 	// rss is their resident memory now, and hwm their peak resident
 	// memory since each started (VmHWM), both in bytes.
 	rss, hwm int64
+	// byPID is cpu per process.
+	byPID map[int]time.Duration
 }
 
 // sampleProcs reads the processes' CPU and memory from dir (/proc). The
@@ -37,7 +39,7 @@ func sampleProcs(dir string, pids []int) (procSample, error) {
 	if dir == "" {
 		dir = "/proc"
 	}
-	var s procSample
+	s := procSample{byPID: map[int]time.Duration{}}
 	for _, pid := range pids {
 		cpu, err := procCPU(dir, pid)
 		if err != nil {
@@ -48,6 +50,7 @@ func sampleProcs(dir string, pids []int) (procSample, error) {
 			return procSample{}, err
 		}
 		s.cpu += cpu
+		s.byPID[pid] = cpu
 		s.rss += rss
 		s.hwm += hwm
 	}
@@ -123,6 +126,12 @@ func serverFigures(w *WorkloadResult, before, after procSample, elapsed time.Dur
 	}
 	if w.Ops > 0 {
 		w.ServerCPUPerOpMs = ms(cpu) / float64(w.Ops)
+		if len(after.byPID) > 1 {
+			w.ServerCPUPerOpMsByPID = map[string]float64{}
+			for pid, c := range after.byPID {
+				w.ServerCPUPerOpMsByPID[strconv.Itoa(pid)] = ms(c-before.byPID[pid]) / float64(w.Ops)
+			}
+		}
 	}
 	w.ServerRSSBytes = after.rss
 }

@@ -48,8 +48,11 @@ func TestSampleProcs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (procSample{cpu: 5 * time.Second, rss: 3 << 20, hwm: 5 << 20}); got != want {
+	if want := (procSample{cpu: 5 * time.Second, rss: 3 << 20, hwm: 5 << 20}); got.cpu != want.cpu || got.rss != want.rss || got.hwm != want.hwm {
 		t.Fatalf("sample %+v, want %+v (sums over both PIDs)", got, want)
+	}
+	if got.byPID[10]+got.byPID[11] != got.cpu || len(got.byPID) != 2 {
+		t.Fatalf("per-process CPU %v does not add up to %v", got.byPID, got.cpu)
 	}
 	for _, tc := range []struct {
 		name string
