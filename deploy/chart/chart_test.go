@@ -13,8 +13,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -25,7 +27,7 @@ import (
 
 // TestLint: helm lint passes, plain and --strict, with every values file.
 func TestLint(t *testing.T) {
-	files := []string{"", "five.yaml", "existing-secret.yaml", "netpol-servicemonitor.yaml", "required-anti-affinity.yaml", "configured.yaml", "no-netpol.yaml"}
+	files := []string{"", "five.yaml", "existing-secret.yaml", "netpol-servicemonitor.yaml", "required-anti-affinity.yaml", "configured.yaml", "no-netpol.yaml", "read-replicas.yaml"}
 	for _, f := range files {
 		for _, strict := range []bool{false, true} {
 			name := fmt.Sprintf("%s strict=%v", f, strict)
@@ -52,6 +54,7 @@ func TestLint(t *testing.T) {
 // want is what a values file should render.
 type want struct {
 	replicas       int
+	readReplicas   int
 	caSecret       string
 	hook           bool   // the certs-init hook (no existingSecret)
 	antiAffinity   string // "preferred" or "required"
@@ -96,6 +99,14 @@ func TestTemplate(t *testing.T) {
 			}
 			w.authentication = true
 		}},
+		{"read replicas", []string{"read-replicas.yaml"}, func(w *want) {
+			w.readReplicas = 2
+			w.extraEnv = map[string]string{"TRUSTPLANE_EXECUTE_WRITES": "local"}
+		}},
+		{"five voters, read replicas, required anti-affinity, policies", []string{"five.yaml", "read-replicas.yaml", "required-anti-affinity.yaml", "netpol-servicemonitor.yaml"}, func(w *want) {
+			w.replicas, w.readReplicas, w.antiAffinity, w.networkPolicy, w.serviceMonitor = 5, 2, "required", true, true
+			w.extraEnv = map[string]string{"TRUSTPLANE_EXECUTE_WRITES": "local"}
+		}},
 		{"five replicas, existing secret, required anti-affinity, policies", []string{"five.yaml", "existing-secret.yaml", "required-anti-affinity.yaml", "netpol-servicemonitor.yaml"}, func(w *want) {
 			w.replicas, w.caSecret, w.hook, w.antiAffinity, w.networkPolicy, w.serviceMonitor = 5, "my-trustplane-ca", false, "required", true, true
 		}},
@@ -132,6 +143,9 @@ func TestInvalidValuesFail(t *testing.T) {
 		{"replicas=1", "replicas must be 3 or 5"},
 		{"replicas=7", "replicas must be 3 or 5"},
 		{"podAntiAffinity=sometimes", `podAntiAffinity must be "preferred" or "required"`},
+		{"readReplicas=-1", "readReplicas must be a whole number"},
+		{"readReplicas=two", "readReplicas must be a whole number"},
+		{"config.executeWrites=everywhere", `config.executeWrites must be "leader" or "local"`},
 	}
 	for _, c := range cases {
 		t.Run(c.set, func(t *testing.T) {
@@ -368,6 +382,7 @@ func checkChart(t *testing.T, ms []manifest, objs map[string]any, w want) {
 	}
 
 	checkHook(t, ms, objs, w)
+	checkReadReplicas(t, objs, ss, w)
 
 	_, np := objs["NetworkPolicy/trustplane"]
 	if np != w.networkPolicy {
@@ -738,5 +753,82 @@ func checkAuthentication(t *testing.T, objs map[string]any, env map[string]corev
 	if cfg.APIVersion != "apiserver.config.k8s.io/v1beta1" || cfg.Kind != "AuthenticationConfiguration" || !cfg.Anonymous.Enabled ||
 		strings.Join(paths, ",") != "/.well-known/openid-configuration,/openid/v1/jwks" || len(cfg.JWT) != 1 {
 		t.Fatalf("authentication config %+v", cfg)
+	}
+}
+
+// checkReadReplicas checks the read replicas' StatefulSet: rendered
+// exactly with readReplicas; its pods are the voters' but for the role
+// (--role replica, no bootstrap) and a component label; the Services, the
+// PDB and the NetworkPolicy cover them; its selector never takes a voter;
+// each kind spreads away from its own kind only.
+func checkReadReplicas(t *testing.T, objs map[string]any, voters *appsv1.StatefulSet, w want) {
+	t.Helper()
+	obj, ok := objs["StatefulSet/trustplane-replica"]
+	if ok != (w.readReplicas > 0) {
+		t.Fatalf("read replicas' StatefulSet rendered %v, want %v", ok, w.readReplicas > 0)
+	}
+	if !ok {
+		return
+	}
+	rs := obj.(*appsv1.StatefulSet)
+	voterPod, replicaPod := labels.Set(voters.Spec.Template.Labels), labels.Set(rs.Spec.Template.Labels)
+	if rs.Spec.Replicas == nil || int(*rs.Spec.Replicas) != w.readReplicas {
+		t.Errorf("read replicas %v, want %d", rs.Spec.Replicas, w.readReplicas)
+	}
+	if rs.Spec.ServiceName != voters.Spec.ServiceName {
+		t.Errorf("read replicas' serviceName %q, want the headless Service %q (their Raft addresses are its DNS names)", rs.Spec.ServiceName, voters.Spec.ServiceName)
+	}
+	if !selects(t, rs.Spec.Selector, replicaPod) || selects(t, rs.Spec.Selector, voterPod) {
+		t.Errorf("read replicas' selector %v must take its pods %v and never a voter %v", rs.Spec.Selector, replicaPod, voterPod)
+	}
+	for _, svc := range []string{"Service/trustplane", "Service/trustplane-headless"} {
+		if sel := objs[svc].(*corev1.Service).Spec.Selector; !labels.SelectorFromSet(sel).Matches(replicaPod) {
+			t.Errorf("%s does not select the read replicas", svc)
+		}
+	}
+	if !selects(t, objs["PodDisruptionBudget/trustplane"].(*policyv1.PodDisruptionBudget).Spec.Selector, replicaPod) {
+		t.Error("the PDB does not cover the read replicas")
+	}
+	if np, ok := objs["NetworkPolicy/trustplane"].(*networkingv1.NetworkPolicy); ok && !selects(t, &np.Spec.PodSelector, replicaPod) {
+		t.Error("the NetworkPolicy does not cover the read replicas")
+	}
+	antiAffinity := func(ss *appsv1.StatefulSet) *metav1.LabelSelector {
+		aa := ss.Spec.Template.Spec.Affinity.PodAntiAffinity
+		if len(aa.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+			return aa.RequiredDuringSchedulingIgnoredDuringExecution[0].LabelSelector
+		}
+		return aa.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.LabelSelector
+	}
+	if sel := antiAffinity(voters); !selects(t, sel, voterPod) || selects(t, sel, replicaPod) {
+		t.Errorf("voters' anti-affinity %v must spread voters and ignore read replicas", sel)
+	}
+	if sel := antiAffinity(rs); !selects(t, sel, replicaPod) || selects(t, sel, voterPod) {
+		t.Errorf("read replicas' anti-affinity %v must spread read replicas and ignore voters", sel)
+	}
+	envOf := func(ss *appsv1.StatefulSet) map[string]corev1.EnvVar {
+		out := map[string]corev1.EnvVar{}
+		for _, e := range ss.Spec.Template.Spec.Containers[0].Env {
+			out[e.Name] = e
+		}
+		return out
+	}
+	ve, re := envOf(voters), envOf(rs)
+	if re["TRUSTPLANE_ROLE"].Value != "replica" || re["TRUSTPLANE_BOOTSTRAP_EXPECT"].Value != "0" {
+		t.Errorf("read replicas' role %+v, bootstrap-expect %+v; want replica, 0", re["TRUSTPLANE_ROLE"], re["TRUSTPLANE_BOOTSTRAP_EXPECT"])
+	}
+	if _, ok := ve["TRUSTPLANE_ROLE"]; ok {
+		t.Error("the voters carry a role")
+	}
+	for name, e := range ve {
+		if name == "TRUSTPLANE_BOOTSTRAP_EXPECT" {
+			continue
+		}
+		if !equality.Semantic.DeepEqual(re[name], e) {
+			t.Errorf("read replicas' %s = %+v, want the voters' %+v", name, re[name], e)
+		}
+	}
+	checkSecurity(t, "read replicas' StatefulSet", rs.Spec.Template.Spec)
+	if len(rs.Spec.VolumeClaimTemplates) != 1 || rs.Spec.VolumeClaimTemplates[0].Name != "data" {
+		t.Errorf("read replicas' volumeClaimTemplates %+v, want one named data", rs.Spec.VolumeClaimTemplates)
 	}
 }

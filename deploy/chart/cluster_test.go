@@ -27,10 +27,16 @@ import (
 	"k8s.io/kubernetes/third_party/forked/golang/expansion"
 )
 
-// podIPs stand in for the pods' IPs: loopback addresses no other test
-// uses (the chaos tool has 127.0.0.11-13 and 127.0.0.21 up). The first
-// three are the default install; the last two the scale-up to five.
+// podIPs stand in for the voters' pods' IPs: loopback addresses no other
+// test uses (the chaos tool has 127.0.0.11-13 and 127.0.0.21 up). The
+// first three are the default install; the last two the scale-up to five.
+// replicaIP is a read replica's.
 var podIPs = []string{"127.0.0.31", "127.0.0.32", "127.0.0.33", "127.0.0.34", "127.0.0.35"}
+
+const replicaIP = "127.0.0.36"
+
+// voterSet is the voters' StatefulSet in the rendered release.
+const voterSet = "trustplane"
 
 // initialPods is the chart's default replicas, the cluster the test forms.
 const initialPods = 3
@@ -85,7 +91,7 @@ func TestRenderedStatefulSetFormsACluster(t *testing.T) {
 		t.Fatalf("container command %q: the image's binary is /trustplane", c.Command)
 	}
 	for _, p := range c.Ports {
-		for _, ip := range podIPs {
+		for _, ip := range append(slices.Clone(podIPs), replicaIP) {
 			checkFree(t, p.Protocol, net.JoinHostPort(ip, strconv.Itoa(int(p.ContainerPort))))
 		}
 	}
@@ -314,6 +320,68 @@ func TestRenderedStatefulSetFormsACluster(t *testing.T) {
 		}
 	})
 
+	// helm upgrade --set readReplicas=1: the voters' pod template does not
+	// change (no voter restarts), and the replica's pod, run as rendered,
+	// joins as a non-voter, serves a linearizable read of a write made
+	// before it came, and takes a write of its own.
+	t.Run("a read replica", func(t *testing.T) {
+		admin := kubeconfigs[pods[0].name]
+		msR := render(t, nil, "readReplicas=1")
+		ssR := &appsv1.StatefulSet{}
+		decodeStrict(t, only(t, msR, "StatefulSet", "trustplane"), ssR)
+		if !equality.Semantic.DeepEqual(ss.Spec.Template, ssR.Spec.Template) {
+			t.Fatal("readReplicas=1 changes the voters' pod template: helm upgrade would restart them")
+		}
+		rs := &appsv1.StatefulSet{}
+		decodeStrict(t, only(t, msR, "StatefulSet", "trustplane-replica"), rs)
+		r := podFor(t, rs, cm, 0, replicaIP, podDomain, caDir)
+		r.start(t)
+		t.Cleanup(func() {
+			r.stop()
+			if t.Failed() {
+				t.Logf("log of %s:\n%s", r.name, tail(r.log))
+			}
+		})
+		url := fmt.Sprintf("%s://%s%s", strings.ToLower(string(probe.Scheme)), net.JoinHostPort(r.ip, strconv.Itoa(portOf(t, c, probe.Port))), probe.Path)
+		r.waitReady(t, url, pool, time.Now().Add(120*time.Second))
+		waitUntil(t, 60*time.Second, "the replica among the members as a non-voter", func() bool {
+			out, err := kubectl(t, admin, "get", "--raw", "/debug/trustplane/members")
+			if err != nil {
+				return false
+			}
+			var members []struct {
+				Name           string
+				Voter, Replica bool
+			}
+			if json.Unmarshal([]byte(out), &members) != nil {
+				return false
+			}
+			for _, m := range members {
+				if m.Name == r.name {
+					return m.Replica && !m.Voter
+				}
+			}
+			return false
+		})
+		out, stderr, err := runTrustplane(t, []string{"TRUSTPLANE_DATA_DIR=" + r.vars["TRUSTPLANE_DATA_DIR"]}, "kubeconfig", "--server", "https://"+r.vars["TRUSTPLANE_LISTEN"])
+		if err != nil {
+			t.Fatalf("%s: trustplane kubeconfig: %v\n%s", r.name, err, stderr)
+		}
+		rk := filepath.Join(t.TempDir(), "replica.kubeconfig")
+		if err := os.WriteFile(rk, []byte(out), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := kubectl(t, rk, "get", "configmap", "chart-e2e", "-n", "default", "-o", "jsonpath={.data.written-on}"); err != nil || got != followers[0] {
+			t.Fatalf("a read on the replica: %v %q", err, got)
+		}
+		if got, err := kubectl(t, rk, "create", "configmap", "through-replica", "-n", "default"); err != nil {
+			t.Fatalf("a write through the replica: %v\n%s", err, got)
+		}
+		if got, err := kubectl(t, admin, "get", "configmap", "through-replica", "-n", "default", "-o", "name"); err != nil || got != "configmap/through-replica" {
+			t.Fatalf("the replica's write on a voter: %v %q", err, got)
+		}
+	})
+
 	// The serving certificate covers the client Service and the pod's
 	// DNS names (--tls-san from the chart).
 	for _, name := range []string{"trustplane." + namespace + ".svc", "trustplane." + namespace + ".svc.cluster.local", pods[0].name + "." + podDomain} {
@@ -362,8 +430,9 @@ func podFor(t *testing.T, ss *appsv1.StatefulSet, cm *corev1.ConfigMap, i int, i
 	// to every interface inside the pod is a bind to its IP.
 	mapNet := func(v string) string {
 		for j, other := range podIPs {
-			v = strings.ReplaceAll(v, fmt.Sprintf("%s-%d.%s:", ss.Name, j, podDomain), other+":")
+			v = strings.ReplaceAll(v, fmt.Sprintf("%s-%d.%s:", voterSet, j, podDomain), other+":")
 		}
+		v = strings.ReplaceAll(v, p.name+"."+podDomain+":", ip+":") // a read replica's own name
 		if rest, ok := strings.CutPrefix(v, "0.0.0.0:"); ok {
 			v = ip + ":" + rest
 		}

@@ -41,6 +41,15 @@ and the pod names stay within DNS label limits.
 {{- printf "%s-certs-init" (include "trustplane.fullname" .) }}
 {{- end }}
 
+{{- define "trustplane.replicaName" -}}
+{{- printf "%s-replica" (include "trustplane.fullname" .) }}
+{{- end }}
+
+{{/* replicaLabels mark the read replicas' pods, on top of the selector labels. */}}
+{{- define "trustplane.replicaLabels" -}}
+app.kubernetes.io/component: read-replica
+{{- end }}
+
 {{- define "trustplane.clusterConfigMap" -}}
 {{- printf "%s-cluster" (include "trustplane.fullname" .) }}
 {{- end }}
@@ -106,6 +115,13 @@ validate fails rendering on values the cluster cannot run with.
 {{- $r := toString .Values.replicas }}
 {{- if not (or (eq $r "3") (eq $r "5")) }}
 {{- fail (printf "replicas must be 3 or 5 (a Raft cluster of 3 survives one failed node, of 5 two; an even count adds no tolerance and 1 has none); got %s" $r) }}
+{{- end }}
+{{- $rr := toString .Values.readReplicas }}
+{{- if not (regexMatch "^[0-9]+$" $rr) }}
+{{- fail (printf "readReplicas must be a whole number (0: none); got %s" $rr) }}
+{{- end }}
+{{- if not (has .Values.config.executeWrites (list "leader" "local")) }}
+{{- fail (printf "config.executeWrites must be \"leader\" or \"local\"; got %q" (toString .Values.config.executeWrites)) }}
 {{- end }}
 {{- if not (has .Values.podAntiAffinity (list "preferred" "required")) }}
 {{- fail (printf "podAntiAffinity must be \"preferred\" or \"required\"; got %q" (toString .Values.podAntiAffinity)) }}
