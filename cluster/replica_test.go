@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -85,5 +87,74 @@ func TestReplicaConfig(t *testing.T) {
 				t.Fatalf("validateGossip: %v, want valid %v", err, c.valid)
 			}
 		})
+	}
+}
+
+// TestFiveVotersAndReplicas: five voters and two read replicas. The
+// replicas join as non-voters; with two voters down the other three keep
+// committing, and writes submitted through a replica commit too; with a
+// third voter down nothing commits, however many replicas are up:
+// replicas never count toward a quorum, and never take over.
+func TestFiveVotersAndReplicas(t *testing.T) {
+	ctx := testCtx(t)
+	c := newHACluster(t)
+	var addrs []string
+	for range 7 {
+		addrs = append(addrs, freeAddr(t))
+	}
+	var voters, replicas []*haNode
+	for i := range 5 {
+		voters = append(voters, c.add(fmt.Sprintf("voter-%d", i), haOpts{expect: 5, gossip: true, gossipAt: addrs[i], join: addrs[:5]}))
+	}
+	var names []string
+	for _, v := range voters {
+		names = append(names, v.name)
+	}
+	waitVoters(t, names, voters...)
+	l := c.leader(voters...)
+	for i := range 2 {
+		replicas = append(replicas, c.add(fmt.Sprintf("replica-%d", i), haOpts{expect: 5, gossip: true, gossipAt: addrs[5+i], join: addrs[:5], mutate: func(cfg *Config) { cfg.Replica = true }}))
+	}
+	for _, r := range replicas {
+		waitFor(t, r.name+" added as a non-voter", func() bool { return suffrage(l.node, r.name) == raft.Nonvoter.String() })
+	}
+
+	// Two voters down, never the leader: three of five still commit.
+	down := 0
+	for _, v := range voters {
+		if v != l && down < 2 {
+			if err := v.node.Shutdown(); err != nil {
+				t.Fatal(err)
+			}
+			down++
+		}
+	}
+	rev := l.propose(t, ctx, "three-of-five")
+	res, err := replicas[0].node.Submit(ctx, putCmd("through-a-replica", "v"))
+	if err != nil || res.Err != nil || res.Revision <= rev {
+		t.Fatalf("a write submitted through a replica with three of five voters: %v %+v", err, res)
+	}
+
+	// A third voter down: two voters and two replicas make no quorum.
+	for _, v := range voters {
+		if v != l && v.node.ctx.Err() == nil {
+			if err := v.node.Shutdown(); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if res, err := l.node.Propose(sctx, putCmd("no-quorum", "v")); err == nil {
+		t.Fatalf("two voters and two replicas committed a write at %d", res.Revision)
+	}
+	for _, r := range replicas {
+		if r.node.IsLeader() {
+			t.Fatalf("%s leads", r.name)
+		}
+		if kv, _, _ := r.fsm.Get(testKey("no-quorum"), 0); kv != nil {
+			t.Fatalf("%s applied a write without a quorum", r.name)
+		}
 	}
 }

@@ -36,8 +36,12 @@ type Options struct {
 	// Bin is the trustplane binary; Dir holds the CA and every node's data.
 	Bin string
 	Dir string
-	// Nodes is the cluster size (3 or 5).
+	// Nodes is the cluster size (3 or 5): the voters.
 	Nodes int
+	// Replicas are read replicas (--role replica) started once the voters
+	// are ready, named after them (n4, n5 beside three voters). The
+	// faults and the workload treat them as any node.
+	Replicas int
 	// Args are extra "serve" flags for every node.
 	Args []string
 	// EncryptAtRest gives every node the same encryption configuration
@@ -122,7 +126,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		o.Args = append(o.Args, "--encryption-provider-config", path)
 	}
 
-	for i := 0; i < o.Nodes; i++ {
+	for i := 0; i < o.Nodes+o.Replicas; i++ {
 		n := &Node{Name: fmt.Sprintf("n%d", i+1), IP: fmt.Sprintf("127.0.0.%d", 11+i)}
 		n.Dir = filepath.Join(o.Dir, n.Name)
 		if err := os.MkdirAll(n.Dir, 0o700); err != nil {
@@ -136,10 +140,10 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		c.nodes = append(c.nodes, n)
 	}
 	seeds := make([]string, 0, o.Nodes)
-	for _, n := range c.nodes {
+	for _, n := range c.nodes[:o.Nodes] {
 		seeds = append(seeds, n.GossipProxy)
 	}
-	for _, n := range c.nodes {
+	for i, n := range c.nodes {
 		apiIP, _, _ := net.SplitHostPort(n.APIProxy)
 		n.args = append([]string{"serve",
 			"--node-name", n.Name, "--data-dir", n.Dir, "--ca-dir", caDir,
@@ -148,15 +152,23 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			"--advertise-address", apiIP,
 			"--bootstrap-expect", strconv.Itoa(o.Nodes), "--join", strings.Join(seeds, ","),
 		}, o.Args...)
-		if err := c.startProcess(n); err != nil {
-			c.Close()
-			return nil, err
+		if i >= o.Nodes {
+			n.args = append(n.args, "--role", "replica")
 		}
 	}
-	for _, n := range c.nodes {
-		if err := c.WaitReady(ctx, n.Name); err != nil {
-			c.Close()
-			return nil, err
+	// The voters first, then the replicas, which join a formed cluster.
+	for _, group := range [][]*Node{c.nodes[:o.Nodes], c.nodes[o.Nodes:]} {
+		for _, n := range group {
+			if err := c.startProcess(n); err != nil {
+				c.Close()
+				return nil, err
+			}
+		}
+		for _, n := range group {
+			if err := c.WaitReady(ctx, n.Name); err != nil {
+				c.Close()
+				return nil, err
+			}
 		}
 	}
 	return c, nil

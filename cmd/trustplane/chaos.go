@@ -44,7 +44,8 @@ func chaosCmd(args []string) error {
 		maxStale  = fs.Duration("max-stale-read", 5*time.Second, "the servers' --max-stale-read, which resourceVersion=0 reads are checked against")
 		checkTime = fs.Duration("check-timeout", 2*time.Minute, "bound on the linearizability search")
 		// local mode
-		nodes = fs.Int("nodes", 3, "local: cluster size")
+		nodes = fs.Int("nodes", 3, "local: cluster size (voters)")
+		reps  = fs.Int("replicas", 0, "local: read replicas (--role replica) beside the voters, which the faults and the workload treat as any node")
 		bin   = fs.String("bin", "", "local: trustplane binary to run (default: this one)")
 		data  = fs.String("data", "", "local: directory for the nodes' data (default: a new temporary directory, removed after a PASS)")
 		execW = fs.String("execute-writes", "", "local: the nodes' --execute-writes, leader or local (default: the server's default)")
@@ -114,13 +115,13 @@ func chaosCmd(args []string) error {
 			}
 			dir, removeAfter = d, true
 		}
-		fmt.Fprintf(os.Stderr, "chaos: seed %d; starting %d nodes in %s\n", cfg.Seed, *nodes, dir)
+		fmt.Fprintf(os.Stderr, "chaos: seed %d; starting %d nodes and %d read replicas in %s\n", cfg.Seed, *nodes, *reps, dir)
 		nodeArgs := []string{"--max-stale-read", maxStale.String()}
 		if *execW != "" {
 			nodeArgs = append(nodeArgs, "--execute-writes", *execW)
 		}
 		sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-		c, err := local.Start(sctx, local.Options{Bin: self, Dir: dir, Nodes: *nodes, EncryptAtRest: *enc, Args: nodeArgs})
+		c, err := local.Start(sctx, local.Options{Bin: self, Dir: dir, Nodes: *nodes, Replicas: *reps, EncryptAtRest: *enc, Args: nodeArgs})
 		cancel()
 		if err != nil {
 			return err
