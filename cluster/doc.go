@@ -52,9 +52,11 @@
 //     its TLS (rpc.go).
 //   - Over the internal RPC a node may have the leader propose only puts
 //     and deletes of API objects (submittable): internal records are
-//     written by their leader-only writers alone. A proposal whose request
-//     was sent and got no answer is an unknown outcome (ErrTimeout),
-//     never retried; one the leader could not take is sent again.
+//     written by their leader-only writers alone. Concurrent proposals to
+//     one leader share frames, each command answered on its own. A
+//     proposal whose frame was sent and got no answer is an unknown
+//     outcome (ErrTimeout), never retried; one the leader could not take
+//     is sent again.
 //   - Over the internal RPC a node may remove only itself (Leave): the
 //     caller's name comes from its certificate (Config.PeerName), never
 //     from the request. Removing another member is done by the leader

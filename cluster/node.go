@@ -111,6 +111,9 @@ type Node struct {
 	remote      roundQueue
 	remoteHook  atomic.Pointer[func()] // tests: runs at the start of a remote round
 	proposeHook atomic.Pointer[func()] // tests: runs as the leader takes a proposal from another node
+	// proposals are the commands Submit sends to a leader, queued per
+	// leader address (submit.go).
+	proposals proposalQueues
 
 	// dialRPC opens an internal RPC connection to a node by its raft
 	// address (nil: no internal RPC, followers cannot forward).

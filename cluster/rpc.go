@@ -79,8 +79,8 @@ type rpcRequest struct {
 	// TimeoutMS is how long the caller will wait; the server stops
 	// working on the request after it.
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
-	// Command (propose) is an encoded fsm.Command (submit.go).
-	Command []byte `json:"command,omitempty"`
+	// Commands (propose) are encoded fsm.Commands (submit.go).
+	Commands [][]byte `json:"commands,omitempty"`
 }
 
 type rpcResponse struct {
@@ -99,12 +99,11 @@ type rpcResponse struct {
 	// Replica (has_state): the answering node is a read replica
 	// (Config.Replica), to be added as a non-voter and never promoted.
 	Replica bool `json:"replica,omitempty"`
-	// Result (propose) is the fsm's verdict on the command's
-	// preconditions, "" when it applied (submit.go); Index is its entry.
-	Result string     `json:"result,omitempty"`
-	Stats  *nodeStats `json:"stats,omitempty"`
-	Code   string     `json:"code,omitempty"` // see errCodes
-	Err    string     `json:"err,omitempty"`
+	// Proposals (propose) answer the request's Commands, in order.
+	Proposals []proposalResult `json:"proposals,omitempty"`
+	Stats     *nodeStats       `json:"stats,omitempty"`
+	Code      string           `json:"code,omitempty"` // see errCodes
+	Err       string           `json:"err,omitempty"`
 }
 
 // nodeStats is what Stats reports about a node.
@@ -292,7 +291,7 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest, caller string, ca
 			err = n.removeServerAsLeader(ctx, req.Name, req.Durable)
 		}
 	case opPropose:
-		resp, err = n.serveProposal(ctx, req.Command, caller, callerErr)
+		resp, err = n.serveProposals(ctx, req.Commands, caller, callerErr)
 	default:
 		return rpcResponse{Code: "bad_request", Err: fmt.Sprintf("unknown operation %q", req.Op)}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -165,17 +167,200 @@ func (n *Node) awaitLeaderAddr(ctx context.Context, deadline time.Time) (raft.Se
 	}
 }
 
-// proposeAt has the leader at addr propose data and waits until this node
-// has applied the entry. sent is false when the request cannot have
-// reached the leader (no connection could be made). The request is never
-// sent twice: unlike the idempotent operations of call, a proposal that
-// met a closed pooled connection may have been read.
+// proposeAt has the leader at addr propose data and returns its answer:
+// the entry's result, or why there is none. sent is false when the
+// command cannot have reached the leader (no connection, or the request
+// was never written whole, or it was still queued here when ctx ended).
+// A command is never sent twice: unlike the idempotent operations of
+// call, a proposal that met a closed pooled connection may have been read.
+//
+// Concurrent proposals to one leader share frames (proposalQueue): the
+// leader's cost per write is then a share of one request and one answer
+// rather than one of each, as raft's own appends are shared.
 func (n *Node) proposeAt(ctx context.Context, addr raft.ServerAddress, data []byte) (res *fsm.Result, sent bool, err error) {
-	deadline, ok := ctx.Deadline()
-	if !ok || time.Until(deadline) > n.cfg.ApplyTimeout {
-		deadline = time.Now().Add(n.cfg.ApplyTimeout)
+	p := &proposal{data: data, done: make(chan proposalAnswer, 1)}
+	n.proposals.enqueue(n, addr, p)
+	var a proposalAnswer
+	select {
+	case a = <-p.done:
+	case <-ctx.Done():
+		if n.proposals.withdraw(addr, p) {
+			return nil, false, n.ctxErr(ctx)
+		}
+		return nil, true, fmt.Errorf("%w: the wait for the leader's answer ended: %w", ErrTimeout, ctx.Err())
 	}
-	req := rpcRequest{Op: opPropose, Command: data, TimeoutMS: max(time.Until(deadline).Milliseconds(), 1)}
+	if a.err != nil {
+		return nil, a.sent, a.err
+	}
+	r := a.result
+	if r.Code != "" || r.Err != "" {
+		if e := codeErr(r.Code); e != nil {
+			return nil, true, fmt.Errorf("%w: %s answered: %s", e, addr, r.Err)
+		}
+		return nil, true, fmt.Errorf("%w: %s answered a proposal: %s", ErrTimeout, addr, r.Err)
+	}
+	if r.Index == 0 {
+		return nil, true, fmt.Errorf("%w: the leader at %s answered a proposal without an index", ErrTimeout, addr)
+	}
+	verdict, err := resultErr(r.Result)
+	if err != nil {
+		return nil, true, fmt.Errorf("%w: the leader at %s: %w", ErrTimeout, addr, err)
+	}
+	// The entry is committed, and the leader's verdict is the answer. A
+	// write that applied is answered at once: this node learns the commit
+	// with the leader's next append, up to raft's CommitTimeout later,
+	// and its resourceVersion=0 reads may be stale by that much, as they
+	// may be for any other node's write. A failed precondition waits
+	// until this node has applied the entry, so the caller's retry reads
+	// a state at least as new as the one the leader judged by (and the
+	// result names the current version, Prev); should the wait end first,
+	// the verdict stands alone.
+	if verdict == nil {
+		if local := n.fsm.ResultAt(r.Index); local != nil {
+			return local, true, nil
+		}
+		return &fsm.Result{Revision: r.Index}, true, nil
+	}
+	if werr := n.fsm.WaitApplied(ctx, r.Index); werr == nil {
+		if local := n.fsm.ResultAt(r.Index); local != nil {
+			return local, true, nil
+		}
+	}
+	return &fsm.Result{Revision: r.Index, Err: verdict}, true, nil
+}
+
+const (
+	// maxBatchSenders bounds the frames of proposals in flight to one
+	// leader: while they are out, new proposals gather for the next.
+	maxBatchSenders = 2
+	// maxBatchCommands and maxBatchBytes bound one frame.
+	maxBatchCommands = 128
+	maxBatchBytes    = 4 << 20
+)
+
+// proposal is one command waiting to be sent to the leader, and then for
+// its answer.
+type proposal struct {
+	data []byte
+	// taken: a sender has it (proposalQueues.mu); it can no longer be
+	// withdrawn.
+	taken bool
+	done  chan proposalAnswer // buffered: the sender never blocks
+}
+
+// proposalAnswer is a proposal's fate: the leader's result for it, or err
+// (with sent false when it cannot have reached the leader).
+type proposalAnswer struct {
+	result proposalResult
+	sent   bool
+	err    error
+}
+
+// proposalQueues holds the proposals waiting per leader address.
+type proposalQueues struct {
+	mu     sync.Mutex
+	queues map[raft.ServerAddress]*proposalQueue
+	// queued and frames count the proposals queued and the frames sent
+	// (tests).
+	queued, frames atomic.Int64
+}
+
+type proposalQueue struct {
+	pending []*proposal
+	senders int
+}
+
+// enqueue adds p to addr's queue and starts a sender if fewer than
+// maxBatchSenders run.
+func (qs *proposalQueues) enqueue(n *Node, addr raft.ServerAddress, p *proposal) {
+	qs.mu.Lock()
+	if qs.queues == nil {
+		qs.queues = map[raft.ServerAddress]*proposalQueue{}
+	}
+	q := qs.queues[addr]
+	if q == nil {
+		q = &proposalQueue{}
+		qs.queues[addr] = q
+	}
+	q.pending = append(q.pending, p)
+	qs.queued.Add(1)
+	start := q.senders < maxBatchSenders
+	if start {
+		q.senders++
+	}
+	qs.mu.Unlock()
+	if start {
+		go n.sendProposals(addr, q)
+	}
+}
+
+// withdraw takes p out of addr's queue if no sender has it yet.
+func (qs *proposalQueues) withdraw(addr raft.ServerAddress, p *proposal) bool {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	if p.taken {
+		return false
+	}
+	if q := qs.queues[addr]; q != nil {
+		for i, x := range q.pending {
+			if x == p {
+				q.pending = append(q.pending[:i], q.pending[i+1:]...)
+				break
+			}
+		}
+	}
+	return true
+}
+
+// take removes the next batch from q, or returns none and retires the
+// calling sender.
+func (qs *proposalQueues) take(q *proposalQueue) []*proposal {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	var batch []*proposal
+	size := 0
+	for len(q.pending) > 0 && len(batch) < maxBatchCommands && (len(batch) == 0 || size+len(q.pending[0].data) <= maxBatchBytes) {
+		p := q.pending[0]
+		q.pending = q.pending[1:]
+		p.taken = true
+		size += len(p.data)
+		batch = append(batch, p)
+	}
+	if len(batch) == 0 {
+		q.senders--
+	}
+	return batch
+}
+
+// sendProposals sends q's proposals to the leader at addr, a frame at a
+// time, until the queue is empty.
+func (n *Node) sendProposals(addr raft.ServerAddress, q *proposalQueue) {
+	for {
+		batch := n.proposals.take(q)
+		if len(batch) == 0 {
+			return
+		}
+		n.proposals.frames.Add(1)
+		results, sent, err := n.proposeBatch(addr, batch)
+		for i, p := range batch {
+			a := proposalAnswer{sent: sent, err: err}
+			if err == nil {
+				a.result = results[i]
+			}
+			p.done <- a
+		}
+	}
+}
+
+// proposeBatch sends one frame of proposals and reads the leader's answer.
+func (n *Node) proposeBatch(addr raft.ServerAddress, batch []*proposal) (results []proposalResult, sent bool, err error) {
+	ctx, cancel := n.bind(context.Background())
+	defer cancel()
+	deadline := time.Now().Add(n.cfg.ApplyTimeout)
+	req := rpcRequest{Op: opPropose, TimeoutMS: n.cfg.ApplyTimeout.Milliseconds()}
+	for _, p := range batch {
+		req.Commands = append(req.Commands, p.data)
+	}
 	conn, _, err := n.rpcConn(ctx, addr)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -196,60 +381,64 @@ func (n *Node) proposeAt(ctx context.Context, addr raft.ServerAddress, data []by
 	if _, err := n.remoteErr(resp, addr, req); err != nil {
 		return nil, true, err
 	}
-	if resp.Index == 0 {
-		return nil, true, fmt.Errorf("%w: the leader at %s answered a proposal without an index", ErrTimeout, addr)
+	if len(resp.Proposals) != len(batch) {
+		return nil, true, fmt.Errorf("%w: the leader at %s answered %d of %d proposals", ErrTimeout, addr, len(resp.Proposals), len(batch))
 	}
-	verdict, err := resultErr(resp.Result)
-	if err != nil {
-		return nil, true, fmt.Errorf("%w: the leader at %s: %w", ErrTimeout, addr, err)
-	}
-	// The entry is committed, and the leader's verdict is the answer. A
-	// write that applied is answered at once: this node learns the commit
-	// with the leader's next append, up to raft's CommitTimeout later,
-	// and its resourceVersion=0 reads may be stale by that much, as they
-	// may be for any other node's write. A failed precondition waits
-	// until this node has applied the entry, so the caller's retry reads
-	// a state at least as new as the one the leader judged by (and the
-	// result names the current version, Prev); should the wait end first,
-	// the verdict stands alone.
-	if verdict == nil {
-		if local := n.fsm.ResultAt(resp.Index); local != nil {
-			return local, true, nil
-		}
-		return &fsm.Result{Revision: resp.Index}, true, nil
-	}
-	if werr := n.fsm.WaitApplied(ctx, resp.Index); werr == nil {
-		if local := n.fsm.ResultAt(resp.Index); local != nil {
-			return local, true, nil
-		}
-	}
-	return &fsm.Result{Revision: resp.Index, Err: verdict}, true, nil
+	return resp.Proposals, true, nil
 }
 
-// serveProposal is the leader's half of Submit: it proposes a command a
-// node sent, if caller proved a node identity and the command is one a
-// node may submit.
-func (n *Node) serveProposal(ctx context.Context, data []byte, caller string, callerErr error) (rpcResponse, error) {
+// proposalResult is the leader's answer for one command of a frame: its
+// entry and the fsm's verdict, or the error (Code, Err) that kept it from
+// one.
+type proposalResult struct {
+	Index  uint64 `json:"index,omitempty"`
+	Result string `json:"result,omitempty"`
+	Code   string `json:"code,omitempty"`
+	Err    string `json:"err,omitempty"`
+}
+
+// serveProposals is the leader's half of Submit: it proposes the commands
+// a node sent, all at once (raft group-commits them), if caller proved a
+// node identity; each command it refuses (not one a node may submit, or
+// not a command) is answered on its own.
+func (n *Node) serveProposals(ctx context.Context, cmds [][]byte, caller string, callerErr error) (rpcResponse, error) {
 	if callerErr != nil {
 		return rpcResponse{}, fmt.Errorf("%w: %v", ErrNotPermitted, callerErr)
 	}
-	cmd, err := fsm.DecodeCommand(data)
-	if err != nil {
-		return rpcResponse{}, fmt.Errorf("%w: %v", errBadRequest, err)
+	if len(cmds) == 0 || len(cmds) > maxBatchCommands {
+		return rpcResponse{}, fmt.Errorf("%w: %d commands in one proposal frame", errBadRequest, len(cmds))
 	}
-	if err := submittable(cmd); err != nil {
-		n.logger.Warn("internal RPC: refused a proposal", "caller", caller, "error", err)
-		return rpcResponse{}, err
-	}
-	n.metrics.received.Inc()
 	if h := n.proposeHook.Load(); h != nil {
 		(*h)()
 	}
-	res, err := n.Propose(ctx, cmd)
-	if err != nil {
-		return rpcResponse{}, err
+	out := make([]proposalResult, len(cmds))
+	var wg sync.WaitGroup
+	for i, data := range cmds {
+		cmd, err := fsm.DecodeCommand(data)
+		if err == nil {
+			err = submittable(cmd)
+		} else {
+			err = fmt.Errorf("%w: %v", errBadRequest, err)
+		}
+		if err != nil {
+			n.logger.Warn("internal RPC: refused a proposal", "caller", caller, "error", err)
+			out[i] = proposalResult{Code: errCode(err), Err: err.Error()}
+			continue
+		}
+		n.metrics.received.Inc()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := n.Propose(ctx, cmd)
+			if err != nil {
+				out[i] = proposalResult{Code: errCode(err), Err: err.Error()}
+				return
+			}
+			out[i] = proposalResult{Index: res.Revision, Result: verdictCode(res.Err)}
+		}()
 	}
-	return rpcResponse{Index: res.Revision, Result: verdictCode(res.Err)}, nil
+	wg.Wait()
+	return rpcResponse{Proposals: out}, nil
 }
 
 // verdicts carry the fsm's precondition errors across the wire.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,26 +83,87 @@ func TestSubmit(t *testing.T) {
 	})
 
 	t.Run("only API objects", func(t *testing.T) {
-		for _, cmd := range []*fsm.Command{
+		refused := []*fsm.Command{
 			{Op: fsm.OpPut, Key: fsm.Key{Space: fsm.SpaceInternal, Resource: "signingkeys", Name: "k"}, Value: []byte("x")},
 			{Op: fsm.OpCompact, CompactRevision: 1},
 			{Op: fsm.OpNoop},
-		} {
+		}
+		for _, cmd := range refused {
 			if _, err := f.node.Submit(ctx, cmd); !errors.Is(err, ErrNotPermitted) {
 				t.Fatalf("Submit %s %v: %v, want ErrNotPermitted", cmd.Op, cmd.Key, err)
 			}
-			// The leader refuses it too, sent as another build might.
-			resp, err := f.node.call(ctx, l.addr, rpcRequest{Op: opPropose, Command: cmd.Encode()})
-			if !errors.Is(err, ErrNotPermitted) {
-				t.Fatalf("the leader took %s %v: %+v %v", cmd.Op, cmd.Key, resp, err)
-			}
 		}
-		_, err := f.node.call(ctx, l.addr, rpcRequest{Op: opPropose, Command: []byte{0xff, 0x01, 0x02}})
-		if !errors.Is(err, errBadRequest) {
-			t.Fatalf("garbage command: %v, want a bad request", err)
+		// The leader refuses them too, sent as another build might, in
+		// one frame with garbage and a command it takes: each is
+		// answered on its own.
+		frame := [][]byte{}
+		for _, cmd := range refused {
+			frame = append(frame, cmd.Encode())
+		}
+		frame = append(frame, []byte{0xff, 0x01, 0x02}, putCmd("beside-the-refused", "v").Encode())
+		resp, err := f.node.call(ctx, l.addr, rpcRequest{Op: opPropose, Commands: frame})
+		if err != nil || len(resp.Proposals) != len(frame) {
+			t.Fatalf("the leader answered %+v %v", resp, err)
+		}
+		for i, want := range []string{"not_permitted", "not_permitted", "not_permitted", "bad_request", ""} {
+			if got := resp.Proposals[i]; got.Code != want || (want == "") != (got.Index > 0) {
+				t.Fatalf("proposal %d: %+v, want code %q", i, got, want)
+			}
 		}
 		if kv, _, _ := l.fsm.Get(fsm.Key{Space: fsm.SpaceInternal, Resource: "signingkeys", Name: "k"}, 0); kv != nil {
 			t.Fatal("an internal record was written")
+		}
+		if _, err := f.node.call(ctx, l.addr, rpcRequest{Op: opPropose}); !errors.Is(err, errBadRequest) {
+			t.Fatalf("an empty frame: %v, want a bad request", err)
+		}
+	})
+
+	t.Run("concurrent proposals share frames", func(t *testing.T) {
+		const writers = 40
+		// The leader holds the first frames until every writer has
+		// queued its command behind them.
+		release := make(chan struct{})
+		hook := func() { <-release }
+		l.node.proposeHook.Store(&hook)
+		defer func() {
+			l.node.proposeHook.Store(nil)
+			select {
+			case <-release:
+			default:
+				close(release)
+			}
+		}()
+		framesBefore, queuedBefore := f.node.proposals.frames.Load(), f.node.proposals.queued.Load()
+		var wg sync.WaitGroup
+		errs := make(chan error, writers)
+		for i := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := f.node.Submit(ctx, putCmd(fmt.Sprintf("shared-%d", i), "v"))
+				if err == nil && res.Err != nil {
+					err = res.Err
+				}
+				errs <- err
+			}()
+		}
+		waitFor(t, "the writers to queue", func() bool { return f.node.proposals.queued.Load()-queuedBefore == writers })
+		l.node.proposeHook.Store(nil)
+		close(release)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if frames := f.node.proposals.frames.Load() - framesBefore; frames > 2*maxBatchSenders {
+			t.Fatalf("%d writers took %d frames, want at most %d", writers, frames, 2*maxBatchSenders)
+		}
+		for i := range writers {
+			if kv, _, _ := l.fsm.Get(testKey(fmt.Sprintf("shared-%d", i)), 0); kv == nil {
+				t.Fatalf("shared-%d was not written", i)
+			}
 		}
 	})
 

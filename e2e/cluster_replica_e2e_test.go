@@ -309,8 +309,9 @@ func proposalsOverRPC(t *testing.T, nodes []*node) {
 		{"a compaction", (&fsm.Command{Op: fsm.OpCompact, CompactRevision: 1 << 40}).Encode(), "not_permitted"},
 		{"garbage", []byte{0x01, 0xff, 0xff}, "bad_request"},
 	} {
-		resp, err := rpcRoundTrip(leader.raftAddr, cert, nodeCA.Pool(), map[string]any{"op": "propose", "command": c.command})
-		if err != nil || resp["code"] != c.code {
+		resp, err := rpcRoundTrip(leader.raftAddr, cert, nodeCA.Pool(), map[string]any{"op": "propose", "commands": [][]byte{c.command}})
+		ps, _ := resp["proposals"].([]any)
+		if err != nil || len(ps) != 1 || ps[0].(map[string]any)["code"] != c.code {
 			t.Fatalf("%s: the leader answered %v %v, want %s", c.name, resp, err, c.code)
 		}
 	}

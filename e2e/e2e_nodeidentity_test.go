@@ -114,8 +114,8 @@ func TestNodeIdentityCannotBeMinted(t *testing.T) {
 	removal, _ := json.Marshal(map[string]any{"op": "remove_server", "name": nodes[2].name, "force": true})
 	frame := binary.BigEndian.AppendUint32(nil, uint32(len(removal)))
 	// A proposal of a Namespace, as a node executing writes sends one.
-	proposal, _ := json.Marshal(map[string]any{"op": "propose", "command": (&fsm.Command{Op: fsm.OpPut,
-		Key: fsm.Key{Resource: "namespaces", Name: "pwned"}, Value: []byte(`{"metadata":{"name":"pwned"}}`), MustNotExist: true}).Encode()})
+	proposal, _ := json.Marshal(map[string]any{"op": "propose", "commands": [][]byte{(&fsm.Command{Op: fsm.OpPut,
+		Key: fsm.Key{Resource: "namespaces", Name: "pwned"}, Value: []byte(`{"metadata":{"name":"pwned"}}`), MustNotExist: true}).Encode()}})
 	for _, n := range nodes {
 		for _, payload := range [][]byte{
 			{0x00, 0x83, 0xa4, 'T', 'e', 'r', 'm', 0xcd, 0xff, 0xff},                                // AppendEntries, a msgpack term far ahead
