@@ -9,12 +9,16 @@
 #   leader    three nodes, --execute-writes=leader (followers forward HTTP)
 #   local     three nodes, --execute-writes=local (followers execute, the
 #             leader orders their commands)
+#   replicasN three voters and N read replicas (--role replica), e.g.
+#             replicas0 replicas2 replicas4
 #
 #   SETUPS="one leader local" WORKLOADS=create,update,apply,patch \
 #     BENCH_ARGS="--duration 10s --clients 16" scripts/scaleout.sh
 #
-# FOLLOWERS_ONLY=1 sends the clients to the followers alone, so the
-# leader's CPU per operation is what a write arriving elsewhere costs it.
+# CLIENTS_ON picks the nodes the clients talk to: all (default),
+# followers (every node but the leader, so the leader's CPU per operation
+# is what a write arriving elsewhere costs it; FOLLOWERS_ONLY=1 is the
+# same), leader, or replicas.
 # CPUSET_SERVERS / CPUSET_BENCH, when set, pin the servers and the bench
 # with taskset (e.g. CPUSET_SERVERS=0 CPUSET_BENCH=1). Results (bench
 # tables and JSON, each node's log) go to SCALEOUT_DIR
@@ -52,9 +56,10 @@ stop_all() {
 }
 trap stop_all EXIT
 
-# start SETUP N MODE: N fresh nodes; sets pids and kubeconfigs.
+# start SETUP N MODE [R]: N fresh voters and R read replicas; sets pids,
+# kubeconfigs (every node) and replica_kubeconfigs.
 start() {
-  local setup=$1 n=$2 mode=$3 dir="$OUT/$1"
+  local setup=$1 n=$2 mode=$3 r=${4:-0} dir="$OUT/$1"
   mkdir -p "$dir"
   "$TP" certs init --dir "$dir/ca" >/dev/null
   local seeds="" i
@@ -71,8 +76,24 @@ start() {
     pids+=($!)
     kubeconfigs+="${kubeconfigs:+,}$dir/n$((i + 1))/admin.kubeconfig"
   done
-  for ((i = 0; i < n; i++)); do
-    local k
+  wait_ready "$setup" 0 "$n"
+  replica_kubeconfigs=""
+  for ((i = n; i < n + r; i++)); do
+    local p=$((BASE + 10 * i))
+    pin "${CPUSET_SERVERS:-}" "$TP" serve --node-name "n$((i + 1))" --data-dir "$dir/n$((i + 1))" --ca-dir "$dir/ca" \
+      --listen "127.0.0.1:$p" --raft-addr "127.0.0.1:$((p + 1))" --gossip-addr "127.0.0.1:$((p + 2))" \
+      --role replica --join "$seeds" --execute-writes "$mode" >"$dir/n$((i + 1)).log" 2>&1 &
+    pids+=($!)
+    kubeconfigs+=",$dir/n$((i + 1))/admin.kubeconfig"
+    replica_kubeconfigs+="${replica_kubeconfigs:+,}$dir/n$((i + 1))/admin.kubeconfig"
+  done
+  wait_ready "$setup" "$n" "$((n + r))"
+}
+
+# wait_ready SETUP FROM TO: nodes FROM+1..TO have written their kubeconfig.
+wait_ready() {
+  local setup=$1 i k dir="$OUT/$1"
+  for ((i = $2; i < $3; i++)); do
     for ((k = 0; k < READY_TIMEOUT * 2; k++)); do
       [ -f "$dir/n$((i + 1))/admin.kubeconfig" ] && break
       sleep 0.5
@@ -86,13 +107,19 @@ for setup in $SETUPS; do
     one) start one 1 leader ;;
     leader) start leader 3 leader ;;
     local) start local 3 local ;;
+    replicas[0-9]*) start "$setup" 3 leader "${setup#replicas}" ;;
     *) echo "unknown setup $setup" >&2; exit 2 ;;
   esac
   leader=$(KUBECONFIG="${kubeconfigs%%,*}" kubectl get --raw /debug/trustplane/raft | sed -n 's/.*"leader":"\([^"]*\)".*/\1/p')
+  on=${CLIENTS_ON:-all}
+  [ "${FOLLOWERS_ONLY:-}" = 1 ] && on=followers
   targets=$kubeconfigs
-  if [ "${FOLLOWERS_ONLY:-}" = 1 ] && [ "${#pids[@]}" -gt 1 ]; then
-    targets=$(echo "$kubeconfigs" | tr , '\n' | grep -v "/$leader/" | paste -sd, -)
-  fi
+  case $on in
+    followers) [ "${#pids[@]}" -gt 1 ] && targets=$(echo "$kubeconfigs" | tr , '\n' | grep -v "/$leader/" | paste -sd, -) ;;
+    leader) targets=$(echo "$kubeconfigs" | tr , '\n' | grep "/$leader/" | paste -sd, -) ;;
+    replicas) targets=${replica_kubeconfigs:-} ;;
+  esac
+  [ -n "$targets" ] || { echo "== $setup: no node to send clients to ($on)"; stop_all; continue; }
   echo "== $setup: pids ${pids[*]} (n1 n2 ...), leader $leader, clients on $targets"
   # shellcheck disable=SC2086
   (pin "${CPUSET_BENCH:-}" "$TP" bench --kubeconfig "$targets" --server-pid "$(IFS=,; echo "${pids[*]}")" \
