@@ -47,19 +47,6 @@ func attributes(ctx context.Context, obj, old runtime.Object, gvk schema.GroupVe
 	return admission.NewAttributesRecord(obj, old, gvk, ns, name, gvr, sub, op, opts, dryRun, u), nil
 }
 
-// validate runs the validating plugins that handle attrs' operation; the
-// first refusal ends it.
-func validate(ctx context.Context, attrs admission.Attributes, oi admission.ObjectInterfaces, plugins []admission.Interface) error {
-	for _, p := range plugins {
-		if v, ok := p.(admission.ValidationInterface); ok && p.Handles(attrs.GetOperation()) {
-			if err := v.Validate(ctx, attrs, oi); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // writeOptions are the options a create, update or patch request came
 // with, as admission hands them to plugins.
 type writeOptions struct {
@@ -169,13 +156,14 @@ func Hook(oi admission.ObjectInterfaces, gvr schema.GroupVersionResource, gvk sc
 // the strategy prepared, with the request's dry run, as kube-apiserver's
 // store runs validating admission after the strategy.
 func HookValidate(oi admission.ObjectInterfaces, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, plugins ...admission.Interface) func(ctx context.Context, obj, old runtime.Object, dryRun bool) error {
+	chain := admission.NewChainHandler(plugins...)
 	return func(ctx context.Context, obj, old runtime.Object, dryRun bool) error {
 		op, opts := writeOp(ctx, old, dryRun)
 		attrs, err := attributes(ctx, obj, old, gvk, gvr, op, opts, dryRun)
 		if err != nil {
 			return err
 		}
-		return validate(ctx, newUnstructuredAttributes(attrs, oi.GetObjectConvertor(), attrs.GetKind()), oi, plugins)
+		return chain.Validate(ctx, newUnstructuredAttributes(attrs, oi.GetObjectConvertor(), attrs.GetKind()), oi)
 	}
 }
 
@@ -187,6 +175,7 @@ func HookValidate(oi admission.ObjectInterfaces, gvr schema.GroupVersionResource
 // object (a mutating webhook is called, and kube's plugin refuses any
 // patch it answers), then validating plugins validate it.
 func HookDelete(oi admission.ObjectInterfaces, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, plugins ...admission.Interface) func(ctx context.Context, old runtime.Object, opts *metav1.DeleteOptions, dryRun bool) error {
+	chain := admission.NewChainHandler(plugins...)
 	return func(ctx context.Context, old runtime.Object, opts *metav1.DeleteOptions, dryRun bool) error {
 		if opts == nil {
 			opts = &metav1.DeleteOptions{}
@@ -202,13 +191,9 @@ func HookDelete(oi admission.ObjectInterfaces, gvr schema.GroupVersionResource, 
 		if err != nil {
 			return err
 		}
-		for _, p := range plugins {
-			if m, ok := p.(admission.MutationInterface); ok && p.Handles(admission.Delete) {
-				if err := m.Admit(ctx, attrs, oi); err != nil {
-					return err
-				}
-			}
+		if err := chain.Admit(ctx, attrs, oi); err != nil {
+			return err
 		}
-		return validate(ctx, newUnstructuredAttributes(attrs, oi.GetObjectConvertor(), attrs.GetKind()), oi, plugins)
+		return chain.Validate(ctx, newUnstructuredAttributes(attrs, oi.GetObjectConvertor(), attrs.GetKind()), oi)
 	}
 }

@@ -45,7 +45,7 @@ func AdmissionPolicyResources(authz authorizer.Authorizer, served func() *Regist
 		return served().Resolve(gvk)
 	})
 	policy := validatingadmissionpolicy.NewStrategy(authz, resolve)
-	checked := costCheckedPolicy{policy}
+	checked := costCheckedPolicy(policy)
 	binding := validatingadmissionpolicybinding.NewStrategy(authz, policyGetter(served), resolve)
 	return []*Resource{
 		{

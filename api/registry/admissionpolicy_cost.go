@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"context"
 	"fmt"
 	"sync"
 
@@ -14,17 +13,8 @@ import (
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/apiserver/pkg/cel/library"
-	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/kubernetes/pkg/apis/admissionregistration"
 )
-
-// policyStrategy is what the policy resource needs of kube's
-// ValidatingAdmissionPolicy strategy.
-type policyStrategy interface {
-	rest.RESTCreateStrategy
-	rest.RESTUpdateStrategy
-	rest.RESTDeleteStrategy
-}
 
 // costCheckedPolicy is kube's ValidatingAdmissionPolicy strategy plus the
 // specification's write-time cost rule: an expression whose worst-case
@@ -44,20 +34,11 @@ type policyStrategy interface {
 // Only expressions new to the policy are estimated: one already stored
 // keeps evaluating, as the compatibility rules keep stored expressions
 // (validateUpdate).
-type costCheckedPolicy struct{ policyStrategy }
-
-func (s costCheckedPolicy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
-	if errs := s.policyStrategy.Validate(ctx, obj); len(errs) > 0 {
-		return errs
-	}
-	return policyCostErrors(obj.(*admissionregistration.ValidatingAdmissionPolicy), nil)
-}
-
-func (s costCheckedPolicy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
-	if errs := s.policyStrategy.ValidateUpdate(ctx, obj, old); len(errs) > 0 {
-		return errs
-	}
-	return policyCostErrors(obj.(*admissionregistration.ValidatingAdmissionPolicy), old.(*admissionregistration.ValidatingAdmissionPolicy))
+func costCheckedPolicy(policy restStrategy) withRule {
+	return withRule{policy, func(obj, old runtime.Object) field.ErrorList {
+		prev, _ := old.(*admissionregistration.ValidatingAdmissionPolicy) // nil on create
+		return policyCostErrors(obj.(*admissionregistration.ValidatingAdmissionPolicy), prev)
+	}}
 }
 
 // policyExpression is one CEL expression of a policy and where it is.

@@ -1,11 +1,8 @@
 package registry
 
 import (
-	"context"
-
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/kubernetes/pkg/apis/admissionregistration"
 	"k8s.io/kubernetes/pkg/registry/admissionregistration/mutatingwebhookconfiguration"
@@ -27,8 +24,8 @@ var (
 // (webhookclient.NoServiceReference), checked on create and update like kube's own
 // validation, so that nothing is stored that a node could not call.
 func WebhookConfigurationResources() []*Resource {
-	validating := urlOnlyWebhooks{validatingwebhookconfiguration.Strategy}
-	mutating := urlOnlyWebhooks{mutatingwebhookconfiguration.Strategy}
+	validating := withRule{validatingwebhookconfiguration.Strategy, serviceReferences}
+	mutating := withRule{mutatingwebhookconfiguration.Strategy, serviceReferences}
 	return []*Resource{
 		{
 			GVR: ValidatingWebhookConfigurationsGVR, KindName: "ValidatingWebhookConfiguration", Singular: "validatingwebhookconfiguration",
@@ -51,35 +48,10 @@ func WebhookConfigurationResources() []*Resource {
 	}
 }
 
-// webhookStrategy is what kube's webhook configuration strategies are.
-type webhookStrategy interface {
-	rest.RESTCreateStrategy
-	rest.RESTUpdateStrategy
-	rest.RESTDeleteStrategy
-}
-
-// urlOnlyWebhooks is kube's strategy plus webhookclient.NoServiceReference: after kube's
-// validation passes, every webhook that names a Service is refused at
-// webhooks[i].clientConfig.service.
-type urlOnlyWebhooks struct{ webhookStrategy }
-
-func (s urlOnlyWebhooks) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
-	if errs := s.webhookStrategy.Validate(ctx, obj); len(errs) > 0 {
-		return errs
-	}
-	return serviceReferences(obj)
-}
-
-func (s urlOnlyWebhooks) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
-	if errs := s.webhookStrategy.ValidateUpdate(ctx, obj, old); len(errs) > 0 {
-		return errs
-	}
-	return serviceReferences(obj)
-}
-
 // serviceReferences refuses each webhook of a configuration whose client
-// config names a Service.
-func serviceReferences(obj runtime.Object) field.ErrorList {
+// config names a Service (webhookclient.NoServiceReference), on create
+// and update alike.
+func serviceReferences(obj, _ runtime.Object) field.ErrorList {
 	var configs []admissionregistration.WebhookClientConfig
 	switch c := obj.(type) {
 	case *admissionregistration.ValidatingWebhookConfiguration:
