@@ -59,6 +59,19 @@ func TestReplicaJoinsAsNonvoter(t *testing.T) {
 		}
 	}
 
+	// Cut off from the leader, the replica stops vouching for its local
+	// state within the bound, as a follower does (--max-stale-read), and
+	// vouches again once the log reaches it.
+	const bound = 500 * time.Millisecond
+	if !replica.node.LeaderContactWithin(bound) {
+		t.Fatal("a connected replica does not vouch for its state")
+	}
+	c.disconnectRaft(replica)
+	waitFor(t, "the cut-off replica to stop vouching for its state", func() bool { return !replica.node.LeaderContactWithin(bound) })
+	l.propose(t, ctx, "while-cut-off")
+	c.reconnectRaft(replica)
+	waitFor(t, "the replica to vouch again", func() bool { return replica.node.LeaderContactWithin(bound) })
+
 	// The replica stops: the three voters keep committing.
 	if err := replica.node.Shutdown(); err != nil {
 		t.Fatal(err)
