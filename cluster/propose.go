@@ -104,31 +104,14 @@ func (n *Node) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, erro
 // by deadline. Waiting covers the election right after start-up or a
 // leader failure, so callers need not retry that window themselves.
 func (n *Node) awaitLeader(ctx context.Context, deadline time.Time) error {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for {
-		ch := n.changed()
-		if n.raft.State() == raft.Leader {
-			return nil
-		}
-		if addr, id := n.raft.LeaderWithID(); id != "" && id != raft.ServerID(n.cfg.NodeName) {
-			return fmt.Errorf("%w: leader is %s at %s", ErrNotLeader, id, addr)
-		}
-		if timer == nil {
-			timer = time.NewTimer(time.Until(deadline))
-		}
-		select {
-		case <-ch:
-		case <-timer.C:
-			return ErrNoLeader
-		case <-ctx.Done():
-			return n.ctxErr(ctx)
-		}
+	addr, id, err := n.awaitLeaderAddr(ctx, deadline)
+	if err != nil {
+		return err
 	}
+	if addr != "" {
+		return fmt.Errorf("%w: leader is %s at %s", ErrNotLeader, id, addr)
+	}
+	return nil
 }
 
 // knownRaftErr reports whether err is one of raft's own answers, which

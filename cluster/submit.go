@@ -55,7 +55,7 @@ func (n *Node) Submit(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error
 	var data []byte
 	var lastErr error
 	for {
-		addr, err := n.awaitLeaderAddr(ctx, deadline)
+		addr, _, err := n.awaitLeaderAddr(ctx, deadline)
 		if err != nil {
 			return nil, notSubmitted(err, lastErr)
 		}
@@ -138,8 +138,9 @@ func nothingWritten(err error) bool {
 }
 
 // awaitLeaderAddr waits until a leader is known: "" when this node leads,
-// else the leader's raft address. It fails with ErrNoLeader at deadline.
-func (n *Node) awaitLeaderAddr(ctx context.Context, deadline time.Time) (raft.ServerAddress, error) {
+// else the leader's raft address and ID. It fails with ErrNoLeader at
+// deadline.
+func (n *Node) awaitLeaderAddr(ctx context.Context, deadline time.Time) (raft.ServerAddress, raft.ServerID, error) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -149,10 +150,10 @@ func (n *Node) awaitLeaderAddr(ctx context.Context, deadline time.Time) (raft.Se
 	for {
 		ch := n.changed()
 		if n.raft.State() == raft.Leader {
-			return "", nil
+			return "", "", nil
 		}
 		if addr, id := n.raft.LeaderWithID(); id != "" && id != raft.ServerID(n.cfg.NodeName) {
-			return addr, nil
+			return addr, id, nil
 		}
 		if timer == nil {
 			timer = time.NewTimer(time.Until(deadline))
@@ -160,9 +161,9 @@ func (n *Node) awaitLeaderAddr(ctx context.Context, deadline time.Time) (raft.Se
 		select {
 		case <-ch:
 		case <-timer.C:
-			return "", ErrNoLeader
+			return "", "", ErrNoLeader
 		case <-ctx.Done():
-			return "", n.ctxErr(ctx)
+			return "", "", n.ctxErr(ctx)
 		}
 	}
 }
