@@ -47,16 +47,15 @@ type ForwardConfig struct {
 	// WaitForLeader bounds how long a write waits for a leader during an
 	// election before it is answered 503 with Retry-After.
 	WaitForLeader time.Duration
-	// ExecuteLocally, when set, runs resource writes on the node they
-	// arrive at (--execute-writes=local) rather than forwarding them:
-	// the node's storage then has the leader only order each write's
-	// command (cluster.Node.Submit). It is called before such a write
-	// runs on a follower or replica and returns once this node has
-	// applied a read index, so the write reads (for admission, the
-	// strategy, its preconditions) a state at least as new as every write
-	// acknowledged before it arrived, as it would on the leader. Its error
-	// is the answer (a Status: 503 while no leader confirms one).
-	ExecuteLocally func(ctx context.Context) error
+	// ExecuteLocally runs resource writes on the node they arrive at
+	// (--execute-writes=local) rather than forwarding them: the node's
+	// storage then has the leader only order each write's command
+	// (cluster.Node.Submit). The write reads this node's state, which
+	// may trail the leader's; the storage layer makes that safe
+	// (api/storage/reading.go): the fsm judges every proposal's
+	// preconditions at its own index, and an answer made from the state
+	// read alone is confirmed by a read index first.
+	ExecuteLocally bool
 	// Credentials, when set, names the certificate TLS presents now (the
 	// node certificate, replaced when the node CA rotates). When it
 	// changes the forwarder stops using connections made with the one
@@ -236,11 +235,7 @@ func (s *Server) withForwarding(next http.Handler) http.Handler {
 			next.ServeHTTP(w, req)
 			return
 		}
-		if f.cfg.ExecuteLocally != nil && !s.leaderOnly(req) {
-			if err := f.cfg.ExecuteLocally(req.Context()); err != nil {
-				s.writeError(w, req, err)
-				return
-			}
+		if f.cfg.ExecuteLocally && !s.leaderOnly(req) {
 			next.ServeHTTP(w, req)
 			return
 		}

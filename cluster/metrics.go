@@ -112,6 +112,10 @@ var (
 		"Committed entries this node has yet to apply: how far its local reads are behind, as of its last contact with the leader.", nil, nil)
 	descReplica = prometheus.NewDesc("trustplane_raft_replica",
 		"1 on a read replica (--role replica, a raft non-voter), else 0.", nil, nil)
+	descReadRounds = prometheus.NewDesc("trustplane_raft_read_index_rounds_total",
+		"Read-index rounds this node ran: kind local is a leadership check by a heartbeat round on the leader, kind remote a follower's request for the leader's read index. Concurrent reads share rounds.", []string{"kind"}, nil)
+	descReadJoins = prometheus.NewDesc("trustplane_raft_read_index_requests_total",
+		"Reads (and, with --execute-writes=local, writes) that needed a read index, by the kind of round they joined; divided by the rounds, the sharing ratio.", []string{"kind"}, nil)
 )
 
 // raftCollector reports a node's raft figures.
@@ -125,7 +129,8 @@ func (n *Node) Collector() prometheus.Collector { return raftCollector{n: n} }
 // Describe implements prometheus.Collector.
 func (c raftCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descTerm, descIsLeader, descHasLeader, descLeaderChanges,
-		descElections, descLastIndex, descCommitIndex, descAppliedIndex, descLastContact, descReplicationLag, descReplica} {
+		descElections, descLastIndex, descCommitIndex, descAppliedIndex, descLastContact, descReplicationLag, descReplica,
+		descReadRounds, descReadJoins} {
 		ch <- d
 	}
 	c.n.metrics.apply.Describe(ch)
@@ -163,6 +168,10 @@ func (c raftCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descReplica, flag(st.Replica))
 	if st.LastContact >= 0 {
 		gauge(descLastContact, st.LastContact.Seconds())
+	}
+	for kind, q := range map[string]*roundQueue{"local": &c.n.local, "remote": &c.n.remote} {
+		ch <- prometheus.MustNewConstMetric(descReadRounds, prometheus.CounterValue, float64(q.rounds.Load()), kind)
+		ch <- prometheus.MustNewConstMetric(descReadJoins, prometheus.CounterValue, float64(q.joins.Load()), kind)
 	}
 	c.n.metrics.apply.Collect(ch)
 	c.n.metrics.fsync.Collect(ch)

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -168,7 +169,8 @@ func readReplica(t *testing.T, nodes []*node, r *node) {
 // read-modify-write loops through three nodes at once that lose no
 // increment (a write built on a state the leader has moved past meets its
 // precondition and runs again). The node that ran a write serves it at
-// the resourceVersion it answered. The metrics show who did what:
+// the resourceVersion it answered. An object written through one node and
+// changed at once through another is found there. The metrics show who did what:
 // the follower's submitted writes, the leader's received ones.
 func localWrites(t *testing.T, nodes []*node, r *node) {
 	ctx := context.Background()
@@ -208,6 +210,26 @@ func localWrites(t *testing.T, nodes []*node, r *node) {
 	stale.Labels = map[string]string{"a": "stale"}
 	_, err = r.clientset().CoreV1().ServiceAccounts("default").Update(ctx, stale, metav1.UpdateOptions{})
 	wantAPIError(t, err, 409, metav1.StatusReasonConflict, `Operation cannot be fulfilled on serviceaccounts "local-write": the object has been modified; please apply your changes to the latest version and try again`)
+
+	// Written through one node and at once changed through another, which
+	// may not have applied the write yet: the answers are the leader's,
+	// never a 404 or a 409 made from a state behind it.
+	for i := range 10 {
+		name := fmt.Sprintf("hop-%d", i)
+		cm, err := leader.clientset().CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data = map[string]string{"hop": "replica"}
+		cm, err = r.clientset().CoreV1().ConfigMaps("default").Update(ctx, cm, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatalf("an update through the replica of %s, just created through the leader: %v", name, err)
+		}
+		rv := cm.ResourceVersion
+		if err := f.clientset().CoreV1().ConfigMaps("default").Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}}); err != nil {
+			t.Fatalf("a delete through a follower of %s at the replica's resourceVersion %s: %v", name, rv, err)
+		}
+	}
 
 	// Increments through three nodes at once.
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "local-counter"}, Data: map[string]string{"n": "0"}}

@@ -129,31 +129,37 @@ func (r *Registry) Open(kv *fsm.KV) ([]byte, error) { return r.storage.Open(kv) 
 var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
 // admitNamespace is kube's NamespaceLifecycle admission for creates: the
-// namespace must exist and must not be terminating.
+// namespace must exist and must not be terminating. A refusal is made
+// from a namespace confirmed current (storage.Reading): the local state
+// may be behind a namespace created a moment ago through another node.
+// Admission lets a write through on the state it reads, as kube's reads
+// its informers.
 func (r *Registry) admitNamespace(ctx context.Context, s *Store, obj runtime.Object) error {
 	ns, _ := genericapirequest.NamespaceFrom(ctx)
 	nsStore := r.stores[namespacesGVR]
-	key := nsStore.storage.Key("", ns)
-	nsObj, err := nsStore.storage.Current(key) // only read: no copy
-	if err == nil && nsObj == nil {
-		// The local state may be behind a namespace created a moment ago
-		// through another node: look again after a linearizable barrier.
-		if _, rerr := r.storage.ReadIndex(ctx); rerr == nil {
-			nsObj, err = nsStore.storage.Current(key)
+	read := nsStore.storage.Reading(nsStore.storage.Key("", ns))
+	for {
+		nsObj, err := read.Object(ctx) // only read: no copy
+		if err != nil {
+			return err
+		}
+		var refusal error
+		switch {
+		case nsObj == nil:
+			refusal = apierrors.NewNotFound(nsStore.GroupResource(), ns)
+		case nsObj.(*api.Namespace).Status.Phase == api.NamespaceTerminating:
+			m, _ := meta.Accessor(obj)
+			refusal = apierrors.NewForbidden(s.GroupResource(), m.GetName(),
+				fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
+		default:
+			return nil
+		}
+		if ok, err := read.Stands(ctx, storage.RevisionOf(nsObj)); err != nil {
+			return err
+		} else if ok {
+			return refusal
 		}
 	}
-	if err != nil {
-		return err
-	}
-	if nsObj == nil {
-		return apierrors.NewNotFound(nsStore.GroupResource(), ns)
-	}
-	if nsObj.(*api.Namespace).Status.Phase == api.NamespaceTerminating {
-		m, _ := meta.Accessor(obj)
-		return apierrors.NewForbidden(s.GroupResource(), m.GetName(),
-			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
-	}
-	return nil
 }
 
 // Bootstrap creates what a fresh cluster must have: the default, kube-system

@@ -267,85 +267,113 @@ func (s *Store) Delete(ctx context.Context, name string, opts *metav1.DeleteOpti
 		}
 	}
 	key := s.key(ctx, name)
+	r := s.storage.Reading(key)
 	for {
-		cur, err := s.storage.Current(key) // shared: copied before any change
+		cur, err := r.Object(ctx) // shared: copied before any change
 		if err != nil {
 			return nil, false, err
 		}
-		if cur == nil {
-			return nil, false, apierrors.NewNotFound(s.GroupResource(), name)
-		}
-		obj = cur.DeepCopyObject()
-		beforeOpts := opts
-		if s.OwnDeletePreconditions && opts.Preconditions != nil {
-			if err := storage.CheckPreconditions(s.GroupResource(), name, opts.Preconditions, obj); err != nil {
-				return nil, false, err
-			}
-			beforeOpts = opts.DeepCopy()
-			beforeOpts.Preconditions = nil
-		}
-		graceful, pending, err := rest.BeforeDelete(s.DeleteStrategy, ctx, obj, beforeOpts)
-		if err != nil {
-			return nil, false, err
-		}
-		if pending {
-			return s.deleted(obj, name), false, nil
-		}
-		if err := s.admitDelete(ctx, cur.DeepCopyObject(), opts, dryRun); err != nil {
-			return nil, false, err
-		}
-		// The options' propagation policy may add or drop the orphan and
-		// foregroundDeletion finalizers, which the garbage collector runs.
-		gcChanged := s.setGCFinalizers(ctx, obj, opts)
-		rev := storage.RevisionOf(cur)
-		marked := false
-		finalizing := s.hasFinalizers(obj)
-		if !graceful && !finalizing && gcChanged {
-			// The options dropped the last finalizer, a garbage
-			// collector's: the object goes as stored, with no update
-			// first (kube's errDeleteNow).
-			obj = cur.DeepCopyObject()
-		}
-		if graceful || finalizing {
-			if !graceful {
-				markAsDeleting(obj, time.Now())
-			}
-			newRev, err := s.writeDeleting(ctx, key, rev, obj, dryRun)
-			if apierrors.IsConflict(err) {
-				continue // the object changed since it was read
-			}
-			if err != nil {
-				return nil, false, err
-			}
-			if s.hasFinalizers(obj) || (graceful && opts.GracePeriodSeconds != nil && *opts.GracePeriodSeconds > 0) {
-				return obj, false, nil
-			}
-			// A graceful deletion with a zero grace period: the object
-			// was marked, and now goes.
-			if dryRun {
-				return obj, true, nil
-			}
-			rev, marked = newRev, true
-		}
-		if dryRun {
-			return s.deleted(obj, name), true, nil
-		}
-		deletedAt, err := s.storage.Delete(ctx, key, rev)
+		obj, done, proposed, err := s.deleteOnce(ctx, key, name, cur, opts, dryRun)
 		switch {
-		case err == nil:
-			if m, merr := meta.Accessor(obj); merr == nil {
-				m.SetResourceVersion(storage.FormatResourceVersion(deletedAt))
-			}
-			return s.deleted(obj, name), true, nil
-		case apierrors.IsNotFound(err) && marked:
-			// Someone else finished the deletion we marked: the last
-			// state we wrote is the best answer (kube's ignoreNotFound).
-			return s.deleted(obj, name), true, nil
-		case apierrors.IsConflict(err):
+		case errors.Is(err, errChanged):
+			// The object changed since it was read; this node has applied
+			// the change (storage.Reading.Judged).
+			r.Judged()
 			continue
-		default:
-			return nil, false, err
+		case !proposed:
+			// An answer made from the object read alone stands only if
+			// that is still the current version (storage/reading.go).
+			if ok, serr := r.Stands(ctx, storage.RevisionOf(cur)); serr != nil {
+				return nil, false, serr
+			} else if !ok {
+				continue
+			}
 		}
+		return obj, done, err
+	}
+}
+
+// errChanged: a deletion's proposal met a newer version than the one read;
+// Delete reads again.
+var errChanged = errors.New("registry: the object changed while it was being deleted")
+
+// deleteOnce is one pass of Delete over cur, the object read from this
+// node's state (nil: none). proposed reports whether its answer comes from
+// the fsm's verdict on a proposal rather than from cur alone.
+func (s *Store) deleteOnce(ctx context.Context, key fsm.Key, name string, cur runtime.Object, opts *metav1.DeleteOptions, dryRun bool) (obj runtime.Object, done, proposed bool, err error) {
+	if cur == nil {
+		return nil, false, false, apierrors.NewNotFound(s.GroupResource(), name)
+	}
+	obj = cur.DeepCopyObject()
+	beforeOpts := opts
+	if s.OwnDeletePreconditions && opts.Preconditions != nil {
+		if err := storage.CheckPreconditions(s.GroupResource(), name, opts.Preconditions, obj); err != nil {
+			return nil, false, false, err
+		}
+		beforeOpts = opts.DeepCopy()
+		beforeOpts.Preconditions = nil
+	}
+	graceful, pending, err := rest.BeforeDelete(s.DeleteStrategy, ctx, obj, beforeOpts)
+	if err != nil {
+		return nil, false, false, err
+	}
+	if pending {
+		return s.deleted(obj, name), false, false, nil
+	}
+	if err := s.admitDelete(ctx, cur.DeepCopyObject(), opts, dryRun); err != nil {
+		return nil, false, false, err
+	}
+	// The options' propagation policy may add or drop the orphan and
+	// foregroundDeletion finalizers, which the garbage collector runs.
+	gcChanged := s.setGCFinalizers(ctx, obj, opts)
+	rev := storage.RevisionOf(cur)
+	marked := false
+	finalizing := s.hasFinalizers(obj)
+	if !graceful && !finalizing && gcChanged {
+		// The options dropped the last finalizer, a garbage
+		// collector's: the object goes as stored, with no update
+		// first (kube's errDeleteNow).
+		obj = cur.DeepCopyObject()
+	}
+	if graceful || finalizing {
+		if !graceful {
+			markAsDeleting(obj, time.Now())
+		}
+		newRev, err := s.writeDeleting(ctx, key, rev, obj, dryRun)
+		if apierrors.IsConflict(err) {
+			return nil, false, true, errChanged
+		}
+		if err != nil {
+			return nil, false, !dryRun, err
+		}
+		if s.hasFinalizers(obj) || (graceful && opts.GracePeriodSeconds != nil && *opts.GracePeriodSeconds > 0) {
+			return obj, false, !dryRun, nil
+		}
+		// A graceful deletion with a zero grace period: the object
+		// was marked, and now goes.
+		if dryRun {
+			return obj, true, false, nil
+		}
+		rev, marked = newRev, true
+	}
+	if dryRun {
+		return s.deleted(obj, name), true, false, nil
+	}
+	deletedAt, err := s.storage.Delete(ctx, key, rev)
+	switch {
+	case err == nil:
+		if m, merr := meta.Accessor(obj); merr == nil {
+			m.SetResourceVersion(storage.FormatResourceVersion(deletedAt))
+		}
+		return s.deleted(obj, name), true, true, nil
+	case apierrors.IsNotFound(err) && marked:
+		// Someone else finished the deletion we marked: the last
+		// state we wrote is the best answer (kube's ignoreNotFound).
+		return s.deleted(obj, name), true, true, nil
+	case apierrors.IsConflict(err):
+		return nil, false, true, errChanged
+	default:
+		return nil, false, true, err
 	}
 }
 

@@ -151,6 +151,9 @@ type Storage struct {
 	// objs bounds the decoded objects the stores' caches hold
 	// (objcache.go).
 	objs objBudget
+	// ownWrites is the newest revision of a write this node has answered
+	// (reading.go).
+	ownWrites atomic.Uint64
 }
 
 // New builds the storage layer over backend and, given a Feed, the node's

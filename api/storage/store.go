@@ -252,14 +252,24 @@ func (s *Store) Create(ctx context.Context, key fsm.Key, obj runtime.Object, opt
 		return nil, apierrors.NewInternalError(err)
 	}
 	if opts.DryRun {
-		kv, _, err := s.backend.Get(key, 0)
-		if err != nil {
-			return nil, apierrors.NewInternalError(err)
+		// Nothing is proposed: the answer is made from the state read,
+		// so it stands only once confirmed current (reading.go).
+		r := s.Reading(key)
+		for {
+			kv, err := r.kv(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if ok, err := r.Stands(ctx, modRevision(kv)); err != nil {
+				return nil, err
+			} else if !ok {
+				continue
+			}
+			if kv != nil {
+				return nil, s.alreadyExists(kv, key.Name, opts.GeneratedName)
+			}
+			return obj, nil
 		}
-		if kv != nil {
-			return nil, s.alreadyExists(kv, key.Name, opts.GeneratedName)
-		}
-		return obj, nil
 	}
 	if rv, err := strconv.ParseUint(m.GetResourceVersion(), 10, 64); err == nil && rv != 0 {
 		// kube-apiserver's storage refuses it with this plain error,
@@ -273,7 +283,7 @@ func (s *Store) Create(ctx context.Context, key fsm.Key, obj runtime.Object, opt
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.backend.Propose(ctx, &fsm.Command{
+	res, err := s.propose(ctx, &fsm.Command{
 		Op: fsm.OpPut, Key: key, Value: data, UID: string(m.GetUID()), MustNotExist: true,
 	})
 	if err != nil {
@@ -333,84 +343,116 @@ type UpdateOptions struct {
 // written with the first configured encryption key): then it is written
 // again, as kube's GuaranteedUpdate does, which is how a rewrite of every
 // Secret rotates keys.
+//
+// Every answer it makes without a proposal (404, a failed precondition,
+// tryUpdate's error, a no-op, a dry run) is made from a version confirmed
+// current by a read index, as kube's refreshes its cached state from etcd
+// first (reading.go).
 func (s *Store) GuaranteedUpdate(ctx context.Context, key fsm.Key, preconditions *metav1.Preconditions, tryUpdate UpdateFunc, opts UpdateOptions) (runtime.Object, error) {
-	if err := s.ownKey(key); err != nil {
-		return nil, err
-	}
+	r := s.Reading(key)
 	for {
-		kv, err := s.latest(key)
+		kv, err := r.kv(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if opts.Revision != 0 && kv.ModRevision != opts.Revision {
-			return nil, s.Conflict(key.Name)
-		}
-		cur, err := s.Decode(kv)
-		if err != nil {
-			return nil, err
-		}
-		if err := CheckPreconditions(s.gr(), key.Name, preconditions, cur); err != nil {
-			return nil, err
-		}
-		obj, err := tryUpdate(cur)
-		if err != nil {
-			return nil, err
-		}
-		data, err := s.encode(obj)
-		if err != nil {
-			return nil, err
-		}
-		if same, err := s.unchanged(data, kv); err != nil || same {
-			// A no-op update keeps the resourceVersion and writes nothing.
-			return cur, err
-		}
-		if opts.DryRun {
-			setRV(obj, kv.ModRevision)
-			return obj, nil
-		}
-		if opts.NoSizeLimit {
-			data, err = s.seal(key, data)
-		} else {
-			data, err = s.storable(ctx, key, obj, data)
-		}
-		if err != nil {
-			return nil, err
-		}
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			return nil, apierrors.NewInternalError(err)
-		}
-		res, err := s.backend.Propose(ctx, &fsm.Command{
-			Op: fsm.OpPut, Key: key, Value: data, UID: string(m.GetUID()), ModRevision: kv.ModRevision, MatchUID: kv.UID,
-		})
-		if err != nil {
-			return nil, ProposeErr(err)
-		}
-		switch {
-		case res.Err == nil:
-			setRV(obj, res.Revision)
-			return obj, nil
-		case errors.Is(res.Err, fsm.ErrNotFound):
-			return nil, apierrors.NewNotFound(s.gr(), key.Name)
-		case errors.Is(res.Err, fsm.ErrModRevisionMismatch), errors.Is(res.Err, fsm.ErrUIDMismatch):
-			if opts.Revision != 0 {
-				return nil, s.Conflict(key.Name)
+		out, proposed, err := s.updateOnce(ctx, key, kv, preconditions, tryUpdate, opts)
+		if !proposed {
+			if ok, serr := r.Stands(ctx, modRevision(kv)); serr != nil {
+				return nil, serr
+			} else if !ok {
+				continue
 			}
-			continue
-		default:
-			return nil, apierrors.NewInternalError(res.Err)
+			return out, err
 		}
+		if errors.Is(err, errStale) {
+			r.Judged()
+			continue
+		}
+		return out, err
+	}
+}
+
+// errStale: the fsm refused an update proposed over a version that is no
+// longer current; GuaranteedUpdate reads again and starts over.
+var errStale = errors.New("storage: the version read is no longer current")
+
+// updateOnce is one pass of GuaranteedUpdate over kv, the version of key
+// read (nil: none). proposed reports whether its answer is the fsm's
+// verdict on a proposal rather than one made from kv alone; errStale asks
+// for another pass.
+func (s *Store) updateOnce(ctx context.Context, key fsm.Key, kv *fsm.KV, preconditions *metav1.Preconditions, tryUpdate UpdateFunc, opts UpdateOptions) (out runtime.Object, proposed bool, err error) {
+	if kv == nil {
+		return nil, false, apierrors.NewNotFound(s.gr(), key.Name)
+	}
+	if opts.Revision != 0 && kv.ModRevision != opts.Revision {
+		return nil, false, s.Conflict(key.Name)
+	}
+	cur, err := s.Decode(kv)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := CheckPreconditions(s.gr(), key.Name, preconditions, cur); err != nil {
+		return nil, false, err
+	}
+	obj, err := tryUpdate(cur)
+	if err != nil {
+		return nil, false, err
+	}
+	data, err := s.encode(obj)
+	if err != nil {
+		return nil, false, err
+	}
+	if same, err := s.unchanged(data, kv); err != nil || same {
+		// A no-op update keeps the resourceVersion and writes nothing.
+		return cur, false, err
+	}
+	if opts.DryRun {
+		setRV(obj, kv.ModRevision)
+		return obj, false, nil
+	}
+	if opts.NoSizeLimit {
+		data, err = s.seal(key, data)
+	} else {
+		data, err = s.storable(ctx, key, obj, data)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, false, apierrors.NewInternalError(err)
+	}
+	res, err := s.propose(ctx, &fsm.Command{
+		Op: fsm.OpPut, Key: key, Value: data, UID: string(m.GetUID()), ModRevision: kv.ModRevision, MatchUID: kv.UID,
+	})
+	if err != nil {
+		return nil, true, ProposeErr(err)
+	}
+	switch {
+	case res.Err == nil:
+		setRV(obj, res.Revision)
+		return obj, true, nil
+	case errors.Is(res.Err, fsm.ErrNotFound):
+		return nil, true, apierrors.NewNotFound(s.gr(), key.Name)
+	case errors.Is(res.Err, fsm.ErrModRevisionMismatch), errors.Is(res.Err, fsm.ErrUIDMismatch):
+		if opts.Revision != 0 {
+			return nil, true, s.Conflict(key.Name)
+		}
+		return nil, true, errStale
+	default:
+		return nil, true, apierrors.NewInternalError(res.Err)
 	}
 }
 
 // Delete removes the object at key if its current version is revision (0:
 // whatever version) and returns the revision of the deletion. A missing
-// object is 404; another current version is 409 Conflict.
+// object is 404; another current version is 409 Conflict. Both are the
+// fsm's verdicts, made at the deletion's own index.
 func (s *Store) Delete(ctx context.Context, key fsm.Key, revision uint64) (uint64, error) {
 	if err := s.ownKey(key); err != nil {
 		return 0, err
 	}
-	res, err := s.backend.Propose(ctx, &fsm.Command{Op: fsm.OpDelete, Key: key, ModRevision: revision})
+	res, err := s.propose(ctx, &fsm.Command{Op: fsm.OpDelete, Key: key, ModRevision: revision})
 	if err != nil {
 		return 0, ProposeErr(err)
 	}
@@ -424,6 +466,16 @@ func (s *Store) Delete(ctx context.Context, key fsm.Key, revision uint64) (uint6
 	default:
 		return 0, apierrors.NewInternalError(res.Err)
 	}
+}
+
+// propose hands cmd to the backend and records the write it answers, so
+// that this node's next write reads it (reading.go).
+func (s *Store) propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error) {
+	res, err := s.backend.Propose(ctx, cmd)
+	if err == nil && res != nil {
+		s.answered(res.Revision)
+	}
+	return res, err
 }
 
 // CheckPreconditions applies DeleteOptions or update preconditions to obj

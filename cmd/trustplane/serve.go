@@ -554,16 +554,11 @@ func serve(args []string) error {
 	defer auditLog.Close()
 	if o.multiNode() {
 		acfg.Forward = &api.ForwardConfig{
-			Leadership:    node,
-			TLS:           nodes.ClientTLS(nodeCert),
-			Credentials:   func() any { return nodeCert.Get() },
-			WaitForLeader: o.writeLeaderWait,
-		}
-		if o.executeWrites == "local" {
-			acfg.Forward.ExecuteLocally = func(ctx context.Context) error {
-				_, err := stor.ReadIndex(ctx)
-				return err
-			}
+			Leadership:     node,
+			TLS:            nodes.ClientTLS(nodeCert),
+			Credentials:    func() any { return nodeCert.Get() },
+			WaitForLeader:  o.writeLeaderWait,
+			ExecuteLocally: o.executeWrites == "local",
 		}
 	}
 	rc, err := parseRuntimeConfig(o.runtimeConfig, servedAPIs(reg), emulatedVersion())
