@@ -190,6 +190,12 @@ type Config struct {
 	// ReadIndex waits for a new leader's term barrier or, on a follower,
 	// for a leader that confirms a read index.
 	ApplyTimeout time.Duration
+	// LeaderWait bounds how long Submit, on a node that is not the
+	// leader, waits for a leader it can reach before it answers
+	// ErrNoLeader (nothing written): the API's --write-leader-wait, the
+	// same bound a forwarded write waits, so that a write answers alike
+	// in both modes. 0 is ApplyTimeout.
+	LeaderWait time.Duration
 	// SnapshotThreshold is how many log entries since the last snapshot
 	// trigger a new one (checked every SnapshotInterval). Default 8192: a
 	// snapshot is a clone plus a serialisation of the whole MVCC store, so
@@ -297,6 +303,9 @@ func (c *Config) withDefaults() *Config {
 	if out.ApplyTimeout == 0 {
 		out.ApplyTimeout = d.ApplyTimeout
 	}
+	if out.LeaderWait == 0 {
+		out.LeaderWait = out.ApplyTimeout
+	}
 	if out.SnapshotThreshold == 0 {
 		out.SnapshotThreshold = d.SnapshotThreshold
 	}
@@ -358,6 +367,8 @@ func (c *Config) validateCommon() error {
 		return bad("BootstrapExpect %d is negative", c.BootstrapExpect)
 	case c.ApplyTimeout < 0:
 		return bad("ApplyTimeout %s is negative", c.ApplyTimeout)
+	case c.LeaderWait < 0:
+		return bad("LeaderWait %s is negative", c.LeaderWait)
 	case c.CommitTimeout < 0:
 		return bad("CommitTimeout %s is negative", c.CommitTimeout)
 	case c.SnapshotInterval < 0:

@@ -342,10 +342,15 @@ func (n *Node) call(ctx context.Context, addr raft.ServerAddress, req rpcRequest
 	}
 }
 
-// rpcConn returns a pooled connection to addr, or dials a new one.
+// rpcConn returns a pooled connection to addr, or dials a new one. A
+// pooled connection the peer has closed meanwhile is dropped unused
+// (peerClosed), so that a request is never written where nobody reads it.
 func (n *Node) rpcConn(ctx context.Context, addr raft.ServerAddress) (conn net.Conn, reused bool, err error) {
-	if c := n.rpcPool.get(addr); c != nil {
-		return c, true, nil
+	for c := n.rpcPool.get(addr); c != nil; c = n.rpcPool.get(addr) {
+		if !peerClosed(c) {
+			return c, true, nil
+		}
+		_ = c.Close()
 	}
 	c, err := n.dialRPC(ctx, addr)
 	return c, false, err

@@ -27,7 +27,7 @@ import (
 //   - an answer the leader could not have acted on (another node leads, no
 //     leader, the entry definitely not applied) or a leader that could
 //     not be reached at all is tried again, with whoever leads, until
-//     ApplyTimeout: nothing was written;
+//     LeaderWait: nothing was written;
 //   - the leader's outcome-unknown answers (ErrTimeout, ErrLeadershipLost,
 //     ErrShutdown) are returned as they are;
 //   - a request that was sent and got no answer (the leader died or was
@@ -51,7 +51,7 @@ func (n *Node) Submit(ctx context.Context, cmd *fsm.Command) (*fsm.Result, error
 	}
 	ctx, cancel := n.bind(ctx)
 	defer cancel()
-	deadline := time.Now().Add(n.cfg.ApplyTimeout)
+	deadline := time.Now().Add(n.cfg.LeaderWait)
 	var data []byte
 	var lastErr error
 	for {
