@@ -123,7 +123,7 @@ func parseServe(args []string) (*options, error) {
 	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 1, "servers to see before the first election (1 bootstraps a one-node cluster; with --join the default is 0: join an existing cluster)")
 	fs.StringVar(&o.caDir, "ca-dir", "", "shared cluster CA directory (default <data-dir>/pki, generated when absent)")
 	fs.StringVar(&o.tlsSANs, "tls-san", "", "extra DNS names or IP addresses for the API's serving certificate, comma-separated (k3s' --tls-san): the names clients reach the node by, such as a Service's DNS names")
-	fs.StringVar(&o.executeWrites, "execute-writes", "leader", "where a write that reaches a follower or replica runs: leader (forwarded to the leader as an HTTP request, which the leader runs again) or local (the node runs it, admission and webhooks included, at a read index, and sends only the resulting command to the leader over the internal RPC); operator actions and member removal always run on the leader")
+	fs.StringVar(&o.executeWrites, "execute-writes", "local", "where a write that reaches a follower or replica runs: local (the node runs it, admission and webhooks included, and sends only the resulting command to the leader over the internal RPC) or leader (forwarded to the leader as an HTTP request, which the leader runs again); operator actions and member removal always run on the leader")
 	fs.StringVar(&o.runtimeConfig, "runtime-config", "", "enable or disable API versions and resources, kube-apiserver's syntax: api/all=false,v1=true,certificates.k8s.io/v1beta1=true,rbac.authorization.k8s.io/v1/roles=false,...")
 	fs.StringVar(&o.emulatedVersion, "emulated-version", "", "the release whose APIs, feature gate defaults and CEL libraries the node emulates, kube-apiserver's syntax: 1.32 or kube=1.32 (from 1.31 to 1.33, the default)")
 	fs.StringVar(&o.featureGates, "feature-gates", "", "kube-apiserver's feature gates, Name=true|false,... (honoured: APIResponseCompression, WatchList, AuthorizeWithSelectors, ClusterTrustBundle, StructuredAuthenticationConfiguration, AnonymousAuthConfigurableEndpoints)")
@@ -354,11 +354,13 @@ func serve(args []string) error {
 	ccfg.BootstrapExpect = o.bootstrapExpect
 	ccfg.Replica = o.role == "replica"
 	if o.executeWrites == "local" {
-		// Writes executed on followers wait for a read index, which
-		// waits for the follower to learn the leader's commit index
+		// A node executing writes answers one once the leader committed
+		// it, and its next write waits until it has applied it, which
+		// waits for the node to learn the leader's commit index
 		// (cluster.Config.CommitTimeout).
 		ccfg.CommitTimeout = 5 * time.Millisecond
 	}
+	ccfg.LeaderWait = o.writeLeaderWait
 	ccfg.TLS = nodes.PeerTLS(nodeCert)
 	ccfg.PeerName = nodes.ConnNodeName
 	ccfg.Logger = log.With("component", "cluster")
