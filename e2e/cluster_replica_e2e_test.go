@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/trustplane/trustplane/api"
@@ -57,12 +58,12 @@ func startReplica(t testing.TB, name string, nodes []*node) *node {
 }
 
 // TestClusterReplicaAndWebhooks runs three scenarios on one cluster of
-// three voters and a read replica, every node with
-// --execute-writes=local, which share it to save a cluster's start
-// (the default, forwarding writes to the leader, is what every other
-// cluster test runs):
+// three voters and a read replica, every node with --execute-writes=local
+// (the default, named so that the test keeps its mode) and an audit log,
+// which share it to save a cluster's start:
 //
-//   - writes executed where they arrive (localWrites);
+//   - writes executed where they arrive (localWrites), and audited once,
+//     by the node that ran them (auditedWhereRun);
 //   - admission webhooks through a follower: a follower's write is
 //     admitted by the webhooks the follower calls, dry runs included; a
 //     follower converts custom objects through their definition's
@@ -73,9 +74,10 @@ func startReplica(t testing.TB, name string, nodes []*node) *node {
 //     answers TokenReviews; and when it is killed the voters keep their
 //     quorum and commit.
 func TestClusterReplicaAndWebhooks(t *testing.T) {
-	nodes := startCluster(t, 3, "--execute-writes", "local")
+	nodes := startCluster(t, 3, "--execute-writes", "local", "--audit-log-path", "-", "--audit-policy-file", writeAuditPolicy(t))
 	r := startReplica(t, "r1", nodes)
 	t.Run("writes executed where they arrive", func(t *testing.T) { localWrites(t, nodes, r) })
+	t.Run("audited where they run", func(t *testing.T) { auditedWhereRun(t, nodes) })
 	t.Run("proposals over the internal RPC", func(t *testing.T) { proposalsOverRPC(t, nodes) })
 	t.Run("webhooks through a follower", func(t *testing.T) {
 		leader := leaderOf(t, nodes)
@@ -374,4 +376,38 @@ func rpcRoundTrip(addr string, cert tls.Certificate, pool *x509.CertPool, req an
 	}
 	var resp map[string]any
 	return resp, json.Unmarshal(out, &resp)
+}
+
+// auditedWhereRun: a write a follower runs itself is recorded once, by
+// that follower, with the client's identity, the object sent and the one
+// created, and the 201: what TestE2EAuditCluster checks of a forwarded
+// write. No other node records it; the leader only ordered its command.
+func auditedWhereRun(t *testing.T, nodes []*node) {
+	leader := leaderOf(t, nodes)
+	follower := followersOf(nodes, leader)[0]
+	const writer = "audit-local-writer"
+	cs := follower.userClientset(t, writer, "system:masters")
+	if _, err := cs.CoreV1().ConfigMaps("default").Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "audited-here"}, Data: map[string]string{"k": "local-value"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	match := auditMatch{writer, "create", "configmaps", "", "audited-here", auditv1.StageResponseComplete, ""}
+	ev := match.one(t, func() []auditv1.Event { return auditEvents(t, follower.fullLog()) })
+	if ev.ResponseStatus == nil || ev.ResponseStatus.Code != 201 || ev.ObjectRef.Namespace != "default" {
+		t.Fatalf("the follower's event: status %+v objectRef %+v, want 201 in default", ev.ResponseStatus, ev.ObjectRef)
+	}
+	if ev.RequestObject == nil || !strings.Contains(string(ev.RequestObject.Raw), "local-value") ||
+		ev.ResponseObject == nil || !strings.Contains(string(ev.ResponseObject.Raw), `"uid"`) {
+		t.Fatalf("the follower's event: request %v response %v, want the ConfigMap sent and the one created", ev.RequestObject, ev.ResponseObject)
+	}
+	for _, n := range nodes {
+		if n == follower {
+			continue
+		}
+		for _, e := range auditEvents(t, n.fullLog()) {
+			if e.User.Username == writer {
+				t.Errorf("%s (leader %v) recorded %s %s by %q too", n.name, n == leader, e.Stage, e.Verb, e.User.Username)
+			}
+		}
+	}
 }

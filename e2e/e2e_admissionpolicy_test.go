@@ -269,8 +269,8 @@ func TestE2EAdmissionPolicyEnforced(t *testing.T) {
 
 // TestE2EAdmissionPolicyAcrossNodes checks that a policy written through
 // one node guards a write sent to another: every node's plugin has its own
-// informers, and a follower forwards the write to the leader, which admits
-// it.
+// informers, and a follower admits the write it runs (the default,
+// --execute-writes=local).
 func TestE2EAdmissionPolicyAcrossNodes(t *testing.T) {
 	nodes := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

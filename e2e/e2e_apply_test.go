@@ -486,9 +486,10 @@ func TestConcurrentStrategicMergePatches(t *testing.T) {
 // TestServerSideApplyThroughFollower applies through a follower of a
 // three-node cluster: the write is forwarded to the leader, which merges,
 // so conflicts, the created answer and field validation warnings reach the
-// client as if it had talked to the leader.
+// client as if it had talked to the leader. It runs the forwarding mode
+// (--execute-writes=leader); in the default the follower merges.
 func TestServerSideApplyThroughFollower(t *testing.T) {
-	nodes := startCluster(t, 3, "--controllers=false")
+	nodes := startCluster(t, 3, "--controllers=false", "--execute-writes", "leader")
 	leader := leaderOf(t, nodes)
 	f := followersOf(nodes, leader)[0]
 	a := &applyClient{t: t, n: f, c: f.httpClient(), base: f.url() + "/api/v1/namespaces/default/configmaps"}

@@ -351,9 +351,11 @@ func TestE2EAudit(t *testing.T) {
 // leader is recorded once, by the follower its client talks to, with the
 // client's identity, and not again by the leader; and that the annotations
 // the leader's admission adds (an admission policy's Audit action and
-// auditAnnotations) reach the follower's event.
+// auditAnnotations) reach the follower's event. It runs the nodes with
+// --execute-writes=leader, the forwarding mode; the same record of a write
+// a follower runs itself is checked by TestClusterReplicaAndWebhooks.
 func TestE2EAuditCluster(t *testing.T) {
-	nodes := startCluster(t, 3, "--audit-log-path", "-", "--audit-policy-file", writeAuditPolicy(t))
+	nodes := startCluster(t, 3, "--audit-log-path", "-", "--audit-policy-file", writeAuditPolicy(t), "--execute-writes", "leader")
 	leader := leaderOf(t, nodes)
 	follower := followersOf(nodes, leader)[0]
 	const writer = "audit-forwarder"

@@ -250,9 +250,10 @@ func TestE2EMetrics(t *testing.T) {
 // TestE2EMetricsCluster: on three nodes every node reports its own raft
 // view (one leader; followers that know it), and a write sent to a
 // follower is recorded by that follower, the node its client talks to,
-// not again by the leader it forwarded it to.
+// not again by the leader it forwarded it to (--execute-writes=leader:
+// the forwarding mode; the default runs the write on the follower).
 func TestE2EMetricsCluster(t *testing.T) {
-	nodes := startCluster(t, 3)
+	nodes := startCluster(t, 3, "--execute-writes", "leader")
 	admins := adminClients(t, nodes)
 	leader := -1
 	waitFor(t, 30*time.Second, "one leader that every node names", func() bool {
