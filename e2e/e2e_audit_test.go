@@ -368,28 +368,10 @@ func TestE2EAuditCluster(t *testing.T) {
 		t.Skip("leadership moved to the follower during the write; nothing was forwarded")
 	}
 	// The follower decodes what it forwards (protobuf, from client-go)
-	// and the leader's answer for its event.
-	match := auditMatch{writer, "create", "configmaps", "", "forwarded", auditv1.StageResponseComplete, ""}
-	ev := match.one(t, func() []auditv1.Event { return auditEvents(t, follower.fullLog()) })
-	if ev.ResponseStatus == nil || ev.ResponseStatus.Code != 201 || ev.ObjectRef.Namespace != "default" {
-		t.Fatalf("the follower's event: status %+v objectRef %+v, want 201 in default", ev.ResponseStatus, ev.ObjectRef)
-	}
-	if ev.RequestObject == nil || !strings.Contains(string(ev.RequestObject.Raw), "forwarded-value") ||
-		ev.ResponseObject == nil || !strings.Contains(string(ev.ResponseObject.Raw), `"uid"`) {
-		t.Fatalf("the follower's event: request %v response %v, want the ConfigMap sent and the one created", ev.RequestObject, ev.ResponseObject)
-	}
-	// The leader would have written a RequestReceived event before it
-	// answered the follower, so before the follower's last one.
-	for _, n := range nodes {
-		if n == follower {
-			continue
-		}
-		for _, e := range auditEvents(t, n.fullLog()) {
-			if e.User.Username == writer {
-				t.Errorf("%s (leader %v) recorded %s %s by %q too", n.name, n == leader, e.Stage, e.Verb, e.User.Username)
-			}
-		}
-	}
+	// and the leader's answer for its event. The leader would have
+	// written a RequestReceived event before it answered the follower, so
+	// before the follower's last one.
+	auditedOnceBy(t, nodes, follower, writer, "forwarded", "forwarded-value")
 
 	// An audited policy on ConfigMaps in default, in force once a create
 	// through the follower is warned.
@@ -436,4 +418,31 @@ func TestE2EAuditCluster(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// auditedOnceBy checks that writer's create of the ConfigMap name in
+// default, holding value, is recorded by node alone: one ResponseComplete
+// event with the 201, the object sent and the one created, and no event of
+// writer's on any other node.
+func auditedOnceBy(t *testing.T, nodes []*node, node *node, writer, name, value string) {
+	t.Helper()
+	match := auditMatch{writer, "create", "configmaps", "", name, auditv1.StageResponseComplete, ""}
+	ev := match.one(t, func() []auditv1.Event { return auditEvents(t, node.fullLog()) })
+	if ev.ResponseStatus == nil || ev.ResponseStatus.Code != 201 || ev.ObjectRef.Namespace != "default" {
+		t.Fatalf("%s's event: status %+v objectRef %+v, want 201 in default", node.name, ev.ResponseStatus, ev.ObjectRef)
+	}
+	if ev.RequestObject == nil || !strings.Contains(string(ev.RequestObject.Raw), value) ||
+		ev.ResponseObject == nil || !strings.Contains(string(ev.ResponseObject.Raw), `"uid"`) {
+		t.Fatalf("%s's event: request %v response %v, want the ConfigMap sent and the one created", node.name, ev.RequestObject, ev.ResponseObject)
+	}
+	for _, n := range nodes {
+		if n == node {
+			continue
+		}
+		for _, e := range auditEvents(t, n.fullLog()) {
+			if e.User.Username == writer {
+				t.Errorf("%s recorded %s %s by %q too", n.name, e.Stage, e.Verb, e.User.Username)
+			}
+		}
+	}
 }

@@ -41,8 +41,8 @@ func TestStoreOwnsItsKeySpace(t *testing.T) {
 			}
 			_, err := s.Get(ctx, k, "0")
 			check("Get", err)
-			_, err = s.Current(k)
-			check("Current", err)
+			_, err = s.Reading(k).Object(ctx)
+			check("Reading", err)
 			_, err = s.Create(ctx, k, &api.ServiceAccount{}, storage.CreateOptions{})
 			check("Create", err)
 			_, err = s.GuaranteedUpdate(ctx, k, nil, func(o runtime.Object) (runtime.Object, error) { return o, nil }, storage.UpdateOptions{})

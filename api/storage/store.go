@@ -200,23 +200,6 @@ func (s *Store) Get(ctx context.Context, key fsm.Key, resourceVersion string) (r
 	return s.Decode(kv)
 }
 
-// Current returns the object at key in this node's applied state, without
-// any freshness wait, or nil if there is none. The object is shared: the
-// caller must not modify it.
-func (s *Store) Current(key fsm.Key) (runtime.Object, error) {
-	if err := s.ownKey(key); err != nil {
-		return nil, err
-	}
-	kv, _, err := s.backend.Get(key, 0)
-	if err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
-	if kv == nil {
-		return nil, nil
-	}
-	return s.DecodeShared(kv)
-}
-
 // latest reads the stored version at key in the applied state; 404 when
 // there is none.
 func (s *Store) latest(key fsm.Key) (*fsm.KV, error) {
