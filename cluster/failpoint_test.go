@@ -293,7 +293,9 @@ func TestFailpointDiskFullStableCrashes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFailpointDiskFullStableCrashes$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "TRUSTPLANE_FAILPOINT_CHILD=1")
+	// The child's crash skips its own cleanup: its temporary directories
+	// go under the parent's, which the parent removes.
+	cmd.Env = append(os.Environ(), "TRUSTPLANE_FAILPOINT_CHILD=1", "TMPDIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		t.Fatalf("the node with a full stable store did not crash:\n%s", out)
