@@ -61,8 +61,8 @@ func startReplica(t testing.TB, name string, nodes []*node) *node {
 // (the default, named so that the test keeps its mode) and an audit log,
 // which share it to save a cluster's start:
 //
-//   - writes executed where they arrive (localWrites), and audited once,
-//     by the node that ran them (auditedWhereRun);
+//   - writes executed where they arrive (localWrites), and audited and
+//     counted once, by the node that ran them (auditedWhereRun);
 //   - admission webhooks through a follower: a follower's write is
 //     admitted by the webhooks the follower calls, dry runs included; a
 //     follower converts custom objects through their definition's
@@ -381,9 +381,22 @@ func rpcRoundTrip(addr string, cert tls.Certificate, pool *x509.CertPool, req an
 // that follower, with the client's identity, the object sent and the one
 // created, and the 201: what TestE2EAuditCluster checks of a forwarded
 // write. No other node records it; the leader only ordered its command.
+// Its request metrics are the same as a forwarded write's
+// (TestE2EMetricsCluster): apiserver_request_total counts it once, on the
+// follower the client used, and on no other node.
 func auditedWhereRun(t *testing.T, nodes []*node) {
 	leader := leaderOf(t, nodes)
 	follower := followersOf(nodes, leader)[0]
+	posted := map[string]string{"verb": "POST", "resource": "configmaps", "code": "201"}
+	counted := func() []float64 {
+		var out []float64
+		for _, n := range nodes {
+			v, _ := value(metricFamilies(t, n.httpClient(), n), "apiserver_request_total", posted)
+			out = append(out, v)
+		}
+		return out
+	}
+	before := counted()
 	const writer = "audit-local-writer"
 	cs := follower.userClientset(t, writer, "system:masters")
 	if _, err := cs.CoreV1().ConfigMaps("default").Create(context.Background(), &corev1.ConfigMap{
@@ -391,4 +404,9 @@ func auditedWhereRun(t *testing.T, nodes []*node) {
 		t.Fatal(err)
 	}
 	auditedOnceBy(t, nodes, follower, writer, "audited-here", "local-value")
+	for i, after := range counted() {
+		if want := float64(boolInt(nodes[i] == follower)); after-before[i] != want {
+			t.Errorf("%s: apiserver_request_total%v rose by %v, want %v (recorded by the follower the client used only)", nodes[i].name, posted, after-before[i], want)
+		}
+	}
 }
