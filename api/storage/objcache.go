@@ -62,6 +62,9 @@ type cachedObj struct {
 	// used is set when the entry is read, cleared by an eviction that
 	// passes over it: entries not read since the last eviction go first.
 	used atomic.Bool
+	// idle counts the idle sweeps in a row that found the entry unread;
+	// only sweepIdle touches it, under its cache's lock.
+	idle int
 	// released is set once the entry has left its cache; an encoding
 	// stored after that is taken back by whoever stored it (itemEncoding).
 	released atomic.Bool
@@ -76,10 +79,24 @@ type cachedObj struct {
 // longer live are released with their entries.
 const maxItemEncodingBytes = 128 << 20
 
-// idleSweepInterval is how often the object caches drop the entries not
-// read since the previous sweep (objBudget.sweepIdle): a decoded object
-// nobody reads for one to two intervals leaves, whatever the budget.
-const idleSweepInterval = 30 * time.Second
+// idleSweepInterval is how often the object caches drop the entries nobody
+// read lately (objBudget.sweepIdle), whatever the budget. An entry holding
+// a decoded object only leaves at the first sweep that finds it unread
+// since the previous one: 5–10 s after its last read. Decoded objects are
+// pointer-rich, so each one held costs every collection its marking, and
+// most are read once: the leader decodes every object written for its
+// controllers' watch and reads almost none again (a shorter interval took
+// about a seventh off the leader's CPU per follower create; BENCHMARKS,
+// issue 32). An entry that also holds list-item encodings stays until
+// encodedIdleSweeps sweeps in a row found it unread.
+const idleSweepInterval = 5 * time.Second
+
+// encodedIdleSweeps is how many sweeps in a row an entry holding list-item
+// encodings may be found unread before it leaves: about 30 s. The
+// encodings are bytes, which the collector does not scan, and they are
+// what a list repeated every few seconds (a dashboard, a poller) saves
+// most of its CPU with.
+const encodedIdleSweeps = 6
 
 // maxCachedObjectBytes bounds the decoded objects the object caches of a
 // node hold, over every resource, as objectCost estimates them. Without a
@@ -153,11 +170,13 @@ func (b *objBudget) evict() {
 }
 
 // sweepIdle drops, from every cache, the entries not read since the
-// previous sweep, and clears the mark of the others. Decoded objects are
-// pointer-rich: every collection marks each one, so a cache full of
-// objects decoded once (for a watch event, a list long past) costs the
-// collector CPU on every request while the node serves other work. A
-// version dropped is decoded again the next time it is read.
+// previous sweep (those holding list-item encodings only once
+// encodedIdleSweeps sweeps in a row found them so), and clears the mark
+// of the others. Decoded objects are pointer-rich: every collection marks
+// each one, so a cache full of objects decoded once (for a watch event, a
+// list long past) costs the collector CPU on every request while the node
+// serves other work. A version dropped is decoded again the next time it
+// is read.
 func (b *objBudget) sweepIdle() {
 	b.mu.Lock()
 	caches := append([]*objCache(nil), b.caches...)
@@ -166,6 +185,11 @@ func (b *objBudget) sweepIdle() {
 		c.mu.Lock()
 		for k, e := range c.m {
 			if e.used.Swap(false) {
+				e.idle = 0
+				continue
+			}
+			e.idle++
+			if e.idle < e.idleSweepsAllowed() {
 				continue
 			}
 			delete(c.m, k)
@@ -173,6 +197,15 @@ func (b *objBudget) sweepIdle() {
 		}
 		c.mu.Unlock()
 	}
+}
+
+// idleSweepsAllowed is how many idle sweeps in a row may find e unread
+// before it leaves (idleSweepInterval).
+func (e *cachedObj) idleSweepsAllowed() int {
+	if e.json.Load() != nil || e.pb.Load() != nil {
+		return encodedIdleSweeps
+	}
+	return 1
 }
 
 // sweepIdleLoop runs sweepIdle every idleSweepInterval until stop closes.

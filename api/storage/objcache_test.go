@@ -235,4 +235,36 @@ func TestObjectCacheIdleSweep(t *testing.T) {
 	if caches[0].get(kvs[0][0]) != nil {
 		t.Fatal("a dropped version is still served from the cache")
 	}
+
+	// An entry holding a list-item encoding stays for encodedIdleSweeps
+	// unread sweeps; a read starts its count again.
+	encoded := &fsm.KV{Key: fsm.Key{Resource: "r0", Name: "encoded"}, ModRevision: 1, Value: value}
+	caches[0].put(encoded, &api.ServiceAccount{}, live)
+	ten := []byte("0123456789")
+	caches[0].m[encoded].pb.Store(&ten)
+	plain := &fsm.KV{Key: fsm.Key{Resource: "r0", Name: "plain"}, ModRevision: 1, Value: value}
+	caches[0].put(plain, &api.ServiceAccount{}, live)
+	for i := 1; i < encodedIdleSweeps; i++ {
+		b.sweepIdle()
+		if caches[0].get(encoded) == nil {
+			t.Fatalf("an entry with an encoding left after %d unread sweeps, want %d", i, encodedIdleSweeps)
+		}
+		if i == 1 && caches[0].m[plain] != nil {
+			t.Fatal("an entry without encodings stayed past a sweep that found it unread")
+		}
+		// get marks it read: only the sweeps between reads count.
+		caches[0].m[encoded].used.Store(false)
+	}
+	caches[0].entry(encoded)
+	for i := 0; i < encodedIdleSweeps; i++ {
+		b.sweepIdle()
+	}
+	if caches[0].get(encoded) == nil {
+		t.Fatal("a read did not start the count of unread sweeps again")
+	}
+	caches[0].m[encoded].used.Store(false)
+	b.sweepIdle()
+	if caches[0].get(encoded) != nil {
+		t.Fatalf("an entry with an encoding stayed past %d unread sweeps", encodedIdleSweeps)
+	}
 }
