@@ -6,17 +6,24 @@ DATA_DIR ?= ./trustplane-data
 LISTEN   ?= 127.0.0.1:6443
 PKGS     := ./...
 
+# VERSION is the release the tree builds (package trustplane, CHANGELOG.md);
+# COMMIT, stamped into every binary the Makefile builds, is the commit it
+# was built from, "-dirty" when tracked files differ from it.
+VERSION  := $(shell cat VERSION)
+COMMIT   := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+STAMP    := -X github.com/trustplane/trustplane.commit=$(COMMIT)
+
 # Everything is built without cgo: the binary is static (the container image
 # needs that), and the image, the end-to-end tests and make build share one
 # build cache. Only the race detector needs cgo; its tests turn it back on.
 export CGO_ENABLED ?= 0
 
-.PHONY: all build image run cluster cluster-stop reference reference-build reference-stop e2e-reference fleet-test conformance conformance-build compare scale test test-unit test-e2e test-failpoints test-deploy deploy-prebuild lint bench fuzz chaos chaos-short chaos-bin rotation clean
+.PHONY: all build image release run cluster cluster-stop reference reference-build reference-stop e2e-reference fleet-test conformance conformance-build compare scale test test-unit test-e2e test-failpoints test-deploy deploy-prebuild lint bench fuzz chaos chaos-short chaos-bin rotation clean
 
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/trustplane
+	$(GO) build -ldflags "$(STAMP)" -o $(BIN) ./cmd/trustplane
 
 # run builds and starts one node with the default data dir; it prints how to
 # point kubectl at it once ready (the kubeconfig is $(DATA_DIR)/admin.kubeconfig).
@@ -129,7 +136,7 @@ test: lint test-unit test-e2e test-failpoints test-deploy chaos-short
 # concurrency is a mutex or two.
 test-unit:
 	CGO_ENABLED=1 $(GO) test -race -count=1 ./fsm/... ./cluster/... ./watchcache/... ./internal/...
-	$(GO) test -count=1 ./certs/... ./apply/... ./chaos/... ./bench/... ./api/...
+	$(GO) test -count=1 . ./certs/... ./apply/... ./chaos/... ./bench/... ./api/...
 
 # test-e2e starts compiling the deploy module (helm, kube's validation) in
 # the background first: the end-to-end tests leave most of the CPU idle,
@@ -154,13 +161,37 @@ test-failpoints:
 # (bin/trustplane-image.tar) and an OCI layout (bin/trustplane-oci), both
 # tagged IMAGE_TAG. deploy/Dockerfile builds the same image with Docker.
 IMAGE_ARCH    ?= $(shell $(GO) env GOARCH)
-IMAGE_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMAGE_VERSION ?= $(if $(findstring -dev,$(VERSION)),$(VERSION)-$(COMMIT),$(VERSION))
 IMAGE_TAG     ?= trustplane:$(IMAGE_VERSION)
 image:
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -ldflags "-s -w" -o bin/trustplane-linux-$(IMAGE_ARCH) ./cmd/trustplane
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -ldflags "-s -w $(STAMP)" -o bin/trustplane-linux-$(IMAGE_ARCH) ./cmd/trustplane
 	rm -rf bin/trustplane-oci bin/trustplane-image.tar
 	cd deploy && $(GO) run ./cmd/trustplane-image --binary ../bin/trustplane-linux-$(IMAGE_ARCH) --arch $(IMAGE_ARCH) \
 		--version $(IMAGE_VERSION) --tag $(IMAGE_TAG) --tar ../bin/trustplane-image.tar --oci ../bin/trustplane-oci
+
+# release builds a release into bin/release/v$(VERSION): the static
+# binaries and the images (docker-load tarballs) for linux/amd64 and
+# linux/arm64, and SHA256SUMS of them. A release is built from a clean
+# tree whose HEAD is tagged v$(VERSION) (docs/OPERATIONS.md, Releases);
+# RELEASE_SNAPSHOT=1 builds one from any tree, named by its commit.
+RELEASE_ARCHES ?= amd64 arm64
+RELEASE_NAME   := $(if $(RELEASE_SNAPSHOT),$(VERSION)-$(COMMIT),$(VERSION))
+RELEASE_DIR    := bin/release/v$(RELEASE_NAME)
+release:
+	@if [ -z "$(RELEASE_SNAPSHOT)" ]; then \
+		case "$(VERSION)" in *-dev) echo "release: VERSION is $(VERSION), a development version (RELEASE_SNAPSHOT=1 builds a snapshot)" >&2; exit 1;; esac; \
+		case "$(COMMIT)" in *-dirty|unknown) echo "release: the tree is not a clean checkout" >&2; exit 1;; esac; \
+		[ "$$(git tag --points-at HEAD | grep -x "v$(VERSION)")" = "v$(VERSION)" ] || { echo "release: HEAD is not tagged v$(VERSION)" >&2; exit 1; }; \
+	fi
+	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
+	for arch in $(RELEASE_ARCHES); do \
+		$(MAKE) --no-print-directory image IMAGE_ARCH=$$arch IMAGE_VERSION=$(RELEASE_NAME) IMAGE_TAG=trustplane:v$(RELEASE_NAME) && \
+		cp bin/trustplane-linux-$$arch $(RELEASE_DIR)/trustplane-linux-$$arch && \
+		cp bin/trustplane-image.tar $(RELEASE_DIR)/trustplane-image-linux-$$arch.tar || exit 1; \
+	done
+	cp CHANGELOG.md $(RELEASE_DIR)/
+	cd $(RELEASE_DIR) && sha256sum trustplane-* > SHA256SUMS
+	@echo "release v$(RELEASE_NAME) in $(RELEASE_DIR)"
 
 # test-deploy runs the tests of the deploy module (its own go.mod): the Helm
 # chart and the container image (the one make image just wrote).

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/trustplane/trustplane"
 	"github.com/trustplane/trustplane/fsm"
 	"github.com/trustplane/trustplane/fsm/backup"
 )
@@ -63,7 +64,7 @@ func (s *Server) serveSnapshot(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	h.Created = time.Now().UTC()
-	h.ServerVersion = Version.GitVersion
+	h.ServerVersion = trustplane.Version()
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="trustplane-%d.snap"`, h.Index))
 	w.Header().Set("X-Trustplane-Snapshot-Index", fmt.Sprint(h.Index))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/trustplane/trustplane"
 	"github.com/trustplane/trustplane/fsm"
 	"github.com/trustplane/trustplane/fsm/backup"
 )
@@ -73,7 +74,7 @@ func TestSnapshotEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the body is no valid backup: %v", err)
 	}
-	if hd := file.Header; hd.Index != 2 || hd.Term != 3 || hd.Node != "n2" || hd.ServerVersion != Version.GitVersion || hd.Created.IsZero() {
+	if hd := file.Header; hd.Index != 2 || hd.Term != 3 || hd.Node != "n2" || hd.ServerVersion != trustplane.Version() || hd.Created.IsZero() {
 		t.Fatalf("header %+v", hd)
 	}
 	exp, err := file.Load()

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net"
 	"os"
+	goruntime "runtime"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/trustplane/trustplane"
 	"github.com/trustplane/trustplane/api"
 	"github.com/trustplane/trustplane/api/controllers"
 	"github.com/trustplane/trustplane/certs"
@@ -123,11 +125,17 @@ func apiURL(bound, listenHost string) string {
 	return "https://" + net.JoinHostPort(host, port)
 }
 
-// versionString is what `trustplane version` prints. A binary built with
-// -tags failpoints says so (" +failpoints"): the chaos tool checks for it
-// before relying on <data-dir>/failpoints.
+// versionString is what `trustplane version` prints: the release (VERSION,
+// package trustplane), the commit when the Makefile stamped one, and the
+// Kubernetes API level served. A binary built with -tags failpoints says so
+// at the end (" +failpoints"): the chaos tool checks for it before relying
+// on <data-dir>/failpoints.
 func versionString() string {
-	v := "trustplane " + api.Version.GitVersion
+	v := "trustplane v" + trustplane.Release() + " ("
+	if c := trustplane.Commit(); c != "" {
+		v += "commit " + c + ", "
+	}
+	v += "Kubernetes " + strings.TrimSuffix(api.Version.GitVersion, "+trustplane") + ", " + goruntime.Version() + " " + goruntime.GOOS + "/" + goruntime.GOARCH + ")"
 	if failpoint.Enabled {
 		v += " +failpoints"
 	}

@@ -69,7 +69,9 @@ type Header struct {
 	// ClusterID identifies the source cluster (the hex SHA-256 of its
 	// cluster CA certificate), when it runs with gossip.
 	ClusterID string `json:"clusterID,omitempty"`
-	// ServerVersion is the trustplane version of the serving node.
+	// ServerVersion is the trustplane release of the serving node (package
+	// trustplane's Version: "v0.1.0", with the commit as build metadata;
+	// builds before VERSION wrote the Kubernetes level, "v1.33.13+trustplane").
 	ServerVersion string `json:"serverVersion,omitempty"`
 	// Created is when the state was taken, by the serving node's clock.
 	// Informational only: nothing orders backups by it.

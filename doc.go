@@ -1,0 +1,15 @@
+// Package trustplane holds the release of this source tree: the one home of
+// the version every trustplane binary, image and backup reports.
+//
+// Rules it keeps:
+//   - VERSION, beside this file, is the release the tree builds: a semantic
+//     version without the leading "v" ("0.1.0"), with a "-dev" pre-release
+//     between releases. It changes only with a CHANGELOG.md section of the
+//     same version; TestChangelogHasTheRelease enforces both.
+//   - The commit is not in the tree: make image and make release stamp it
+//     (-ldflags -X github.com/trustplane/trustplane.commit=...), and a plain
+//     go build reports none.
+//   - The Kubernetes API level served (/version's gitVersion, v1.33.x) is
+//     not the release: it is the API package's (api.Version), which kubectl
+//     reads for its version skew rules.
+package trustplane
