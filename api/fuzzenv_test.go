@@ -124,7 +124,9 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 func buildFuzzEnv(watches bool) (*fuzzEnv, error) {
 	l := &memLog{f: fsm.New()}
 	resources := append(append(registry.CoreResources(), registry.RBACResources()...), registry.CertificateResources("v1beta1")...)
-	scfg := &storage.Config{FreshWait: 20 * time.Millisecond}
+	// No idle sweep: TestSharedObjectsNotModified holds the shared objects
+	// for seconds and checks that the servers read those very objects.
+	scfg := &storage.Config{FreshWait: 20 * time.Millisecond, NoIdleSweep: true}
 	if watches {
 		scfg.Feed = l.f
 	}

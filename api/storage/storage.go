@@ -74,6 +74,11 @@ type Config struct {
 	// FreshWait bounds how long a read waits for a resourceVersion this node
 	// has not applied yet (kube-apiserver waits 3 s).
 	FreshWait time.Duration
+	// NoIdleSweep keeps decoded objects in the object caches until the
+	// budget or a newer version evicts them, without the idle sweep
+	// (idleSweepInterval): for a test that holds a shared object for
+	// seconds and checks that every reader was handed that same object.
+	NoIdleSweep bool
 	// Transformers encrypt stored values at rest, per resource: kube's
 	// encryptionconfig.StaticTransformers from an EncryptionConfiguration.
 	// nil stores values as encoded (kube's identity provider).
@@ -171,7 +176,9 @@ func New(cfg *Config, backend Backend) (*Storage, error) {
 	}
 	s.objs.max, s.objs.enc = maxCachedObjectBytes, &s.itemEncodings
 	s.stopSweep = make(chan struct{})
-	go s.objs.sweepIdleLoop(s.stopSweep)
+	if !cfg.NoIdleSweep {
+		go s.objs.sweepIdleLoop(s.stopSweep)
+	}
 	if cfg.Feed != nil {
 		wcfg := watchcache.DefaultConfig()
 		if cfg.Watch != nil {
