@@ -25,6 +25,9 @@ type Member struct {
 	RaftState    string        `json:"raftState"`
 	LastContact  time.Duration `json:"lastContact"`
 	AppliedIndex uint64        `json:"appliedIndex"`
+	// Version is the release the node runs, as it reported it ("" from a
+	// build that reports none, or a node that did not answer).
+	Version string `json:"version,omitempty"`
 }
 
 // Membership is what the members endpoint needs from the cluster.

@@ -224,6 +224,10 @@ type Config struct {
 	// RPC (Member.Facts), read at each call: the node CA its certificate
 	// is issued by, which a node CA rotation's finish waits on.
 	Facts func() map[string]string
+	// Version is the release the node runs (package trustplane's Version),
+	// which it reports in the stats RPC (Member.Version) so that an
+	// operator sees the builds a rolling upgrade mixes; empty reports none.
+	Version string
 	// CompactRetention is how much MVCC history the fsm keeps: the leader
 	// compacts at the applied index of this long ago, every
 	// CompactInterval. It is the continue-token lifetime and must cover the

@@ -37,6 +37,9 @@ type Member struct {
 	Features []string
 	// Facts are what the node reported about itself (Config.Facts).
 	Facts map[string]string
+	// Version is the release the node reported (Config.Version); "" from
+	// a build that reports none, or when it did not answer.
+	Version string
 }
 
 // LeaderAPIAddr returns the leader's advertised API address (from gossip
@@ -150,7 +153,7 @@ func (n *Node) Members(ctx context.Context) ([]Member, error) {
 func fillStats(m *Member, s nodeStats) {
 	m.RaftState = s.State
 	m.AppliedIndex = s.Applied
-	m.Features, m.Facts = s.Features, s.Facts
+	m.Features, m.Facts, m.Version = s.Features, s.Facts, s.Version
 	m.LastContact = time.Duration(s.LastContactNS)
 	if s.LastContactNS < 0 {
 		m.LastContact = -1

@@ -115,6 +115,8 @@ type nodeStats struct {
 	Features []string `json:"features,omitempty"`
 	// Facts: Config.Facts.
 	Facts map[string]string `json:"facts,omitempty"`
+	// Version: Config.Version (older builds send none).
+	Version string `json:"version,omitempty"`
 }
 
 // errCodes carries sentinel errors across the wire.
@@ -462,7 +464,7 @@ func (n *Node) hasState() bool {
 
 // localStats is this node's answer to Stats.
 func (n *Node) localStats() nodeStats {
-	s := nodeStats{State: n.raft.State().String(), Applied: n.fsm.AppliedIndex(), LastContactNS: -1, Features: n.cfg.Features}
+	s := nodeStats{State: n.raft.State().String(), Applied: n.fsm.AppliedIndex(), LastContactNS: -1, Features: n.cfg.Features, Version: n.cfg.Version}
 	if n.cfg.Facts != nil {
 		s.Facts = n.cfg.Facts()
 	}

@@ -187,9 +187,10 @@ func TestTLSClusterWithGossip(t *testing.T) {
 		cfg.Join = gossipAddrs
 		cfg.ClusterID = "tls-cluster"
 		cfg.APIAddr = "127.0.0.1:1644" + fmt.Sprint(i)
-		if i > 0 { // node 0 is an older build that reports no features
+		if i > 0 { // node 0 is an older build that reports no features, facts or version
 			cfg.Features = []string{"f1"}
 			cfg.Facts = func() map[string]string { return map[string]string{"name": name} }
+			cfg.Version = "v9.9.9-" + name
 		}
 		wg.Add(1)
 		go func() {
@@ -251,8 +252,8 @@ func TestTLSClusterWithGossip(t *testing.T) {
 		if m.RaftState == "unknown" || m.AppliedIndex == 0 {
 			t.Errorf("member without stats over TLS: %+v", m)
 		}
-		if want := m.Name != nodes[0].cfg.NodeName; slices.Contains(m.Features, "f1") != want || (m.Facts["name"] == m.Name) != want {
-			t.Errorf("member %s reports features %v, facts %v", m.Name, m.Features, m.Facts)
+		if want := m.Name != nodes[0].cfg.NodeName; slices.Contains(m.Features, "f1") != want || (m.Facts["name"] == m.Name) != want || (m.Version == "v9.9.9-"+m.Name) != want {
+			t.Errorf("member %s reports features %v, facts %v, version %q", m.Name, m.Features, m.Facts, m.Version)
 		}
 	}
 	if addr, err := follower.LeaderAPIAddr(); err != nil || addr != leader.cfg.APIAddr {

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/trustplane/trustplane"
 	"github.com/trustplane/trustplane/api"
 	"github.com/trustplane/trustplane/api/authn"
 	"github.com/trustplane/trustplane/certs"
@@ -111,6 +112,10 @@ func readReplica(t *testing.T, nodes []*node, r *node) {
 	for _, m := range ms {
 		if m.Voter {
 			voters++
+		}
+		// Every node runs the binary the harness built from this tree.
+		if m.Version != trustplane.Version() {
+			t.Errorf("%s reports version %q, want %q", m.Name, m.Version, trustplane.Version())
 		}
 		if m.Name == "r1" && m.RaftState == "Leader" {
 			t.Fatal("the replica leads")

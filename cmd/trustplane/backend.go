@@ -81,7 +81,7 @@ func (m membership) Members(ctx context.Context) ([]api.Member, error) {
 	for i, c := range ms {
 		out[i] = api.Member{
 			Name: c.Name, RaftAddr: c.RaftAddr, APIAddr: c.APIAddr, Voter: c.Voter, Replica: c.Replica, Status: c.Status,
-			RaftState: c.RaftState, LastContact: c.LastContact, AppliedIndex: c.AppliedIndex,
+			RaftState: c.RaftState, LastContact: c.LastContact, AppliedIndex: c.AppliedIndex, Version: c.Version,
 		}
 	}
 	return out, nil

@@ -87,7 +87,7 @@ func listMembers(client *http.Client, url string) error {
 		return fmt.Errorf("decoding members: %w", err)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tROLE\tSTATUS\tRAFT-STATE\tLAST-CONTACT\tAPPLIED-INDEX\tAPI\tRAFT")
+	fmt.Fprintln(tw, "NAME\tROLE\tSTATUS\tRAFT-STATE\tLAST-CONTACT\tAPPLIED-INDEX\tVERSION\tAPI\tRAFT")
 	for _, m := range members {
 		role := "non-voter"
 		switch {
@@ -100,7 +100,11 @@ func listMembers(client *http.Client, url string) error {
 		if m.LastContact >= 0 {
 			contact = m.LastContact.Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", m.Name, role, m.Status, m.RaftState, contact, m.AppliedIndex, m.APIAddr, m.RaftAddr)
+		version := m.Version
+		if version == "" {
+			version = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", m.Name, role, m.Status, m.RaftState, contact, m.AppliedIndex, version, m.APIAddr, m.RaftAddr)
 	}
 	return tw.Flush()
 }

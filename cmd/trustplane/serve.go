@@ -26,6 +26,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/trustplane/trustplane"
 	"github.com/trustplane/trustplane/api"
 	"github.com/trustplane/trustplane/api/authn"
 	"github.com/trustplane/trustplane/api/caroots"
@@ -370,6 +371,7 @@ func serve(args []string) error {
 	ccfg.DeadServerTimeout = o.deadServerTimeout
 	ccfg.CompactRetention = o.compactRetention
 	ccfg.Features = []string{encryptionkeys.Feature, caroots.NodeKind.Feature, caroots.ClusterKind.Feature, caroots.SignerKind("").Feature}
+	ccfg.Version = trustplane.Version()
 	ccfg.Facts = func() map[string]string {
 		facts := caroots.Facts(caroots.NodeKind, nodes, nodeCert)
 		if facts == nil {
