@@ -153,7 +153,7 @@ func (n *Node) Members(ctx context.Context) ([]Member, error) {
 func fillStats(m *Member, s nodeStats) {
 	m.RaftState = s.State
 	m.AppliedIndex = s.Applied
-	m.Features, m.Facts, m.Version = s.Features, s.Facts, s.Version
+	m.Features, m.Facts, m.Version = s.Features, s.Facts, reportedVersion(s.Version)
 	m.LastContact = time.Duration(s.LastContactNS)
 	if s.LastContactNS < 0 {
 		m.LastContact = -1
@@ -178,4 +178,25 @@ func (n *Node) Reconnect() {
 			n.cfg.Logger.Info("closed connections whose peer is no longer trusted", "connections", closed)
 		}
 	}
+}
+
+// maxVersionLen bounds a reported release: a semantic version with its
+// build metadata fits many times over.
+const maxVersionLen = 64
+
+// reportedVersion is the release a peer reported, as members shows it: a
+// semantic version's characters only, at most maxVersionLen of them, or
+// "invalid". A peer is authenticated by its node certificate, but what it
+// says about its build is only displayed, and must not carry an operator's
+// terminal control characters or a page of text into members' table.
+func reportedVersion(v string) string {
+	if len(v) > maxVersionLen {
+		return "invalid"
+	}
+	for _, c := range v {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '.' || c == '-' || c == '+') {
+			return "invalid"
+		}
+	}
+	return v
 }
