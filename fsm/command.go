@@ -73,7 +73,7 @@ func DecodeCommand(b []byte) (*Command, error) {
 		return nil, fmt.Errorf("%w: %d bytes is too short", ErrUnknownCommand, len(b))
 	}
 	if b[0] != CommandVersion {
-		return nil, fmt.Errorf("%w: version %d", ErrUnknownCommand, b[0])
+		return nil, fmt.Errorf("%w: version %d, and this build reads version %d only (a newer trustplane wrote it: upgrade this node)", ErrUnknownCommand, b[0], CommandVersion)
 	}
 	op := Op(b[1])
 	if op < OpPut || op > OpNoop {

@@ -30,7 +30,15 @@
 //     layer's choice (api/storage), never a request's.
 //
 //   - Panic on an undecodable command. A node that cannot apply the log
-//     exactly as its peers do must stop, never diverge.
+//     exactly as its peers do must stop, never diverge. An entry or a
+//     snapshot of a version this build does not read is refused with both
+//     versions named (CommandVersion, snapshotVersion).
+//
+//   - Formats are frozen per version. testdata/command-v1 and
+//     snapshot-v1.bin are what version 1 wrote, committed once and never
+//     rewritten (golden_test.go): each build must read them and write the
+//     same bytes. A change to either format is a new version with golden
+//     files of its own, and the old version's stay.
 //
 //   - Published KVs are immutable. Every write builds a new history slice
 //     and a new KV; nothing reachable from the tree is modified in place. So

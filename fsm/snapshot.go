@@ -245,7 +245,7 @@ func readSnapshot(rd io.Reader, builtin Builtin) (*store, error) {
 		return nil, bad("wrong magic %q", hdr[:len(snapshotMagic)])
 	}
 	if v := hdr[len(snapshotMagic)]; v != snapshotVersion {
-		return nil, bad("unknown version %d", v)
+		return nil, bad("unknown version %d, and this build reads version %d only (a newer trustplane wrote it: upgrade this node)", v, snapshotVersion)
 	}
 	s := newStore()
 	var err error
