@@ -31,6 +31,11 @@ var (
 	// the command again is safe.
 	ErrNotApplied = errors.New("cluster: the entry was not applied")
 
+	// ErrUnsupportedVersion: a peer sent an internal RPC request of a
+	// version this node does not read (rpcVersion): it runs a newer build.
+	// Nothing was done.
+	ErrUnsupportedVersion = errors.New("cluster: unsupported internal RPC version")
+
 	// ErrShutdown: the node has been shut down.
 	ErrShutdown = errors.New("cluster: node is shut down")
 

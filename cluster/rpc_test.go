@@ -60,6 +60,7 @@ func TestRPCBadFrames(t *testing.T) {
 		{"body is not JSON", cat([]byte{rpcMarker}, frame("hello")), "bad_request"},
 		{"wrong field types", cat([]byte{rpcMarker}, frame(`{"op":5,"name":[1,2]}`)), "bad_request"},
 		{"unknown operation", cat([]byte{rpcMarker}, frame(`{"op":"explode"}`)), "bad_request"},
+		{"a newer request version", cat([]byte{rpcMarker}, frame(`{"v":2,"op":"stats"}`)), "unsupported_version"},
 		{"remove_server of another node", cat([]byte{rpcMarker}, frame(`{"op":"remove_server","name":"node-a","force":true}`)), "not_permitted"},
 		{"remove_server of an unknown other name", cat([]byte{rpcMarker}, frame(`{"op":"remove_server","name":"ghost"}`)), "not_permitted"},
 		{"remove_server of the caller, not a member", cat([]byte{rpcMarker}, frame(`{"op":"remove_server","name":"client"}`)), "unknown_member"},
@@ -107,6 +108,21 @@ func TestRPCBadFrames(t *testing.T) {
 	}
 	if resp, err := n.call(ctx, addr, rpcRequest{Op: opHasState}); err != nil || !resp.HasState {
 		t.Fatalf("has_state over RPC = %+v, %v", resp, err)
+	}
+	// A request without a version, as builds before the field send it, is
+	// version 1 and answered.
+	conn, err := tls.Dial("tcp", string(addr), client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(15 * time.Second))
+	if _, err := conn.Write(cat([]byte{rpcMarker}, frame(`{"op":"stats"}`))); err != nil {
+		t.Fatal(err)
+	}
+	var old rpcResponse
+	if err := readFrame(conn, &old, rpcMaxFrame); err != nil || old.Code != "" || old.Stats == nil {
+		t.Fatalf("a request without a version: %+v, %v", old, err)
 	}
 }
 
