@@ -9,6 +9,9 @@
 //   - The commit is not in the tree: make image and make release stamp it
 //     (-ldflags -X github.com/trustplane/trustplane.commit=...), and a plain
 //     go build reports none.
+//   - Formats lists the version of every format a node writes for other
+//     nodes and builds to read (Raft entries, snapshots, backups, the
+//     internal RPC); each is defined where it is written.
 //   - The Kubernetes API level served (/version's gitVersion, v1.33.x) is
 //     not the release: it is the API package's (api.Version), which kubectl
 //     reads for its version skew rules.

@@ -3,6 +3,10 @@ package trustplane
 import (
 	_ "embed"
 	"strings"
+
+	"github.com/trustplane/trustplane/cluster"
+	"github.com/trustplane/trustplane/fsm"
+	"github.com/trustplane/trustplane/fsm/backup"
 )
 
 //go:embed VERSION
@@ -27,4 +31,24 @@ func Version() string {
 		return "v" + Release()
 	}
 	return "v" + Release() + "+" + commit
+}
+
+// Format is a persisted or exchanged format and the version of it this
+// build writes (and the newest it reads).
+type Format struct {
+	Name    string `json:"name"`
+	Version int    `json:"version"`
+}
+
+// Formats are the versions of every format a node writes that another
+// node, or another build, must read: Raft log entries, fsm snapshots,
+// backup files and the internal RPC's requests. Each is defined, with the
+// rule that changes it, where it is written; this is only their list.
+func Formats() []Format {
+	return []Format{
+		{"raft-entry", fsm.CommandVersion},
+		{"snapshot", fsm.SnapshotVersion},
+		{"backup", backup.FormatVersion},
+		{"internal-rpc", cluster.RPCVersion},
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/trustplane/trustplane"
 	"github.com/trustplane/trustplane/api/registry"
 )
 
@@ -24,8 +25,25 @@ var Version = version.Info{
 	Platform: goruntime.GOOS + "/" + goruntime.GOARCH,
 }
 
+// versionBody is /version: kube's version.Info, the API level kubectl and
+// client-go read (and decode into version.Info, ignoring the rest), and
+// beside it trustplane's release, commit and formats, so that an operator
+// sees what a node runs and which formats it writes. kube-apiserver shows
+// its build (gitCommit, buildDate) here to anyone too.
+type versionBody struct {
+	version.Info
+	Trustplane releaseInfo `json:"trustplane"`
+}
+
+type releaseInfo struct {
+	Release string              `json:"release"`
+	Commit  string              `json:"commit,omitempty"`
+	Formats []trustplane.Format `json:"formats"`
+}
+
 func (s *Server) serveVersion(w http.ResponseWriter, req *http.Request) {
-	responsewriters.WriteRawJSON(http.StatusOK, Version, w)
+	responsewriters.WriteRawJSON(http.StatusOK, versionBody{Info: Version,
+		Trustplane: releaseInfo{Release: trustplane.Release(), Commit: trustplane.Commit(), Formats: trustplane.Formats()}}, w)
 }
 
 var unversioned = schema.GroupVersion{Version: "v1"}

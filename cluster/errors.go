@@ -32,7 +32,7 @@ var (
 	ErrNotApplied = errors.New("cluster: the entry was not applied")
 
 	// ErrUnsupportedVersion: a peer sent an internal RPC request of a
-	// version this node does not read (rpcVersion): it runs a newer build.
+	// version this node does not read (RPCVersion): it runs a newer build.
 	// Nothing was done.
 	ErrUnsupportedVersion = errors.New("cluster: unsupported internal RPC version")
 

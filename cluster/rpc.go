@@ -69,7 +69,7 @@ const (
 	opPropose      = "propose"
 )
 
-// rpcVersion is the version of the internal RPC's requests this build
+// RPCVersion is the version of the internal RPC's requests this build
 // writes and the newest it reads. A request carries its version in "v"; a
 // request without one is version 1, which every build before the field
 // wrote. A node refuses a newer version it cannot read with
@@ -77,10 +77,10 @@ const (
 // not know; a build that changes what a request means must bump it, and
 // send the new version only once every node reads it (docs/OPERATIONS.md,
 // Upgrading).
-const rpcVersion = 1
+const RPCVersion = 1
 
 type rpcRequest struct {
-	// V is the request's version (rpcVersion); 0 is version 1.
+	// V is the request's version (RPCVersion); 0 is version 1.
 	V    int    `json:"v,omitempty"`
 	Op   string `json:"op"`
 	Name string `json:"name,omitempty"`
@@ -280,8 +280,8 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest, caller string, ca
 		resp rpcResponse
 		err  error
 	)
-	if req.V > rpcVersion {
-		err := fmt.Errorf("%w: internal RPC request version %d, and this node reads version %d only (it runs an older trustplane: upgrade it)", ErrUnsupportedVersion, req.V, rpcVersion)
+	if req.V > RPCVersion {
+		err := fmt.Errorf("%w: internal RPC request version %d, and this node reads version %d only (it runs an older trustplane: upgrade it)", ErrUnsupportedVersion, req.V, RPCVersion)
 		return rpcResponse{Code: errCode(err), Err: err.Error()}
 	}
 	switch req.Op {
@@ -380,7 +380,7 @@ func (n *Node) roundTrip(ctx context.Context, conn net.Conn, deadline time.Time,
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
 	_ = conn.SetDeadline(deadline)
-	req.V = rpcVersion // every request goes out here
+	req.V = RPCVersion // every request goes out here
 	if err := writeFrame(conn, req, rpcMaxRequestFrame); err != nil {
 		return nil, fmt.Errorf("send %s to %s: %w: %w", req.Op, addr, errUnsent, err)
 	}

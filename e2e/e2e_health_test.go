@@ -3,11 +3,14 @@ package e2e_test
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/trustplane/trustplane"
 )
 
 // TestHealth checks the health endpoints, /version and the 401 for
@@ -94,6 +97,16 @@ func TestHealth(t *testing.T) {
 		}
 		if sv, err := n.clientset().Discovery().ServerVersion(); err != nil || sv.GitVersion != v.GitVersion {
 			t.Fatalf("client-go ServerVersion: %v %+v", err, sv)
+		}
+		// Beside kube's fields: the release and the formats the node writes.
+		var ours struct {
+			Trustplane struct {
+				Release string
+				Formats []trustplane.Format
+			}
+		}
+		if err := json.Unmarshal(r.body, &ours); err != nil || ours.Trustplane.Release != trustplane.Release() || !reflect.DeepEqual(ours.Trustplane.Formats, trustplane.Formats()) {
+			t.Fatalf("/version's trustplane release and formats: %v %s", err, r.body)
 		}
 	})
 

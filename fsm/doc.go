@@ -32,7 +32,7 @@
 //   - Panic on an undecodable command. A node that cannot apply the log
 //     exactly as its peers do must stop, never diverge. An entry or a
 //     snapshot of a version this build does not read is refused with both
-//     versions named (CommandVersion, snapshotVersion).
+//     versions named (CommandVersion, SnapshotVersion).
 //
 //   - Formats are frozen per version. testdata/command-v1 and
 //     snapshot-v1.bin are what version 1 wrote, committed once and never

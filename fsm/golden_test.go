@@ -108,7 +108,7 @@ func TestGoldenSnapshotV1(t *testing.T) {
 		t.Fatalf("the version 1 snapshot restores applied index %d, want %d", got.AppliedIndex(), want.AppliedIndex())
 	}
 	if again := persist(t, got); !bytes.Equal(again, b) {
-		t.Fatalf("this build writes another snapshot of the state version 1 wrote: a format change needs snapshotVersion %d", snapshotVersion+1)
+		t.Fatalf("this build writes another snapshot of the state version 1 wrote: a format change needs SnapshotVersion %d", SnapshotVersion+1)
 	}
 	if enc := persist(t, want); !bytes.Equal(enc, b) {
 		t.Fatal("this build's snapshot of the golden state differs from version 1's bytes")
@@ -122,7 +122,7 @@ func TestGoldenSnapshotV1(t *testing.T) {
 	}
 
 	newer := append([]byte(nil), b...)
-	newer[len(snapshotMagic)] = snapshotVersion + 1
+	newer[len(snapshotMagic)] = SnapshotVersion + 1
 	f := restore(t, b)
 	before := persist(t, f)
 	err := f.Restore(nopCloser{bytes.NewReader(newer)})

@@ -17,7 +17,7 @@ import (
 // Snapshot wire format, version 1:
 //
 //	[7]byte  snapshotMagic
-//	byte     snapshotVersion
+//	byte     SnapshotVersion
 //	uvarint  applied index
 //	uvarint  compacted revision
 //	uvarint  number of keys
@@ -34,8 +34,10 @@ import (
 // pure function of the state, so two FSMs that applied the same log write
 // identical bytes.
 const (
-	snapshotMagic   = "TPFSNAP"
-	snapshotVersion = 1
+	snapshotMagic = "TPFSNAP"
+	// SnapshotVersion is the snapshot format this build writes and the
+	// only one it reads.
+	SnapshotVersion = 1
 
 	kindTombstone = 0
 	kindLive      = 1
@@ -102,7 +104,7 @@ func (s *fsmSnapshot) writeTo(w io.Writer, drop func(Key) bool) error {
 	}
 
 	buf = append(buf, snapshotMagic...)
-	buf = append(buf, snapshotVersion)
+	buf = append(buf, SnapshotVersion)
 	buf = binary.AppendUvarint(buf, s.applied)
 	buf = binary.AppendUvarint(buf, s.compacted)
 	buf = binary.AppendUvarint(buf, uint64(nkeys))
@@ -244,8 +246,8 @@ func readSnapshot(rd io.Reader, builtin Builtin) (*store, error) {
 	if string(hdr[:len(snapshotMagic)]) != snapshotMagic {
 		return nil, bad("wrong magic %q", hdr[:len(snapshotMagic)])
 	}
-	if v := hdr[len(snapshotMagic)]; v != snapshotVersion {
-		return nil, bad("unknown version %d, and this build reads version %d only (a newer trustplane wrote it: upgrade this node)", v, snapshotVersion)
+	if v := hdr[len(snapshotMagic)]; v != SnapshotVersion {
+		return nil, bad("unknown version %d, and this build reads version %d only (a newer trustplane wrote it: upgrade this node)", v, SnapshotVersion)
 	}
 	s := newStore()
 	var err error

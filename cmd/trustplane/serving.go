@@ -126,8 +126,9 @@ func apiURL(bound, listenHost string) string {
 }
 
 // versionString is what `trustplane version` prints: the release (VERSION,
-// package trustplane), the commit when the Makefile stamped one, and the
-// Kubernetes API level served. A binary built with -tags failpoints says so
+// package trustplane), the commit when the Makefile stamped one, the
+// Kubernetes API level served, and the version of each format the node
+// writes. A binary built with -tags failpoints says so
 // at the end (" +failpoints"): the chaos tool checks for it before relying
 // on <data-dir>/failpoints.
 func versionString() string {
@@ -135,7 +136,14 @@ func versionString() string {
 	if c := trustplane.Commit(); c != "" {
 		v += "commit " + c + ", "
 	}
-	v += "Kubernetes " + strings.TrimSuffix(api.Version.GitVersion, "+trustplane") + ", " + goruntime.Version() + " " + goruntime.GOOS + "/" + goruntime.GOARCH + ")"
+	v += "Kubernetes " + strings.TrimSuffix(api.Version.GitVersion, "+trustplane") + ", " + goruntime.Version() + " " + goruntime.GOOS + "/" + goruntime.GOARCH + "; formats: "
+	for i, f := range trustplane.Formats() {
+		if i > 0 {
+			v += ", "
+		}
+		v += fmt.Sprintf("%s %d", f.Name, f.Version)
+	}
+	v += ")"
 	if failpoint.Enabled {
 		v += " +failpoints"
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -18,5 +19,10 @@ func TestVersionString(t *testing.T) {
 	}
 	if kube := strings.TrimSuffix(api.Version.GitVersion, "+trustplane"); !strings.Contains(got, "Kubernetes "+kube+",") {
 		t.Fatalf("trustplane version prints %q, without the API level %s", got, kube)
+	}
+	for _, f := range trustplane.Formats() {
+		if want := fmt.Sprintf("%s %d", f.Name, f.Version); !strings.Contains(got, want) {
+			t.Fatalf("trustplane version prints %q, without the format %q", got, want)
+		}
 	}
 }
