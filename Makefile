@@ -18,7 +18,7 @@ STAMP    := -X github.com/trustplane/trustplane.commit=$(COMMIT)
 # build cache. Only the race detector needs cgo; its tests turn it back on.
 export CGO_ENABLED ?= 0
 
-.PHONY: all build image release run cluster cluster-stop reference reference-build reference-stop e2e-reference fleet-test conformance conformance-build compare scale test test-unit test-e2e test-failpoints test-deploy deploy-prebuild lint bench fuzz chaos chaos-short chaos-bin rotation clean
+.PHONY: all build image release upgrade-test run cluster cluster-stop reference reference-build reference-stop e2e-reference fleet-test conformance conformance-build compare scale test test-unit test-e2e test-failpoints test-deploy deploy-prebuild lint bench fuzz chaos chaos-short chaos-bin rotation clean
 
 all: build
 
@@ -192,6 +192,16 @@ release:
 	cp CHANGELOG.md $(RELEASE_DIR)/
 	cd $(RELEASE_DIR) && sha256sum trustplane-* > SHA256SUMS
 	@echo "release v$(RELEASE_NAME) in $(RELEASE_DIR)"
+
+# upgrade-test upgrades three nodes of an earlier build to this tree one at
+# a time (leader last), rolls one back and forward again, under the chaos
+# workload and its checkers, then restores each build's backup with the
+# other (scripts/upgrade-test.sh; about 5 minutes, not part of make test).
+# UPGRADE_FROM is the earlier build: the previous release's tag once there
+# is one; until then the last commit before VERSION (f833d04).
+UPGRADE_FROM ?= f833d048fd268ed407ad1bb9cc511632d71fcc7c
+upgrade-test:
+	UPGRADE_FROM=$(UPGRADE_FROM) scripts/upgrade-test.sh
 
 # test-deploy runs the tests of the deploy module (its own go.mod): the Helm
 # chart and the container image (the one make image just wrote).
