@@ -36,9 +36,9 @@
 //
 //   - Formats are frozen per version. testdata/command-v1 and
 //     snapshot-v1.bin are what version 1 wrote, committed once and never
-//     rewritten (golden_test.go): each build must read them and write the
-//     same bytes. A change to either format is a new version with golden
-//     files of its own, and the old version's stay.
+//     rewritten (golden_test.go, internal/golden): each build must read
+//     them and write the same bytes. A change to either format is a new
+//     version with golden files of its own, and the old version's stay.
 //
 //   - Published KVs are immutable. Every write builds a new history slice
 //     and a new KV; nothing reachable from the tree is modified in place. So

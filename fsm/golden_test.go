@@ -3,40 +3,13 @@ package fsm
 import (
 	"bytes"
 	"errors"
-	"flag"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/trustplane/trustplane/internal/golden"
 )
-
-// writeGolden creates the golden files that do not exist yet. It never
-// rewrites one: a format version's files are its contract with every node
-// and data directory that wrote it, so a change to the bytes a version
-// writes is a new version with files of its own (testdata/command-v2/...),
-// and the old version's files stay to prove the old bytes are still read.
-var writeGolden = flag.Bool("write-golden", false, "create missing golden files under testdata/")
-
-// golden returns the golden file at path, creating it from want when it
-// is missing and -write-golden is given.
-func golden(t *testing.T, path string, want []byte) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) && *writeGolden {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, want, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return want
-	}
-	if err != nil {
-		t.Fatalf("%v (go test ./fsm -run Golden -write-golden creates a missing file; none is ever rewritten)", err)
-	}
-	return b
-}
 
 // goldenCommands are commands of every op, flag and key space, as version 1
 // encodes them.
@@ -53,14 +26,14 @@ var goldenCommands = map[string]*Command{
 }
 
 // TestGoldenCommandsV1: the Raft entries version 1 wrote (testdata/
-// command-v1, committed once) decode to the same commands, and this build
+// command-v1, committed once: internal/golden) decode to the same commands, and this build
 // still writes those very bytes for them. An entry of another version is
 // refused with a message naming the versions, so that a node never applies
 // an entry a newer build wrote.
 func TestGoldenCommandsV1(t *testing.T) {
 	for name, want := range goldenCommands {
 		t.Run(name, func(t *testing.T) {
-			b := golden(t, filepath.Join("testdata", "command-v1", name+".bin"), want.Encode())
+			b := golden.File(t, filepath.Join("testdata", "command-v1", name+".bin"), want.Encode())
 			got, err := DecodeCommand(b)
 			if err != nil {
 				t.Fatalf("decoding the version 1 entry: %v", err)
@@ -102,7 +75,7 @@ func goldenState(t *testing.T) *FSM {
 // refused, naming the versions, and changes nothing.
 func TestGoldenSnapshotV1(t *testing.T) {
 	want := goldenState(t)
-	b := golden(t, filepath.Join("testdata", "snapshot-v1.bin"), persist(t, want))
+	b := golden.File(t, filepath.Join("testdata", "snapshot-v1.bin"), persist(t, want))
 	got := restore(t, b)
 	if got.AppliedIndex() != want.AppliedIndex() {
 		t.Fatalf("the version 1 snapshot restores applied index %d, want %d", got.AppliedIndex(), want.AppliedIndex())
