@@ -6,7 +6,7 @@
 //     version without the leading "v" ("0.1.0"), with a "-dev" pre-release
 //     between releases. It changes only with a CHANGELOG.md section of the
 //     same version; TestChangelogHasTheRelease enforces both.
-//   - The commit is not in the tree: make image and make release stamp it
+//   - The commit is not in the tree: make build, image and release stamp it
 //     (-ldflags -X github.com/trustplane/trustplane.commit=...), and a plain
 //     go build reports none.
 //   - Formats lists the version of every format a node writes for other

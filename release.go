@@ -13,7 +13,7 @@ import (
 var versionFile string
 
 // commit is the commit the binary was built from, stamped by the Makefile's
-// image and release targets; empty in a plain go build.
+// build, image and release targets; empty in a plain go build.
 var commit string
 
 // Release is the release this tree builds, from VERSION ("0.1.0-dev").

@@ -86,8 +86,7 @@ const maxItemEncodingBytes = 128 << 20
 // pointer-rich, so each one held costs every collection its marking, and
 // most are read once: the leader decodes every object written for its
 // controllers' watch and reads almost none again (a shorter interval took
-// about a seventh off the leader's CPU per follower create; BENCHMARKS,
-// issue 32). An entry that also holds list-item encodings stays until
+// about 9% off the leader's CPU per follower create; BENCHMARKS, issue 32). An entry that also holds list-item encodings stays until
 // encodedIdleSweeps sweeps in a row found it unread.
 const idleSweepInterval = 5 * time.Second
 

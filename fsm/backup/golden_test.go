@@ -31,14 +31,7 @@ func TestGoldenBackupV1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var state, again bytes.Buffer
-	if err := exp.WriteTo(&state, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := got.WriteTo(&again, nil); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(state.Bytes(), again.Bytes()) {
+	if !bytes.Equal(stateBytes(t, exp), stateBytes(t, got)) {
 		t.Fatal("the version 1 backup's state differs from the state it was taken of")
 	}
 	if !bytes.Equal(want, b) {
