@@ -15,12 +15,14 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/trustplane/trustplane/fsm"
+	"github.com/trustplane/trustplane/internal/freeport"
 )
 
 // testLogger discards logs unless TRUSTPLANE_TEST_LOG is set. (Logging to
@@ -123,12 +125,26 @@ func certPeerName(c net.Conn) (string, error) {
 // ago, for tests that restart a node on the same address.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// Below the ephemeral range, and never twice in one test binary: a
+	// port the kernel hands out for :0 may be handed out again (or taken
+	// by an outbound connection) before the node binds it.
+	freeAddrs.Lock()
+	defer freeAddrs.Unlock()
+	if freeAddrs.given == nil {
+		freeAddrs.given = map[string]bool{}
+	}
+	addr, err := freeport.On("127.0.0.1", true, func(a string) bool { return freeAddrs.given[a] })
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	freeAddrs.given[addr] = true
+	return addr
+}
+
+// freeAddrs are the addresses freeAddr handed out.
+var freeAddrs struct {
+	sync.Mutex
+	given map[string]bool
 }
 
 // waitFor polls cond until it holds. The limit only turns a hang into a
