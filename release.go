@@ -33,22 +33,35 @@ func Version() string {
 	return "v" + Release() + "+" + commit
 }
 
-// Format is a persisted or exchanged format and the version of it this
-// build writes (and the newest it reads).
+// Format is a persisted or exchanged format, the newest version of it
+// this build writes, and the versions it reads. A node writes Version
+// only once every member of its cluster reads it (the cluster version,
+// cluster/formats.go), and an older version until then.
 type Format struct {
-	Name    string `json:"name"`
-	Version int    `json:"version"`
+	Name    string        `json:"name"`
+	Version int           `json:"version"`
+	Reads   cluster.Reads `json:"reads"`
 }
 
 // Formats are the versions of every format a node writes that another
 // node, or another build, must read: Raft log entries, fsm snapshots,
-// backup files and the internal RPC's requests. Each is defined, with the
-// rule that changes it, where it is written; this is only their list.
+// backup files, the internal RPC and forwarded writes. Each is defined, with the rule that
+// changes it, where it is written; this is only their list.
 func Formats() []Format {
 	return []Format{
-		{"raft-entry", fsm.CommandVersion},
-		{"snapshot", fsm.SnapshotVersion},
-		{"backup", backup.FormatVersion},
-		{"internal-rpc", cluster.RPCVersion},
+		{cluster.FormatRaftEntry, fsm.CommandVersion, cluster.Reads{Min: fsm.CommandVersion, Max: fsm.CommandVersion}},
+		{cluster.FormatSnapshot, fsm.SnapshotVersion, cluster.Reads{Min: fsm.SnapshotVersion, Max: fsm.SnapshotVersion}},
+		{cluster.FormatBackup, backup.FormatVersion, cluster.Reads{Min: backup.FormatVersion, Max: backup.FormatVersion}},
+		{cluster.FormatRPC, cluster.RPCVersion, cluster.Reads{Min: 1, Max: cluster.RPCVersion}},
+		{cluster.FormatForwarded, cluster.ForwardedVersion, cluster.Reads{Min: 1, Max: cluster.ForwardedVersion}},
 	}
+}
+
+// FormatReads is Formats as the cluster advertises it (cluster.Config.Formats).
+func FormatReads() map[string]cluster.Reads {
+	out := map[string]cluster.Reads{}
+	for _, f := range Formats() {
+		out[f.Name] = f.Reads
+	}
+	return out
 }

@@ -228,6 +228,13 @@ type Config struct {
 	// which it reports in the stats RPC (Member.Version) so that an
 	// operator sees the builds a rolling upgrade mixes; empty reports none.
 	Version string
+	// Formats are the versions of each format this build reads, by name
+	// (FormatRaftEntry, ...; package trustplane's Formats), reported to
+	// peers in the stats RPC: a node writes a newer version of a format
+	// only once every member reads it (formats.go). Nil reports none, as
+	// a build from before formats were advertised: peers then write
+	// version 1 of each for it, and so does this node.
+	Formats map[string]Reads
 	// CompactRetention is how much MVCC history the fsm keeps: the leader
 	// compacts at the applied index of this long ago, every
 	// CompactInterval. It is the continue-token lifetime and must cover the

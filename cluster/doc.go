@@ -57,6 +57,13 @@
 //     proposal whose frame was sent and got no answer is an unknown
 //     outcome (ErrTimeout), never retried; one the leader could not take
 //     is sent again.
+//   - A node writes a format's newer version only once every member of
+//     the raft configuration, voter or replica, reads it (the cluster
+//     version, formats.go): each node reports what its build reads in
+//     the stats RPC, one that reports nothing or does not answer counts
+//     as reading version 1, and no peer raises a format above this
+//     build's own. A peer that refuses a newer frame has acted on none of
+//     it, and the frame goes again in the older version.
 //   - Over the internal RPC a node may remove only itself (Leave): the
 //     caller's name comes from its certificate (Config.PeerName), never
 //     from the request. Removing another member is done by the leader

@@ -15,6 +15,9 @@ type Member struct {
 	Name     string
 	RaftAddr string
 	APIAddr  string
+	// Configured: the node is in the raft configuration, as a voter or
+	// not; a node only gossip knows of is not (yet).
+	Configured bool
 	// Voter: the node is a voter in the raft configuration.
 	Voter bool
 	// Replica: the node is a read replica (Config.Replica), as it told
@@ -40,6 +43,11 @@ type Member struct {
 	// Version is the release the node reported (Config.Version); "" from
 	// a build that reports none, or when it did not answer.
 	Version string
+	// Formats are the versions of each format the node's build reads
+	// (Config.Formats), as it reported them; nil from a build that
+	// reports none (it reads version 1 of each), or when it did not
+	// answer.
+	Formats map[string]Reads
 }
 
 // LeaderAPIAddr returns the leader's advertised API address (from gossip
@@ -98,6 +106,7 @@ func (n *Node) Members(ctx context.Context) ([]Member, error) {
 	for _, s := range fut.Configuration().Servers {
 		m := get(string(s.ID))
 		m.RaftAddr = string(s.Address)
+		m.Configured = true
 		m.Voter = s.Suffrage == raft.Voter
 	}
 	if n.gossip != nil {
@@ -154,6 +163,7 @@ func fillStats(m *Member, s nodeStats) {
 	m.RaftState = s.State
 	m.AppliedIndex = s.Applied
 	m.Features, m.Facts, m.Version = s.Features, s.Facts, reportedVersion(s.Version)
+	m.Formats = advertised(s.Formats)
 	m.LastContact = time.Duration(s.LastContactNS)
 	if s.LastContactNS < 0 {
 		m.LastContact = -1

@@ -114,6 +114,8 @@ var (
 		"1 on a read replica (--role replica, a raft non-voter), else 0.", nil, nil)
 	descReadRounds = prometheus.NewDesc("trustplane_raft_read_index_rounds_total",
 		"Read-index rounds this node ran: kind local is a leadership check by a heartbeat round on the leader, kind remote a follower's request for the leader's read index. Concurrent reads share rounds.", []string{"kind"}, nil)
+	descFormatVersion = prometheus.NewDesc("trustplane_cluster_format_version",
+		"The version of each format this node writes for others to read: the newest that it and every member of the raft configuration read (the cluster version, formats.go).", []string{"format"}, nil)
 	descReadJoins = prometheus.NewDesc("trustplane_raft_read_index_requests_total",
 		"Reads (and, with --execute-writes=local, writes) that needed a read index, by the kind of round they joined; divided by the rounds, the sharing ratio.", []string{"kind"}, nil)
 )
@@ -130,7 +132,7 @@ func (n *Node) Collector() prometheus.Collector { return raftCollector{n: n} }
 func (c raftCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descTerm, descIsLeader, descHasLeader, descLeaderChanges,
 		descElections, descLastIndex, descCommitIndex, descAppliedIndex, descLastContact, descReplicationLag, descReplica,
-		descReadRounds, descReadJoins} {
+		descReadRounds, descReadJoins, descFormatVersion} {
 		ch <- d
 	}
 	c.n.metrics.apply.Describe(ch)
@@ -172,6 +174,9 @@ func (c raftCollector) Collect(ch chan<- prometheus.Metric) {
 	for kind, q := range map[string]*roundQueue{"local": &c.n.local, "remote": &c.n.remote} {
 		ch <- prometheus.MustNewConstMetric(descReadRounds, prometheus.CounterValue, float64(q.rounds.Load()), kind)
 		ch <- prometheus.MustNewConstMetric(descReadJoins, prometheus.CounterValue, float64(q.joins.Load()), kind)
+	}
+	for name := range c.n.cfg.Formats {
+		ch <- prometheus.MustNewConstMetric(descFormatVersion, prometheus.GaugeValue, float64(c.n.clusterVersion(name)), name)
 	}
 	c.n.metrics.apply.Collect(ch)
 	c.n.metrics.fsync.Collect(ch)

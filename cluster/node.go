@@ -99,6 +99,10 @@ type Node struct {
 	// none). Read-ready means: leader, and the current term is readyTerm.
 	readyTerm atomic.Uint64
 
+	// formats is the cluster's version of each format as this node last
+	// found it (formats.go); nil until the first refresh.
+	formats atomic.Pointer[formatView]
+
 	// stateCh is closed and replaced whenever leadership, the known leader
 	// or read-readiness may have changed; waiters re-check on wake-up.
 	stateMu sync.Mutex
@@ -371,6 +375,9 @@ func newNode(c *Config, f *fsm.FSM, d deps) (*Node, error) {
 		go n.reconcileLoop()
 		go n.memberCheckLoop()
 	}
+	// After gossip: the refresh reads the members it knows.
+	n.wg.Add(1)
+	go n.refreshFormats()
 	return n, nil
 }
 
@@ -552,6 +559,32 @@ func waitFuture(ctx context.Context, f raft.Future) (answered bool, err error) {
 		return true, err
 	case <-ctx.Done():
 		return false, nil
+	}
+}
+
+// waitFutures waits for each future of fs in turn, or for ctx to end, in
+// one goroutine however many there are: raft answers the entries of one
+// leader in log order. It returns their errors and how many of fs were
+// answered (a prefix: all of them unless ctx ended first). No wait may
+// depend on raft answering, as for waitFuture.
+func waitFutures(ctx context.Context, fs []raft.ApplyFuture) (errs []error, answered int) {
+	errs = make([]error, len(fs))
+	var count atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		for i, f := range fs {
+			errs[i] = f.Error()
+			count.Store(int64(i + 1))
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+		return errs, len(fs)
+	case <-ctx.Done():
+		// errs[i] for i < count was written before count was stored;
+		// the goroutine writes only later elements from here on.
+		return errs, int(count.Load())
 	}
 }
 

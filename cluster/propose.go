@@ -50,26 +50,64 @@ func (n *Node) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, erro
 	}
 	ctx, cancel := n.bind(ctx)
 	defer cancel()
+	timeout, err := n.enqueueWindow(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := n.proposeAll(ctx, [][]byte{cmd.Encode()}, timeout)
+	return out[0].res, out[0].err
+}
 
+// enqueueWindow waits (bounded by ApplyTimeout) until this node leads, and
+// returns how long raft may take to enqueue an entry: the rest of
+// ApplyTimeout, or of ctx if that ends first. It fails as Propose does:
+// ErrNotLeader, ErrNoLeader, or ErrTimeout when no time is left.
+func (n *Node) enqueueWindow(ctx context.Context) (time.Duration, error) {
 	deadline := time.Now().Add(n.cfg.ApplyTimeout)
 	if err := n.awaitLeader(ctx, deadline); err != nil {
-		return nil, err
+		return 0, err
 	}
 	timeout := time.Until(deadline)
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
 		timeout = time.Until(d)
 	}
 	if timeout <= 0 {
-		return nil, fmt.Errorf("%w: no time left to enqueue the entry", ErrTimeout)
+		return 0, fmt.Errorf("%w: no time left to enqueue the entry", ErrTimeout)
 	}
+	return timeout, nil
+}
 
-	data := cmd.Encode()
+// proposed is one entry's outcome, as Propose returns it.
+type proposed struct {
+	res *fsm.Result
+	err error
+}
+
+// proposeAll hands every entry in datas to raft at once (raft
+// group-commits them) and returns each one's outcome, by Propose's rules,
+// in order. ctx must be bound (bind); timeout bounds the enqueueing.
+// One goroutine waits for all the futures, in log order, as raft answers
+// them.
+func (n *Node) proposeAll(ctx context.Context, datas [][]byte, timeout time.Duration) []proposed {
 	start := time.Now()
-	fut := n.raft.Apply(data, timeout)
-	answered, err := waitFuture(ctx, fut)
-	if !answered {
-		return nil, n.ctxErr(ctx)
+	futs := make([]raft.ApplyFuture, len(datas))
+	for i, data := range datas {
+		futs[i] = n.raft.Apply(data, timeout)
 	}
+	errs, answered := waitFutures(ctx, futs)
+	out := make([]proposed, len(datas))
+	for i, fut := range futs {
+		if i >= answered {
+			out[i].err = n.ctxErr(ctx)
+			continue
+		}
+		out[i].res, out[i].err = n.outcome(ctx, fut, errs[i], datas[i], start)
+	}
+	return out
+}
+
+// outcome is what became of data, which raft answered with fut and err.
+func (n *Node) outcome(ctx context.Context, fut raft.ApplyFuture, err error, data []byte, start time.Time) (*fsm.Result, error) {
 	if errors.Is(err, raft.ErrLeadershipLost) {
 		if idx := fut.Index(); idx != 0 {
 			return n.resolve(ctx, idx, data)

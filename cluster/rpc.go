@@ -21,7 +21,8 @@ import (
 // and its mutual TLS (transport.go): a connection whose first byte is
 // rpcMarker carries a sequence of requests, each answered before the next
 // is read; requests and responses are frames of a 4-byte big-endian length
-// and that many bytes of JSON. Clients keep idle connections in a small
+// and that many bytes of JSON, or, for proposals once every member reads
+// version 2, of a binary form (rpcframe.go). Clients keep idle connections in a small
 // pool per peer, so a follower's read-index round costs one round trip,
 // not a TLS handshake. Every read and write has a deadline; a malformed
 // frame closes the connection.
@@ -69,15 +70,21 @@ const (
 	opPropose      = "propose"
 )
 
-// RPCVersion is the version of the internal RPC's requests this build
-// writes and the newest it reads. A request carries its version in "v"; a
-// request without one is version 1, which every build before the field
-// wrote. A node refuses a newer version it cannot read with
-// ErrUnsupportedVersion, naming both, rather than guess at fields it does
-// not know; a build that changes what a request means must bump it, and
-// send the new version only once every node reads it (docs/OPERATIONS.md,
-// Upgrading).
-const RPCVersion = 1
+// RPCVersion is the newest version of the internal RPC this build reads
+// and writes; it reads every version from 1. A JSON request carries its
+// version in "v"; a request without one is version 1, which every build
+// before the field wrote. A node refuses a newer version it cannot read
+// with ErrUnsupportedVersion, naming both, rather than guess at fields it
+// does not know; a build that changes what a request means must bump it,
+// and send the new version only once every member reads it (the cluster
+// version, formats.go; docs/OPERATIONS.md, Upgrading). Version 2 added
+// binary proposal frames (rpcframe.go).
+const RPCVersion = 2
+
+// rpcJSONVersion is the version JSON requests say they are: version 2
+// changed only proposals, which it sends in binary (rpcframe.go), so a
+// JSON request means what it meant in version 1, and every build reads it.
+const rpcJSONVersion = 1
 
 type rpcRequest struct {
 	// V is the request's version (RPCVersion); 0 is version 1.
@@ -129,6 +136,8 @@ type nodeStats struct {
 	Facts map[string]string `json:"facts,omitempty"`
 	// Version: Config.Version (older builds send none).
 	Version string `json:"version,omitempty"`
+	// Formats: Config.Formats (older builds send none).
+	Formats map[string]Reads `json:"formats,omitempty"`
 }
 
 // errCodes carries sentinel errors across the wire.
@@ -176,38 +185,99 @@ var errBadRequest = errors.New("bad request")
 // frame and cannot have acted on it.
 var errUnsent = errors.New("request not sent")
 
+// writeFrame writes v as a JSON frame.
 func writeFrame(w io.Writer, v any, limit int) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	if len(b) > limit {
-		return fmt.Errorf("frame of %d bytes exceeds %d", len(b), limit)
+	return writeBinary(w, limit, len(b), func(buf []byte) []byte { return append(buf, b...) })
+}
+
+// writeBinary writes the frame whose payload build appends to its buffer
+// (size bytes or so: the buffer's first capacity).
+func writeBinary(w io.Writer, limit, size int, build func([]byte) []byte) error {
+	buf := build(make([]byte, 4, 4+size))
+	if len(buf)-4 > limit {
+		return fmt.Errorf("frame of %d bytes exceeds %d", len(buf)-4, limit)
 	}
-	buf := make([]byte, 4+len(b))
-	binary.BigEndian.PutUint32(buf, uint32(len(b)))
-	copy(buf[4:], b)
-	_, err = w.Write(buf)
+	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+	_, err := w.Write(buf)
 	return err
 }
 
+// readFrame reads a JSON frame into v.
 func readFrame(r io.Reader, v any, limit int) error {
-	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+	b, err := readFrameBytes(r, limit)
+	if err != nil {
 		return err
 	}
-	size := binary.BigEndian.Uint32(hdr[:])
-	if size == 0 || uint64(size) > uint64(limit) {
-		return fmt.Errorf("%w: frame length %d", errBadRequest, size)
-	}
-	b := make([]byte, size)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return err
-	}
+	return unmarshalFrame(b, v)
+}
+
+func unmarshalFrame(b []byte, v any) error {
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("%w: %v", errBadRequest, err)
 	}
 	return nil
+}
+
+// readFrameBytes reads one frame's payload, of 1 to limit bytes.
+func readFrameBytes(r io.Reader, limit int) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	size := binary.BigEndian.Uint32(hdr[:])
+	if size == 0 || uint64(size) > uint64(limit) {
+		return nil, fmt.Errorf("%w: frame length %d", errBadRequest, size)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// readRequest reads one request: a JSON frame, or a binary proposal
+// (rpcframe.go) when this node reads version 2. A node that reads
+// version 1 only takes a binary frame for JSON and refuses it, as the
+// builds before version 2 do.
+func (n *Node) readRequest(r io.Reader) (rpcRequest, error) {
+	b, err := readFrameBytes(r, rpcMaxRequestFrame)
+	if err != nil {
+		return rpcRequest{}, err
+	}
+	if b[0] == rpcBinary && n.rpcReads() >= 2 {
+		req, err := parseProposeRequest(b)
+		if err != nil {
+			return rpcRequest{}, fmt.Errorf("%w: %w", errBadRequest, err)
+		}
+		return req, nil
+	}
+	var req rpcRequest
+	return req, unmarshalFrame(b, &req)
+}
+
+// writeResponse answers req: a binary proposal's answer in binary, unless
+// it carries an error; everything else in JSON.
+func writeResponse(w io.Writer, req *rpcRequest, resp rpcResponse) error {
+	if req.V == 2 && req.Op == opPropose && resp.Code == "" && resp.Err == "" {
+		return writeBinary(w, rpcMaxFrame, 8+16*len(resp.Proposals), func(b []byte) []byte {
+			return appendProposeAnswer(b, resp.Proposals)
+		})
+	}
+	return writeFrame(w, resp, rpcMaxFrame)
+}
+
+// rpcReads is the newest internal-RPC version this node reads:
+// RPCVersion, or less when Config.Formats says so (a node standing in for
+// an older build, in tests).
+func (n *Node) rpcReads() int {
+	if r, ok := n.cfg.Formats[FormatRPC]; ok {
+		return min(r.Max, RPCVersion)
+	}
+	return RPCVersion
 }
 
 // serveRPC answers requests on conn (the marker byte already read), one at
@@ -226,8 +296,8 @@ func (n *Node) serveRPC(conn net.Conn) {
 	caller, callerErr := n.rpcCaller(conn)
 	for {
 		_ = conn.SetReadDeadline(time.Now().Add(rpcIdleTimeout))
-		var req rpcRequest
-		if err := readFrame(conn, &req, rpcMaxRequestFrame); err != nil {
+		req, err := n.readRequest(conn)
+		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				n.logger.Debug("internal RPC: unreadable request", "remote", conn.RemoteAddr(), "error", err)
 			}
@@ -257,7 +327,7 @@ func (n *Node) serveRPC(conn net.Conn) {
 		resp := n.handleRPC(ctx, &req, caller, callerErr)
 		cancel()
 		_ = conn.SetWriteDeadline(time.Now().Add(rpcIOTimeout))
-		if err := writeFrame(conn, resp, rpcMaxFrame); err != nil {
+		if err := writeResponse(conn, &req, resp); err != nil {
 			n.logger.Debug("internal RPC: writing response", "remote", conn.RemoteAddr(), "error", err)
 			return
 		}
@@ -280,8 +350,8 @@ func (n *Node) handleRPC(ctx context.Context, req *rpcRequest, caller string, ca
 		resp rpcResponse
 		err  error
 	)
-	if req.V > RPCVersion {
-		err := fmt.Errorf("%w: internal RPC request version %d, and this node reads version %d only (it runs an older trustplane: upgrade it)", ErrUnsupportedVersion, req.V, RPCVersion)
+	if req.V > n.rpcReads() {
+		err := fmt.Errorf("%w: internal RPC request version %d, and this node reads up to version %d (it runs an older trustplane: upgrade it)", ErrUnsupportedVersion, req.V, n.rpcReads())
 		return rpcResponse{Code: errCode(err), Err: err.Error()}
 	}
 	switch req.Op {
@@ -380,12 +450,32 @@ func (n *Node) roundTrip(ctx context.Context, conn net.Conn, deadline time.Time,
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
 	_ = conn.SetDeadline(deadline)
-	req.V = RPCVersion // every request goes out here
-	if err := writeFrame(conn, req, rpcMaxRequestFrame); err != nil {
+	var err error
+	if req.V == 2 && req.Op == opPropose {
+		size := 16
+		for _, c := range req.Commands {
+			size += len(c) + 4
+		}
+		err = writeBinary(conn, rpcMaxRequestFrame, size, func(b []byte) []byte {
+			return appendProposeRequest(b, req.TimeoutMS, req.Commands)
+		})
+	} else {
+		req.V = rpcJSONVersion // every JSON request goes out here
+		err = writeFrame(conn, req, rpcMaxRequestFrame)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("send %s to %s: %w: %w", req.Op, addr, errUnsent, err)
 	}
+	b, err := readFrameBytes(conn, rpcMaxFrame)
 	var resp rpcResponse
-	if err := readFrame(conn, &resp, rpcMaxFrame); err != nil {
+	switch {
+	case err != nil:
+	case b[0] == rpcBinary && req.V == 2:
+		resp, err = parseProposeAnswer(b)
+	default:
+		err = unmarshalFrame(b, &resp)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("read %s response from %s: %w", req.Op, addr, err)
 	}
 	_ = conn.SetDeadline(time.Time{})
@@ -482,7 +572,7 @@ func (n *Node) hasState() bool {
 
 // localStats is this node's answer to Stats.
 func (n *Node) localStats() nodeStats {
-	s := nodeStats{State: n.raft.State().String(), Applied: n.fsm.AppliedIndex(), LastContactNS: -1, Features: n.cfg.Features, Version: n.cfg.Version}
+	s := nodeStats{State: n.raft.State().String(), Applied: n.fsm.AppliedIndex(), LastContactNS: -1, Features: n.cfg.Features, Version: n.cfg.Version, Formats: n.cfg.Formats}
 	if n.cfg.Facts != nil {
 		s.Facts = n.cfg.Facts()
 	}

@@ -37,6 +37,9 @@ type Status struct {
 	LastContact time.Duration
 	// Replica: this node is a read replica (Config.Replica).
 	Replica bool
+	// Formats are the cluster's versions of each format, as this node
+	// last found them (ClusterFormats; nil before the first time).
+	Formats []ClusterFormat
 }
 
 // ReplicationLag is how many committed entries the node has yet to
@@ -89,6 +92,9 @@ func (n *Node) Status() Status {
 		AppliedIndex:  n.fsm.AppliedIndex(),
 		LastContact:   -1,
 		Replica:       n.cfg.Replica,
+	}
+	if v := n.formats.Load(); v != nil {
+		s.Formats = v.found
 	}
 	switch lc := n.raft.LastContact(); {
 	case state == raft.Leader:

@@ -261,9 +261,10 @@ type proposalAnswer struct {
 type proposalQueues struct {
 	mu     sync.Mutex
 	queues map[raft.ServerAddress]*proposalQueue
-	// queued and frames count the proposals queued and the frames sent
-	// (tests).
-	queued, frames atomic.Int64
+	// queued and frames count the proposals queued and the frames sent,
+	// binary those sent as internal RPC version 2 and refused those a
+	// leader refused to read, sent again as version 1 (tests).
+	queued, frames, binary, refused atomic.Int64
 }
 
 type proposalQueue struct {
@@ -354,6 +355,10 @@ func (n *Node) sendProposals(addr raft.ServerAddress, q *proposalQueue) {
 }
 
 // proposeBatch sends one frame of proposals and reads the leader's answer.
+// The frame is binary (internal RPC version 2) once every member reads
+// that (the cluster version); a leader that refuses it as a frame it
+// cannot read (a build of version 1, or one rolled back to it) has acted
+// on none of it, and the same proposals go again as version 1.
 func (n *Node) proposeBatch(addr raft.ServerAddress, batch []*proposal) (results []proposalResult, sent bool, err error) {
 	ctx, cancel := n.bind(context.Background())
 	defer cancel()
@@ -362,6 +367,23 @@ func (n *Node) proposeBatch(addr raft.ServerAddress, batch []*proposal) (results
 	for _, p := range batch {
 		req.Commands = append(req.Commands, p.data)
 	}
+	if n.clusterVersion(FormatRPC) >= 2 {
+		req.V = 2
+		n.proposals.binary.Add(1)
+		results, sent, err = n.sendBatch(ctx, addr, deadline, req, len(batch))
+		if !errors.Is(err, errBadRequest) && !errors.Is(err, ErrUnsupportedVersion) {
+			return results, sent, err
+		}
+		n.proposals.refused.Add(1)
+		n.lowerClusterVersion(FormatRPC, 2)
+		req.V = 0
+	}
+	return n.sendBatch(ctx, addr, deadline, req, len(batch))
+}
+
+// sendBatch sends req, a frame of count proposals, on a connection of its
+// own and reads the answer.
+func (n *Node) sendBatch(ctx context.Context, addr raft.ServerAddress, deadline time.Time, req rpcRequest, count int) (results []proposalResult, sent bool, err error) {
 	conn, _, err := n.rpcConn(ctx, addr)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -378,12 +400,15 @@ func (n *Node) proposeBatch(addr raft.ServerAddress, batch []*proposal) (results
 		_ = conn.Close()
 		return nil, true, fmt.Errorf("%w: the leader at %s did not answer a proposal; it may or may not have been applied: %w", ErrTimeout, addr, err)
 	}
-	n.rpcPool.put(addr, conn)
 	if _, err := n.remoteErr(resp, addr, req); err != nil {
+		// A refused frame may have been the last the peer reads on
+		// this connection (a build that cannot parse it closes it).
+		_ = conn.Close()
 		return nil, true, err
 	}
-	if len(resp.Proposals) != len(batch) {
-		return nil, true, fmt.Errorf("%w: the leader at %s answered %d of %d proposals", ErrTimeout, addr, len(resp.Proposals), len(batch))
+	n.rpcPool.put(addr, conn)
+	if len(resp.Proposals) != count {
+		return nil, true, fmt.Errorf("%w: the leader at %s answered %d of %d proposals", ErrTimeout, addr, len(resp.Proposals), count)
 	}
 	return resp.Proposals, true, nil
 }
@@ -402,6 +427,11 @@ type proposalResult struct {
 // a node sent, all at once (raft group-commits them), if caller proved a
 // node identity; each command it refuses (not one a node may submit, or
 // not a command) is answered on its own.
+//
+// A command goes to the log as the bytes that were checked: the fsm
+// applies exactly what DecodeCommand read from them, and the encoding is
+// canonical (one Command, one encoding), so those bytes are also what
+// Encode would write.
 func (n *Node) serveProposals(ctx context.Context, cmds [][]byte, caller string, callerErr error) (rpcResponse, error) {
 	if callerErr != nil {
 		return rpcResponse{}, fmt.Errorf("%w: %v", ErrNotPermitted, callerErr)
@@ -413,7 +443,8 @@ func (n *Node) serveProposals(ctx context.Context, cmds [][]byte, caller string,
 		(*h)()
 	}
 	out := make([]proposalResult, len(cmds))
-	var wg sync.WaitGroup
+	taken := make([]int, 0, len(cmds)) // indexes into cmds of the commands proposed
+	datas := make([][]byte, 0, len(cmds))
 	for i, data := range cmds {
 		cmd, err := fsm.DecodeCommand(data)
 		if err == nil {
@@ -426,19 +457,36 @@ func (n *Node) serveProposals(ctx context.Context, cmds [][]byte, caller string,
 			out[i] = proposalResult{Code: errCode(err), Err: err.Error()}
 			continue
 		}
-		n.metrics.received.Inc()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := n.Propose(ctx, cmd)
-			if err != nil {
-				out[i] = proposalResult{Code: errCode(err), Err: err.Error()}
-				return
-			}
-			out[i] = proposalResult{Index: res.Revision, Result: verdictCode(res.Err)}
-		}()
+		n.metrics.received.Add(1)
+		taken = append(taken, i)
+		datas = append(datas, data)
 	}
-	wg.Wait()
+	if len(datas) == 0 {
+		return rpcResponse{Proposals: out}, nil
+	}
+	failed := func(err error) proposalResult { return proposalResult{Code: errCode(err), Err: err.Error()} }
+	if n.ctx.Err() != nil {
+		for _, i := range taken {
+			out[i] = failed(ErrShutdown)
+		}
+		return rpcResponse{Proposals: out}, nil
+	}
+	ctx, cancel := n.bind(ctx)
+	defer cancel()
+	timeout, err := n.enqueueWindow(ctx)
+	if err != nil {
+		for _, i := range taken {
+			out[i] = failed(err)
+		}
+		return rpcResponse{Proposals: out}, nil
+	}
+	for k, p := range n.proposeAll(ctx, datas, timeout) {
+		if p.err != nil {
+			out[taken[k]] = failed(p.err)
+			continue
+		}
+		out[taken[k]] = proposalResult{Index: p.res.Revision, Result: verdictCode(p.res.Err)}
+	}
 	return rpcResponse{Proposals: out}, nil
 }
 

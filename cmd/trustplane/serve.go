@@ -372,6 +372,7 @@ func serve(args []string) error {
 	ccfg.CompactRetention = o.compactRetention
 	ccfg.Features = []string{encryptionkeys.Feature, caroots.NodeKind.Feature, caroots.ClusterKind.Feature, caroots.SignerKind("").Feature}
 	ccfg.Version = trustplane.Version()
+	ccfg.Formats = trustplane.FormatReads()
 	ccfg.Facts = func() map[string]string {
 		facts := caroots.Facts(caroots.NodeKind, nodes, nodeCert)
 		if facts == nil {

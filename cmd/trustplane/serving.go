@@ -142,6 +142,9 @@ func versionString() string {
 			v += ", "
 		}
 		v += fmt.Sprintf("%s %d", f.Name, f.Version)
+		if f.Reads.Min != f.Reads.Max {
+			v += fmt.Sprintf(" (reads %d-%d)", f.Reads.Min, f.Reads.Max)
+		}
 	}
 	v += ")"
 	if failpoint.Enabled {
