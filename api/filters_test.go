@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -292,6 +293,34 @@ func TestRemoteIdentityHeadersAreTrustedOnlyFromNodes(t *testing.T) {
 			h.ServeHTTP(httptest.NewRecorder(), tt.req)
 			if got != tt.wantUser || who.name() != tt.wantUser || who.cred != tt.wantCred {
 				t.Fatalf("user = %q, caller %q by credential %d; want %q by %d", got, who.name(), who.cred, tt.wantUser, tt.wantCred)
+			}
+		})
+	}
+
+	// A forwarded request says its version (X-Trustplane-Forwarded-By);
+	// one this node does not read is refused before its identity headers
+	// are believed, with both versions named.
+	for _, tt := range []struct {
+		value string
+		code  int
+	}{
+		{"1", http.StatusOK},
+		{"2", http.StatusServiceUnavailable},
+		{"0", http.StatusServiceUnavailable},
+		{"v1", http.StatusServiceUnavailable},
+		{strings.Repeat("9", 40), http.StatusServiceUnavailable},
+	} {
+		t.Run("forwarded-request version "+tt.value[:min(len(tt.value), 4)], func(t *testing.T) {
+			req := spoof(chains(nodeCA, certs.NodeRequest("n2")))
+			req.Header.Set(headerForwardedBy, tt.value)
+			called := false
+			rec := httptest.NewRecorder()
+			authenticate(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { called = true })).ServeHTTP(rec, req)
+			if rec.Code != tt.code || called != (tt.code == http.StatusOK) {
+				t.Fatalf("code %d (handler called: %v) %s, want %d", rec.Code, called, rec.Body, tt.code)
+			}
+			if tt.code != http.StatusOK && (!strings.Contains(rec.Body.String(), "reads up to version 1") || strings.Contains(rec.Body.String(), "9999")) {
+				t.Fatalf("the refusal %s does not name this node's version, or quotes a long value", rec.Body)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,7 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/trustplane/trustplane/certs"
+	"github.com/trustplane/trustplane/cluster"
 	"github.com/trustplane/trustplane/dialsrc"
 )
 
@@ -357,7 +359,7 @@ func (f *forwarder) send(req *http.Request, addr string, body []byte, u user.Inf
 		}
 	}
 	setIdentityHeaders(out.Header, u)
-	out.Header.Set(headerForwardedBy, "1")
+	out.Header.Set(headerForwardedBy, forwardedBy)
 	return f.client().Do(out)
 }
 
@@ -378,6 +380,28 @@ func copyResponse(w http.ResponseWriter, resp *http.Response) {
 	}
 	w.WriteHeader(resp.StatusCode)
 	io.Copy(w, resp.Body)
+}
+
+// forwardedBy is the forwarded-by header's value this node writes: the
+// version of the forwarded request (cluster.ForwardedVersion).
+var forwardedBy = strconv.Itoa(cluster.ForwardedVersion)
+
+// readsForwarded refuses a forwarded request of a version this node does
+// not read: from a newer build, whose identity headers might mean what
+// this one cannot know. Nothing is done for it. Every version so far is
+// 1, and a build that changes the headers' meaning must bump it and send
+// the new one only once every member reads it (cluster/formats.go).
+func readsForwarded(value string) error {
+	v, err := strconv.Atoi(value)
+	if err == nil && v >= 1 && v <= cluster.ForwardedVersion {
+		return nil
+	}
+	if len(value) > 16 || err != nil {
+		value = "unknown"
+	}
+	return apierrors.NewServiceUnavailable(fmt.Sprintf(
+		"the request was forwarded by a node in forwarded-request format version %s, and this node reads up to version %d (it runs an older trustplane: upgrade it)",
+		value, cluster.ForwardedVersion))
 }
 
 // setIdentityHeaders replaces any client-sent identity headers with the

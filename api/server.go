@@ -401,6 +401,12 @@ func (s *Server) withTLSAuthentication(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		node := s.fromNode(req)
 		if node {
+			if v := req.Header.Get(headerForwardedBy); v != "" {
+				if err := readsForwarded(v); err != nil {
+					s.writeError(w, req, err)
+					return
+				}
+			}
 			if u, ok := identityFromHeaders(req.Header); ok {
 				next.ServeHTTP(w, req.WithContext(withCaller(req.Context(), u, credentialForwarded)))
 				return
