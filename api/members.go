@@ -12,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/trustplane/trustplane/cluster"
 )
 
 // Member is one node as operators see it (trustplane members).
@@ -28,6 +30,10 @@ type Member struct {
 	// Version is the release the node runs, as it reported it ("" from a
 	// build that reports none, or a node that did not answer).
 	Version string `json:"version,omitempty"`
+	// Formats are the versions of each format the node's build reads, as
+	// it reported them (none from a build before they were reported, or
+	// a node that did not answer).
+	Formats map[string]cluster.Reads `json:"formats,omitempty"`
 }
 
 // Membership is what the members endpoint needs from the cluster.

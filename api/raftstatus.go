@@ -7,6 +7,8 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/trustplane/trustplane/cluster"
 )
 
 // raftPath is the operator endpoint with this node's own view of raft
@@ -38,6 +40,10 @@ type RaftStatus struct {
 	// LastContact is how long ago this node heard from a leader ("0s" on
 	// the leader); empty when it never has.
 	LastContact ContactAge `json:"lastContact"`
+	// Formats are the versions of each format the cluster writes, as
+	// this node last found them: the newest every member reads, and the
+	// members that hold one below what this build writes.
+	Formats []cluster.ClusterFormat `json:"formats,omitempty"`
 }
 
 // ContactAge is how long ago a node heard from a leader. In JSON it is a

@@ -7,8 +7,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 	"time"
+
+	"github.com/trustplane/trustplane/cluster"
 )
 
 // raftMembership is a Membership with the RaftReporter capability.
@@ -34,6 +37,7 @@ func TestRaftStatusIsForSystemMastersOnly(t *testing.T) {
 	want := RaftStatus{
 		Node: "n2", State: "Follower", Term: 7, Leader: "n1", LeaderChanges: 3, Elections: 1,
 		CommitIndex: 42, AppliedIndex: 41, LastContact: ContactAge(1500 * time.Millisecond),
+		Formats: []cluster.ClusterFormat{{Name: cluster.FormatRPC, Version: 1, Newest: 2, Behind: []string{"n3 reads up to 1"}}},
 	}
 	s := testServer(t)
 	s.cfg.Membership = raftMembership{fakeMembership{in: true}, want}
@@ -66,7 +70,7 @@ func TestRaftStatusIsForSystemMastersOnly(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("decoded %+v, want %+v", got, want)
 	}
 

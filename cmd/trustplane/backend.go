@@ -81,7 +81,7 @@ func (m membership) Members(ctx context.Context) ([]api.Member, error) {
 	for i, c := range ms {
 		out[i] = api.Member{
 			Name: c.Name, RaftAddr: c.RaftAddr, APIAddr: c.APIAddr, Voter: c.Voter, Replica: c.Replica, Status: c.Status,
-			RaftState: c.RaftState, LastContact: c.LastContact, AppliedIndex: c.AppliedIndex, Version: c.Version,
+			RaftState: c.RaftState, LastContact: c.LastContact, AppliedIndex: c.AppliedIndex, Version: c.Version, Formats: c.Formats,
 		}
 	}
 	return out, nil
@@ -106,7 +106,7 @@ func (m membership) RaftStatus() api.RaftStatus {
 		Node: s.Node, State: s.State, Term: s.Term, Leader: s.Leader,
 		LeaderChanges: s.LeaderChanges, Elections: s.Elections,
 		CommitIndex: s.CommitIndex, AppliedIndex: s.AppliedIndex, LastContact: api.ContactAge(s.LastContact),
-		ReplicationLag: s.ReplicationLag(), Role: roleOf(s.Replica),
+		ReplicationLag: s.ReplicationLag(), Role: roleOf(s.Replica), Formats: s.Formats,
 	}
 }
 

@@ -33,7 +33,11 @@ func membersCmd(args []string) error {
 	client.Timeout = 15 * time.Second
 	switch rest := fs.Args(); {
 	case len(rest) == 0:
-		return listMembers(client, url)
+		if err := listMembers(client, url); err != nil {
+			return err
+		}
+		printFormats(os.Stdout, client, strings.TrimSuffix(url, "/members")+"/raft")
+		return nil
 	case len(rest) == 2 && rest[0] == "remove":
 		req, _ := http.NewRequest(http.MethodDelete, url+"/"+rest[1], nil)
 		resp, err := client.Do(req)
@@ -107,6 +111,29 @@ func listMembers(client *http.Client, url string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", m.Name, role, m.Status, m.RaftState, contact, m.AppliedIndex, version, m.APIAddr, m.RaftAddr)
 	}
 	return tw.Flush()
+}
+
+// printFormats prints the versions of each format the cluster writes, as
+// the node at raftURL found them, and what holds a format back. A node of
+// a build that does not report them prints nothing.
+func printFormats(w io.Writer, client *http.Client, raftURL string) {
+	resp, err := client.Get(raftURL)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	var st api.RaftStatus
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&st) != nil || len(st.Formats) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nformats the cluster writes (newest that every member reads):")
+	for _, f := range st.Formats {
+		line := fmt.Sprintf("  %s %d", f.Name, f.Version)
+		if f.Version < f.Newest {
+			line += fmt.Sprintf(" (this build writes %d once every member reads it: %s)", f.Newest, strings.Join(f.Behind, "; "))
+		}
+		fmt.Fprintln(w, line)
+	}
 }
 
 func statusError(resp *http.Response) error {
