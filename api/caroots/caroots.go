@@ -118,7 +118,7 @@ type Config struct {
 	// Verifier is the node's trust in the CAs, and Cert the certificate
 	// it presents; both change live. A kind whose CAs only sign for
 	// others (a CSR signer's) has no Cert: finish then waits for
-	// RetireAfter instead of for the voters' certificates.
+	// RetireAfter instead of for the members' certificates.
 	Verifier Trust
 	Cert     Cert
 	// RetireAfter is how long after promote a certificate the retiring
@@ -147,14 +147,14 @@ type Config struct {
 	// its trust or its certificate changed, so that the next ones are made
 	// with the new ones (cluster.Node.Reconnect).
 	Reconnect func()
-	// Members returns the voters' applied indexes by name; Presenting the
-	// voters' Fact by name ("" when a voter did not say).
+	// Members returns the members' applied indexes by name; Presenting the
+	// voters' Fact by name ("" when a member did not say).
 	Members    rotation.Applied
 	Presenting func(ctx context.Context) (map[string]string, error)
 	// Forbidden are the CAs a CA of this kind must never be: those of the
 	// other kinds (for the node CA, the cluster CA and the signers' CAs).
 	Forbidden func() []*x509.Certificate
-	// Unable returns the voters whose build does not report Feature.
+	// Unable returns the members whose build does not report Feature.
 	Unable func(ctx context.Context) ([]string, error)
 	// CaughtUp reports whether the node has applied what its leader has
 	// committed; nil: always.

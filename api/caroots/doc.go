@@ -16,7 +16,7 @@
 //   - Every node trusts every CA of the record (pending, active and
 //     retiring) as soon as it applies the record, on the apply path, so a
 //     voter that has applied start accepts certificates of the new CA
-//     before any node presents one (promote waits for every voter). While
+//     before any node presents one (promote waits for every member). While
 //     a node replays its log it only adds CAs, never drops one, so that a
 //     restarted node does not refuse its peers' or its clients' current
 //     certificates for a moment of history; and a record older than the
@@ -31,7 +31,7 @@
 //     a client that trusts only the previous CA, or only the next, still
 //     verifies it until finish. It reports the CA its certificate is
 //     issued by to its peers (Facts, in the stats RPC), and finish waits
-//     until every voter presents the active CA's certificate, then drops
+//     until every member presents the active CA's certificate, then drops
 //     the others: a certificate only they issued stops working on every
 //     node at once.
 //   - Each node keeps the CAs it trusts in its data directory (TrustFile,

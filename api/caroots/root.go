@@ -26,20 +26,20 @@ func (r root) load() (*record, map[string]*certs.CA, *fsm.KV, error) {
 	return rec, cas, kv, err
 }
 
-// builds refuses start and promote while a voter runs a build that does
+// builds refuses start and promote while a member runs a build that does
 // not follow the CAs live (not to be forced: it would refuse its peers' or
 // its clients' new certificates).
 func (r root) builds(ctx context.Context) error {
 	return rotation.Builds(ctx, r.s.cfg.Unable, "trusts its CA directory's "+r.s.cfg.Kind.Noun+" alone")
 }
 
-// members is every voter's view of the record: whether it has applied it,
+// members is every member's view of the record: whether it has applied it,
 // and so trusts every CA the leader trusts.
 func (r root) members(ctx context.Context, kv *fsm.KV) ([]rotation.Member, string) {
 	return rotation.Members(ctx, r.s.cfg.Members, kv.ModRevision, "the "+r.s.cfg.Kind.Noun+"s")
 }
 
-// presenting says which voters do not yet present a certificate issued by
+// presenting says which members do not yet present a certificate issued by
 // the active CA ("" when all do).
 func (r root) presenting(ctx context.Context, active string) string {
 	if r.s.cfg.Presenting == nil {
@@ -94,7 +94,7 @@ func (r root) status(ctx context.Context, done string) (*rotation.Status, error)
 	return st, nil
 }
 
-// Status reports each CA's phase (by id), the voters' view and the next
+// Status reports each CA's phase (by id), the members' view and the next
 // step.
 func (r root) Status(ctx context.Context) (*rotation.Status, error) { return r.status(ctx, "") }
 
@@ -141,7 +141,7 @@ func (r root) Start(ctx context.Context, o rotation.Options) (*rotation.Status, 
 	return r.status(ctx, "started: "+r.s.cfg.Kind.Noun+" "+id+" is pending")
 }
 
-// Promote makes the pending CA active, once every voter trusts it (unless
+// Promote makes the pending CA active, once every member trusts it (unless
 // forced): every node then issues itself a certificate under it.
 func (r root) Promote(ctx context.Context, o rotation.Options) (*rotation.Status, error) {
 	rec, _, kv, err := r.load()
@@ -164,8 +164,8 @@ func (r root) Promote(ctx context.Context, o rotation.Options) (*rotation.Status
 	return r.status(ctx, "promoted: every node presents a certificate of "+r.s.cfg.Kind.Noun+" "+p.ID+" once it has applied this")
 }
 
-// Finish removes the retiring CAs, once every voter presents a certificate
-// of the active one (unless forced: a voter that does not then cannot
+// Finish removes the retiring CAs, once every member presents a certificate
+// of the active one (unless forced: a member that does not then cannot
 // talk to the others until it is given one).
 func (r root) Finish(ctx context.Context, o rotation.Options) (*rotation.Status, error) {
 	rec, _, kv, err := r.load()

@@ -16,7 +16,7 @@
 //     pending data key (32 random bytes, kube's HKDF extended-nonce
 //     AES-GCM, which no number of writes wears out): every node opens
 //     values sealed with it once it has applied the record, none seals
-//     with it. promote (once every voter has applied start) makes every
+//     with it. promote (once every member has applied start) makes every
 //     node seal with it; the leader then rewrites, in the background and
 //     rate-limited, every stored value still sealed with another key
 //     (Secrets, the token signing keys, the gossip keyring and whatever

@@ -48,7 +48,7 @@ const encPrefix = "k8s:enc:"
 
 // Feature is what a build that opens values sealed with data keys reports
 // to its peers (cluster.Config.Features): start and promote wait until
-// every voter does, since a node of an older build would fail every read
+// every member does, since a node of an older build would fail every read
 // of such a value.
 const Feature = "encryption-data-keys"
 
@@ -80,10 +80,10 @@ type Config struct {
 	// File is the configuration file's transformers (kube's, per
 	// resource); nil when there is none, and nothing is encrypted.
 	File value.ResourceTransformers
-	// Members returns the voters' applied indexes by name, for the steps
-	// that wait until every voter has applied the record.
+	// Members returns the members' applied indexes by name, for the steps
+	// that wait until every member has applied the record.
 	Members rotation.Applied
-	// Unable returns the voters whose build cannot open values sealed
+	// Unable returns the members whose build cannot open values sealed
 	// with a data key (they do not report Feature); nil: none.
 	Unable func(ctx context.Context) ([]string, error)
 	// Now is the clock that stamps phases; nil is time.Now.

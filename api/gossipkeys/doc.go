@@ -10,8 +10,8 @@
 //   - Every node applies the record to its keyring as soon as it applies
 //     it, off the apply path (Run): the active key encrypts, every listed
 //     key decrypts. So start brings a key in everywhere before promote
-//     makes anyone send with it (promote waits until every voter has
-//     applied start), and finish drops the old key only once every voter
+//     makes anyone send with it (promote waits until every member has
+//     applied start), and finish drops the old key only once every member
 //     sends with the new one: no node ever sends what a peer cannot read,
 //     and membership does not flap.
 //   - The file given by flag (<ca-dir>/gossip.key) seeds the record on the

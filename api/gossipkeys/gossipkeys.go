@@ -54,8 +54,8 @@ type Config struct {
 	AtRest storage.AtRest
 	// Keyring is the node's gossip keyring, set to the record's keys.
 	Keyring Keyring
-	// Members returns the voters' applied indexes by name, for the steps
-	// that wait until every voter has applied the keyring.
+	// Members returns the members' applied indexes by name, for the steps
+	// that wait until every member has applied the keyring.
 	Members rotation.Applied
 	// Path is the node's copy of the keyring it last applied (Local),
 	// with which it starts gossip before it has replayed the log.

@@ -23,7 +23,7 @@ func (r root) load() (*record, *fsm.KV, error) {
 	return rec, kv, err
 }
 
-// members is every voter's view of the keyring (rotation.Members):
+// members is every member's view of the keyring (rotation.Members):
 // whether it has applied the record the leader holds.
 func (s *Store) members(ctx context.Context) ([]rotation.Member, string) {
 	_, kv, err := s.read()
@@ -51,7 +51,7 @@ func (r root) status(ctx context.Context, done string) (*rotation.Status, error)
 	return st, nil
 }
 
-// Status reports each key's phase (by id, never its bytes), the voters'
+// Status reports each key's phase (by id, never its bytes), the members'
 // view and the next step.
 func (r root) Status(ctx context.Context) (*rotation.Status, error) { return r.status(ctx, "") }
 
@@ -85,7 +85,7 @@ func (r root) Start(ctx context.Context, o rotation.Options) (*rotation.Status, 
 	return r.status(ctx, "started: key "+id+" is pending")
 }
 
-// Promote makes every node encrypt with the pending key, once every voter
+// Promote makes every node encrypt with the pending key, once every member
 // decrypts with it (unless forced): no node ever sends what a peer cannot
 // read, so membership does not flap.
 func (r root) Promote(ctx context.Context, o rotation.Options) (*rotation.Status, error) {
@@ -106,7 +106,7 @@ func (r root) Promote(ctx context.Context, o rotation.Options) (*rotation.Status
 	return r.status(ctx, "promoted: gossip is encrypted with key "+p.ID)
 }
 
-// Finish removes the retiring key, once every voter encrypts with the
+// Finish removes the retiring key, once every member encrypts with the
 // active one (unless forced): after it, a node or a stranger with only the
 // old key can no longer join or read gossip.
 func (r root) Finish(ctx context.Context, o rotation.Options) (*rotation.Status, error) {

@@ -6,10 +6,10 @@ import (
 	"sort"
 )
 
-// Applied returns the voters' applied indexes by name.
+// Applied returns the members' applied indexes by name.
 type Applied func(ctx context.Context) (map[string]uint64, error)
 
-// Members is every voter's view of a root: whether it has applied the
+// Members is every member's view of a root: whether it has applied the
 // root's record at revision rev, and so trusts what the leader trusts.
 // lacking says which have not, as a reason a step waits for, naming what
 // they lack (what), or "" when all have. A nil applied (one node, tests)
@@ -42,8 +42,8 @@ func Members(ctx context.Context, applied Applied, rev uint64, what string) (vie
 	return view, ""
 }
 
-// Builds refuses (ErrNotReady, not to be forced) a step while a voter runs
-// a build that cannot take part in it: unable returns such voters (those
+// Builds refuses (ErrNotReady, not to be forced) a step while a member runs
+// a build that cannot take part in it: unable returns such members (those
 // that do not report the root's feature); nil unable views none. what says
 // what those builds cannot do.
 func Builds(ctx context.Context, unable func(ctx context.Context) ([]string, error), what string) error {

@@ -21,9 +21,12 @@ type membership struct {
 	clusterID string
 }
 
-// appliedIndexes are the voters' applied indexes by name, for a rotation
-// step that waits until every voter has applied a key (api/authn). A
-// voter that does not answer counts as having applied nothing.
+// appliedIndexes are the members' applied indexes by name, for a rotation
+// step that waits until every member has applied a key (api/authn). A
+// member is every node of the raft configuration, voter or read replica:
+// a replica verifies tokens and speaks Raft and gossip as a voter does, so
+// it must trust a new root before the root is used. A member that does
+// not answer counts as having applied nothing.
 func (m membership) appliedIndexes(ctx context.Context) (map[string]uint64, error) {
 	ms, err := m.node.Members(ctx)
 	if err != nil {
@@ -31,14 +34,15 @@ func (m membership) appliedIndexes(ctx context.Context) (map[string]uint64, erro
 	}
 	out := map[string]uint64{}
 	for _, c := range ms {
-		if c.Voter {
+		if c.Configured {
 			out[c.Name] = c.AppliedIndex
 		}
 	}
 	return out, nil
 }
 
-// lacking returns the voters that do not report feature (an older build).
+// lacking returns the members (voters and replicas, as appliedIndexes
+// counts them) that do not report feature (an older build).
 func (m membership) lacking(feature string) func(ctx context.Context) ([]string, error) {
 	return func(ctx context.Context) ([]string, error) {
 		ms, err := m.node.Members(ctx)
@@ -47,7 +51,7 @@ func (m membership) lacking(feature string) func(ctx context.Context) ([]string,
 		}
 		var out []string
 		for _, c := range ms {
-			if c.Voter && !slices.Contains(c.Features, feature) {
+			if c.Configured && !slices.Contains(c.Features, feature) {
 				out = append(out, c.Name)
 			}
 		}
@@ -55,7 +59,7 @@ func (m membership) lacking(feature string) func(ctx context.Context) ([]string,
 	}
 }
 
-// facts returns every voter's fact key ("" when it did not report it).
+// facts returns every member's fact key ("" when it did not report it).
 func (m membership) facts(key string) func(ctx context.Context) (map[string]string, error) {
 	return func(ctx context.Context) (map[string]string, error) {
 		ms, err := m.node.Members(ctx)
@@ -64,7 +68,7 @@ func (m membership) facts(key string) func(ctx context.Context) (map[string]stri
 		}
 		out := map[string]string{}
 		for _, c := range ms {
-			if c.Voter {
+			if c.Configured {
 				out[c.Name] = c.Facts[key]
 			}
 		}
