@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -63,8 +64,13 @@ const maxAdvertisedFormats = 32
 // again. A node rolled back to an older build is seen within it; until
 // then a frame in the newer format sent to it is refused and sent again
 // in the older one (proposeBatch), so the bound is one of cost, not of
-// safety.
-const formatRefresh = 10 * time.Second
+// safety. A change of the raft configuration (a member added, removed or
+// made a voter) is seen within formatConfigPoll, and the versions are
+// found again at once.
+const (
+	formatRefresh    = 10 * time.Second
+	formatConfigPoll = time.Second
+)
 
 // ClusterFormat is one format's version in the whole cluster.
 type ClusterFormat struct {
@@ -74,6 +80,9 @@ type ClusterFormat struct {
 	Version int `json:"version"`
 	// Newest is the newest version this build reads.
 	Newest int `json:"newest"`
+	// Members is how many members of the raft configuration were
+	// counted (this node among them).
+	Members int `json:"members"`
 	// Behind says which members keep Version below Newest, and why
 	// ("n3 reads up to 1", "n2 did not answer"), sorted; empty when none
 	// does.
@@ -84,10 +93,16 @@ type ClusterFormat struct {
 // the newest version every member of the raft configuration reads, from
 // the members' answers to the stats RPC (Members). A member that does not
 // answer counts as reading version 1 only: a version is never assumed.
+// It fails with ErrNotMember while the configuration this node knows does
+// not hold it (before the cluster has formed, or after a removal): the
+// members it would count are then not the cluster's.
 func (n *Node) ClusterFormats(ctx context.Context) ([]ClusterFormat, error) {
 	ms, err := n.Members(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if i := slices.IndexFunc(ms, func(m Member) bool { return m.Name == n.cfg.NodeName }); i < 0 || !ms[i].Configured {
+		return nil, fmt.Errorf("%w: the configuration this node knows does not hold it", ErrNotMember)
 	}
 	return clusterFormats(n.cfg.Formats, ms), nil
 }
@@ -106,6 +121,7 @@ func clusterFormats(own map[string]Reads, ms []Member) []ClusterFormat {
 			if !m.Configured {
 				continue
 			}
+			f.Members++
 			r, why := m.reads(name)
 			if r.Max < f.Newest {
 				f.Behind = append(f.Behind, m.Name+" "+why)
@@ -194,25 +210,36 @@ func (n *Node) lowerClusterVersion(name string, ver int) {
 	}
 }
 
-// refreshFormats finds the cluster's versions every formatRefresh, and
-// logs each change with the members that hold a format back.
+// refreshFormats finds the cluster's versions every formatRefresh, and at
+// once when the raft configuration changes, and logs each change of a
+// version with the members that hold it back. Until it first succeeds
+// the node writes version 1 of every format.
 func (n *Node) refreshFormats() {
 	defer n.wg.Done()
-	t := time.NewTimer(0)
+	t := time.NewTicker(formatConfigPoll)
 	defer t.Stop()
+	var (
+		confIndex uint64
+		next      time.Time // the next refresh due without a change
+	)
 	for {
+		fut := n.raft.GetConfiguration()
+		changed := fut.Error() == nil && fut.Index() != confIndex
+		if changed || !time.Now().Before(next) {
+			ctx, cancel := context.WithTimeout(n.ctx, 2*statsTimeout)
+			fs, err := n.ClusterFormats(ctx)
+			cancel()
+			if err == nil {
+				n.setFormats(fs)
+				confIndex = fut.Index()
+				next = time.Now().Add(formatRefresh)
+			}
+		}
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(n.ctx, 2*statsTimeout)
-		fs, err := n.ClusterFormats(ctx)
-		cancel()
-		if err == nil {
-			n.setFormats(fs)
-		}
-		t.Reset(formatRefresh)
 	}
 }
 

@@ -30,7 +30,7 @@ func TestClusterFormats(t *testing.T) {
 		want    map[string]int
 		behind  string // a substring of the internal-rpc Behind line
 	}{
-		{"every member reads version 2", []Member{member("n1", own), member("n2", own), member("n3", own)},
+		{"every member reads version 2", []Member{member("n1", own), member("n2", own), member("n3", own), {Name: "r1", Configured: true, Replica: true, RaftState: "Follower", Formats: own}},
 			map[string]int{FormatRPC: 2, FormatRaftEntry: 1}, ""},
 		{"a member of an older build advertises nothing", []Member{member("n1", own), member("n2", nil)},
 			map[string]int{FormatRPC: 1, FormatRaftEntry: 1}, "n2 reads up to 1 (its build advertises no version of it)"},
@@ -49,8 +49,17 @@ func TestClusterFormats(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got := map[string]int{}
 			var behind []string
+			configured := 0
+			for _, m := range tc.members {
+				if m.Configured {
+					configured++
+				}
+			}
 			for _, f := range clusterFormats(own, tc.members) {
 				got[f.Name] = f.Version
+				if f.Members != configured {
+					t.Fatalf("%s counted %d members, want %d", f.Name, f.Members, configured)
+				}
 				if f.Name == FormatRPC {
 					behind = f.Behind
 				}
