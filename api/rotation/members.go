@@ -56,7 +56,7 @@ func Builds(ctx context.Context, unable func(ctx context.Context) ([]string, err
 	}
 	if len(names) > 0 {
 		sort.Strings(names)
-		return fmt.Errorf("%w: members %v run a build that %s; upgrade them first", ErrNotReady, names, what)
+		return fmt.Errorf("%w: members %v run a build that %s, or cannot say which build they run; upgrade or start them first", ErrNotReady, names, what)
 	}
 	return nil
 }

@@ -42,7 +42,8 @@ func (m membership) appliedIndexes(ctx context.Context) (map[string]uint64, erro
 }
 
 // lacking returns the members (voters and replicas, as appliedIndexes
-// counts them) that do not report feature (an older build).
+// counts them) that do not report feature: an older build, or a member
+// that did not answer, named so.
 func (m membership) lacking(feature string) func(ctx context.Context) ([]string, error) {
 	return func(ctx context.Context) ([]string, error) {
 		ms, err := m.node.Members(ctx)
@@ -51,7 +52,11 @@ func (m membership) lacking(feature string) func(ctx context.Context) ([]string,
 		}
 		var out []string
 		for _, c := range ms {
-			if c.Configured && !slices.Contains(c.Features, feature) {
+			switch {
+			case !c.Configured || slices.Contains(c.Features, feature):
+			case c.RaftState == "unknown":
+				out = append(out, c.Name+" (did not answer)")
+			default:
 				out = append(out, c.Name)
 			}
 		}
