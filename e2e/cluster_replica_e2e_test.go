@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -90,7 +91,51 @@ func TestClusterReplicaAndWebhooks(t *testing.T) {
 		}
 		runWebhookScenarios(t, follower, leader, "e2e-webhooks-cluster", false)
 	})
+	t.Run("the cluster version", func(t *testing.T) { clusterVersion(t, append(slices.Clone(nodes), r)) })
 	t.Run("read replica", func(t *testing.T) { readReplica(t, nodes, r) })
+}
+
+// clusterVersion: every node, the replica included, reports the formats
+// its build reads, so each finds, counting all four members, that the
+// whole cluster reads version 2 of the internal RPC and writes it (its
+// proposals in binary frames); trustplane members shows each node's
+// release and the versions the cluster writes.
+func clusterVersion(t *testing.T, all []*node) {
+	for _, n := range all {
+		waitFor(t, 30*time.Second, n.name+" to find the cluster's versions", func() bool {
+			resp, err := n.httpClient().Get(n.url() + "/debug/trustplane/raft")
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			var st api.RaftStatus
+			if json.NewDecoder(resp.Body).Decode(&st) != nil {
+				return false
+			}
+			for _, f := range st.Formats {
+				if f.Name == "internal-rpc" {
+					return f.Version == 2 && len(f.Behind) == 0 && f.Members == len(all)
+				}
+			}
+			return false
+		})
+		ms, err := n.members()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if r := m.Formats["internal-rpc"]; r.Min != 1 || r.Max != 2 {
+				t.Fatalf("%s reports that %s reads internal-rpc %+v, want 1 to 2", n.name, m.Name, r)
+			}
+		}
+	}
+	out, err := exec.Command(binPath, "members", "--kubeconfig", all[len(all)-1].kubeconfigPath()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("trustplane members: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "  internal-rpc 2\n") || strings.Count(string(out), "v"+trustplane.Release()) != len(all) {
+		t.Fatalf("trustplane members shows no internal-rpc 2, or not every node's release %s:\n%s", trustplane.Release(), out)
+	}
 }
 
 func readReplica(t *testing.T, nodes []*node, r *node) {
@@ -165,6 +210,15 @@ func readReplica(t *testing.T, nodes []*node, r *node) {
 	r.kill()
 	if _, err := createSA(nodes[1].clientset(), "after-the-replica"); err != nil {
 		t.Fatalf("the voters stopped committing without the replica: %v", err)
+	}
+	// A replica takes part in every rotation of a root, as a voter does:
+	// with it down, a node CA rotation cannot start, and nothing changes.
+	out, err := nodes[0].rotate("node-ca", "start")
+	if err == nil || !strings.Contains(out, "r1 (did not answer)") {
+		t.Fatalf("node-ca start with the replica down: %v\n%s\nwant a refusal naming r1", err, out)
+	}
+	if out := nodes[0].mustRotate(t, "node-ca", "status"); strings.Contains(out, "pending") {
+		t.Fatalf("a refused start left a pending CA:\n%s", out)
 	}
 }
 

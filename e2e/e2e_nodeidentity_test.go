@@ -116,11 +116,18 @@ func TestNodeIdentityCannotBeMinted(t *testing.T) {
 	// A proposal of a Namespace, as a node executing writes sends one.
 	proposal, _ := json.Marshal(map[string]any{"op": "propose", "commands": [][]byte{(&fsm.Command{Op: fsm.OpPut,
 		Key: fsm.Key{Resource: "namespaces", Name: "pwned"}, Value: []byte(`{"metadata":{"name":"pwned"}}`), MustNotExist: true}).Encode()}})
+	// The same proposal as a binary frame (internal RPC version 2): byte 2,
+	// the timeout, one command behind its length.
+	cmd := (&fsm.Command{Op: fsm.OpPut, Key: fsm.Key{Resource: "namespaces", Name: "pwned"},
+		Value: []byte(`{"metadata":{"name":"pwned"}}`), MustNotExist: true}).Encode()
+	binaryProposal := binary.AppendUvarint(binary.AppendUvarint(binary.AppendUvarint([]byte{2}, 1000), 1), uint64(len(cmd)))
+	binaryProposal = append(binaryProposal, cmd...)
 	for _, n := range nodes {
 		for _, payload := range [][]byte{
-			{0x00, 0x83, 0xa4, 'T', 'e', 'r', 'm', 0xcd, 0xff, 0xff},                                // AppendEntries, a msgpack term far ahead
-			append(append([]byte{0xA7}, frame...), removal...),                                      // internal RPC
-			append(binary.BigEndian.AppendUint32([]byte{0xA7}, uint32(len(proposal))), proposal...), // internal RPC: propose
+			append(binary.BigEndian.AppendUint32([]byte{0xA7}, uint32(len(binaryProposal))), binaryProposal...), // internal RPC: binary propose
+			{0x00, 0x83, 0xa4, 'T', 'e', 'r', 'm', 0xcd, 0xff, 0xff},                                            // AppendEntries, a msgpack term far ahead
+			append(append([]byte{0xA7}, frame...), removal...),                                                  // internal RPC
+			append(binary.BigEndian.AppendUint32([]byte{0xA7}, uint32(len(proposal))), proposal...),             // internal RPC: propose
 		} {
 			conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", n.raftAddr,
 				&tls.Config{Certificates: []tls.Certificate{forged}, InsecureSkipVerify: true, MinVersion: tls.VersionTLS13})
