@@ -197,9 +197,11 @@ release:
 # a time (leader last), rolls one back and forward again, under the chaos
 # workload and its checkers, then restores each build's backup with the
 # other (scripts/upgrade-test.sh; about 5 minutes, not part of make test).
-# UPGRADE_FROM is the earlier build: the previous release's tag once there
-# is one; until then the last commit before VERSION (f833d04).
-UPGRADE_FROM ?= f833d048fd268ed407ad1bb9cc511632d71fcc7c
+# UPGRADE_FROM is the earlier build: the previous release, v0.1.0, by its
+# commit (a clone need not carry the tag). UPGRADE_FROM=f833d04... runs
+# the same test from the last build before versioned formats, across the
+# internal RPC's version 2 (docs/OPERATIONS.md).
+UPGRADE_FROM ?= 2be71e543db143eced461aafabd9fde12f45186b
 upgrade-test:
 	UPGRADE_FROM=$(UPGRADE_FROM) scripts/upgrade-test.sh
 
