@@ -63,12 +63,13 @@ var (
 	// voters than a majority of the remaining configuration.
 	ErrWouldLoseQuorum = errors.New("cluster: removal would leave no quorum of alive voters")
 
-	// ErrNotPermitted: the internal RPC refused a removal because the
-	// caller asked to remove a node other than itself. A node may only
-	// remove itself over the RPC (Leave); removing another member is the
-	// leader's decision on an operator's request through its API, so a
-	// stolen or misused node identity cannot strip the cluster of voters.
-	ErrNotPermitted = errors.New("cluster: a node may remove only itself over the internal RPC")
+	// ErrNotPermitted: the internal RPC refused what a node may not ask
+	// for: a removal of a node other than the caller (a node may only
+	// remove itself, Leave; removing another member is the leader's
+	// decision on an operator's request through its API, so a stolen or
+	// misused node identity cannot strip the cluster of voters), or a
+	// proposal of anything but an API object (submittable).
+	ErrNotPermitted = errors.New("cluster: not permitted over the internal RPC")
 
 	// ErrNotMember: this node is not in the cluster's configuration (not
 	// yet added, removed, or the leader reports a configuration without

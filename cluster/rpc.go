@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -99,7 +101,7 @@ type rpcRequest struct {
 	// working on the request after it.
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 	// Commands (propose) are encoded fsm.Commands (submit.go).
-	Commands [][]byte `json:"commands,omitempty"`
+	Commands commandList `json:"commands,omitempty"`
 }
 
 type rpcResponse struct {
@@ -138,6 +140,40 @@ type nodeStats struct {
 	Version string `json:"version,omitempty"`
 	// Formats: Config.Formats (older builds send none).
 	Formats map[string]Reads `json:"formats,omitempty"`
+}
+
+// commandList is a proposal's commands in JSON (base64 strings), read
+// with the count bounded as it goes: a frame of 32 MiB of empty strings
+// would otherwise grow a slice of eleven million before the leader
+// refused more than maxBatchCommands.
+type commandList [][]byte
+
+// UnmarshalJSON reads at most maxBatchCommands commands.
+func (c *commandList) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*c = nil
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return fmt.Errorf("commands: not a list")
+	}
+	var out commandList
+	for dec.More() {
+		if len(out) == maxBatchCommands {
+			return fmt.Errorf("more than %d commands in one proposal frame", maxBatchCommands)
+		}
+		var cmd []byte
+		if err := dec.Decode(&cmd); err != nil {
+			return fmt.Errorf("commands: %w", err)
+		}
+		out = append(out, cmd)
+	}
+	if _, err := dec.Token(); err != nil {
+		return fmt.Errorf("commands: %w", err)
+	}
+	*c = out
+	return nil
 }
 
 // errCodes carries sentinel errors across the wire.
@@ -232,12 +268,26 @@ func readFrameBytes(r io.Reader, limit int) ([]byte, error) {
 	if size == 0 || uint64(size) > uint64(limit) {
 		return nil, fmt.Errorf("%w: frame length %d", errBadRequest, size)
 	}
-	b := make([]byte, size)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return nil, err
+	// The buffer grows as bytes arrive, so a length alone (four bytes
+	// from a peer that sends nothing after them) holds no more than the
+	// first chunk until the idle deadline.
+	b := make([]byte, 0, min(int(size), frameChunk))
+	for len(b) < int(size) {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, min(cap(b), int(size)-len(b)))
+		}
+		n, err := io.ReadFull(r, b[len(b):min(cap(b), int(size))])
+		b = b[:len(b)+n]
+		if err != nil {
+			return nil, err
+		}
 	}
 	return b, nil
 }
+
+// frameChunk is what readFrameBytes holds for a frame before its bytes
+// arrive; it doubles from there.
+const frameChunk = 64 << 10
 
 // readRequest reads one request: a JSON frame, or a binary proposal
 // (rpcframe.go) when this node reads version 2. A node that reads

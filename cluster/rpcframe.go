@@ -50,8 +50,11 @@ func parseProposeRequest(b []byte) (rpcRequest, error) {
 	req := rpcRequest{V: 2, Op: opPropose}
 	req.TimeoutMS = int64(min(r.uvarint(), 1<<40))
 	n := r.uvarint()
-	if n > uint64(len(b)) { // each command takes at least a byte
-		return rpcRequest{}, fmt.Errorf("%w: %d commands in %d bytes", errBadFrame, n, len(b))
+	// Bounded before anything is allocated for it: a frame of 32 MiB
+	// could otherwise count 32 million empty commands, and their slice
+	// would be 24 times the frame.
+	if n > maxBatchCommands || n > uint64(len(b)) {
+		return rpcRequest{}, fmt.Errorf("%w: %d commands in %d bytes (at most %d in a frame)", errBadFrame, n, len(b), maxBatchCommands)
 	}
 	req.Commands = make([][]byte, 0, n)
 	for i := uint64(0); i < n && r.err == nil; i++ {
@@ -78,8 +81,8 @@ func appendProposeAnswer(b []byte, results []proposalResult) []byte {
 func parseProposeAnswer(b []byte) (rpcResponse, error) {
 	r := frameReader{b: b, off: 1}
 	n := r.uvarint()
-	if n > uint64(len(b))/4 { // each result takes at least four bytes
-		return rpcResponse{}, fmt.Errorf("%w: %d results in %d bytes", errBadFrame, n, len(b))
+	if n > maxBatchCommands || n > uint64(len(b))/4 { // each result takes at least four bytes
+		return rpcResponse{}, fmt.Errorf("%w: %d results in %d bytes (at most %d in a frame)", errBadFrame, n, len(b), maxBatchCommands)
 	}
 	resp := rpcResponse{Proposals: make([]proposalResult, 0, n)}
 	for i := uint64(0); i < n && r.err == nil; i++ {

@@ -2,8 +2,11 @@ package cluster
 
 import (
 	"bytes"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"reflect"
+	"runtime"
 	"testing"
 )
 
@@ -12,7 +15,7 @@ import (
 func TestProposeFrames(t *testing.T) {
 	cmds := [][]byte{putCmd("a", "1").Encode(), {0x01}, bytes.Repeat([]byte{7}, 300)}
 	req, err := parseProposeRequest(appendProposeRequest(nil, 1500, cmds))
-	if err != nil || req.V != 2 || req.Op != opPropose || req.TimeoutMS != 1500 || !reflect.DeepEqual(req.Commands, cmds) {
+	if err != nil || req.V != 2 || req.Op != opPropose || req.TimeoutMS != 1500 || !reflect.DeepEqual([][]byte(req.Commands), cmds) {
 		t.Fatalf("request read back as %+v, %v", req, err)
 	}
 	results := []proposalResult{{Index: 7}, {Index: 1 << 40, Result: "mod_revision"}, {Code: "not_permitted", Err: "a node may not submit a write of an internal record"}}
@@ -63,4 +66,65 @@ func FuzzProposeFrames(f *testing.F) {
 			}
 		}
 	})
+}
+
+// allocated is how many bytes f allocates.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestFramesAllocateWhatTheyHold: no count or length a peer sends makes a
+// node allocate ahead of the bytes that back it (the red team's 32 MiB
+// frame of 33 million empty commands allocated 768 MiB before the count
+// was checked). A frame's count is bounded by maxBatchCommands before
+// anything is made for it, in binary and in JSON, and a frame's buffer
+// grows as its bytes arrive.
+func TestFramesAllocateWhatTheyHold(t *testing.T) {
+	const frameBytes = 32 << 20
+	const bound = 4 << 20 // what each case may allocate at most
+	empties := append(binary.AppendUvarint([]byte{rpcBinary, 10}, frameBytes-8), make([]byte, frameBytes-8)...)
+	jsonEmpties := append([]byte(`{"op":"propose","commands":[`), bytes.Repeat([]byte(`"",`), frameBytes/3)...)
+	jsonEmpties = append(jsonEmpties[:len(jsonEmpties)-1], "]}"...)
+	tooMany := appendProposeRequest(nil, 10, make([][]byte, maxBatchCommands+1))
+	manyResults := append(binary.AppendUvarint([]byte{rpcBinary}, 1<<20), make([]byte, 4<<20)...)
+	cases := []struct {
+		name string
+		run  func() error
+	}{
+		{"a binary frame counting 33 million empty commands", func() error { _, err := parseProposeRequest(empties); return err }},
+		{"a binary frame of 129 commands", func() error { _, err := parseProposeRequest(tooMany); return err }},
+		{"an answer counting a million results", func() error { _, err := parseProposeAnswer(manyResults); return err }},
+		{"a JSON frame of 11 million empty commands", func() error { var req rpcRequest; return unmarshalFrame(jsonEmpties, &req) }},
+		{"a frame's length and nothing after it", func() error {
+			_, err := readFrameBytes(bytes.NewReader(binary.BigEndian.AppendUint32(nil, frameBytes)), rpcMaxRequestFrame)
+			return err
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			if got := allocated(func() { err = tc.run() }); got > bound {
+				t.Errorf("allocated %d MiB, want at most %d", got>>20, bound>>20)
+			}
+			if err == nil {
+				t.Error("accepted")
+			}
+		})
+	}
+	// A frame that does hold its bytes is read whole.
+	payload := bytes.Repeat([]byte{7}, 3<<20+5)
+	got, err := readFrameBytes(bytes.NewReader(append(binary.BigEndian.AppendUint32(nil, uint32(len(payload))), payload...)), rpcMaxRequestFrame)
+	if err != nil || !bytes.Equal(got, payload) {
+		t.Fatalf("a whole frame read back as %d bytes, %v", len(got), err)
+	}
+	var req rpcRequest
+	cmds := [][]byte{{1}, {2, 3}}
+	body, _ := json.Marshal(rpcRequest{Op: opPropose, Commands: cmds})
+	if err := unmarshalFrame(body, &req); err != nil || !reflect.DeepEqual([][]byte(req.Commands), cmds) {
+		t.Fatalf("a JSON proposal read back as %+v, %v", req, err)
+	}
 }
