@@ -163,46 +163,43 @@ func advertised(in map[string]Reads) map[string]Reads {
 	return out
 }
 
-// formatView is the cluster's versions as this node last found them.
+// formatView is the cluster's versions as this node last found them (a
+// refresh), lowered where a peer refused one since.
 type formatView struct {
-	versions map[string]int
-	// found is what the last refresh found, with the members behind.
 	found []ClusterFormat
 }
 
-// clusterVersion is the version of format name the whole cluster reads,
-// as this node last found it: legacyReads.Max until the first refresh.
-func (n *Node) clusterVersion(name string) int {
-	if v := n.formats.Load(); v != nil {
-		if ver, ok := v.versions[name]; ok {
-			return ver
+// version is format name's version in v: legacyReads.Max for a format v
+// does not hold, or a nil v (before the first refresh).
+func (v *formatView) version(name string) int {
+	if v != nil {
+		for _, f := range v.found {
+			if f.Name == name {
+				return f.Version
+			}
 		}
 	}
 	return legacyReads.Max
 }
+
+// clusterVersion is the version of format name the whole cluster reads,
+// as this node last found it.
+func (n *Node) clusterVersion(name string) int { return n.formats.Load().version(name) }
 
 // lowerClusterVersion records that a peer refused version ver of format
 // name: until the next refresh, this node writes older versions.
 func (n *Node) lowerClusterVersion(name string, ver int) {
 	for {
 		old := n.formats.Load()
-		cur := legacyReads.Max
-		if old != nil {
-			if v, ok := old.versions[name]; ok {
-				cur = v
-			}
-		}
-		if cur < ver {
+		if old.version(name) < ver {
 			return
 		}
-		next := &formatView{versions: map[string]int{}}
-		if old != nil {
-			for k, v := range old.versions {
-				next.versions[k] = v
+		next := &formatView{found: slices.Clone(old.found)}
+		for i := range next.found {
+			if next.found[i].Name == name {
+				next.found[i].Version = ver - 1
 			}
-			next.found = old.found
 		}
-		next.versions[name] = ver - 1
 		if n.formats.CompareAndSwap(old, next) {
 			n.logger.Warn("a peer refused a format version; writing the older one until the cluster's versions are found again", "format", name, "refused", ver)
 			return
@@ -245,19 +242,9 @@ func (n *Node) refreshFormats() {
 
 // setFormats publishes fs as the cluster's versions.
 func (n *Node) setFormats(fs []ClusterFormat) {
-	next := &formatView{versions: make(map[string]int, len(fs)), found: fs}
+	old := n.formats.Swap(&formatView{found: fs})
 	for _, f := range fs {
-		next.versions[f.Name] = f.Version
-	}
-	old := n.formats.Swap(next)
-	for _, f := range fs {
-		was := legacyReads.Max
-		if old != nil {
-			if v, ok := old.versions[f.Name]; ok {
-				was = v
-			}
-		}
-		if f.Version != was {
+		if was := old.version(f.Name); f.Version != was {
 			n.logger.Info("the cluster's version of a format changed", "format", f.Name, "from", was, "to", f.Version, "behind", f.Behind)
 		}
 	}

@@ -45,6 +45,18 @@ func (n *Node) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, erro
 	if cmd == nil {
 		return nil, errors.New("cluster: nil command")
 	}
+	out, err := n.proposeEncoded(ctx, [][]byte{cmd.Encode()})
+	if err != nil {
+		return nil, err
+	}
+	return out[0].res, out[0].err
+}
+
+// proposeEncoded is Propose for encoded commands, all at once (the
+// leader's half of Submit proposes a frame's with it): each entry's
+// outcome, in order, or the one error that kept them all from raft
+// (ErrShutdown, ErrNotLeader, ErrNoLeader, ErrTimeout).
+func (n *Node) proposeEncoded(ctx context.Context, datas [][]byte) ([]proposed, error) {
 	if n.ctx.Err() != nil {
 		return nil, ErrShutdown
 	}
@@ -54,8 +66,7 @@ func (n *Node) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, erro
 	if err != nil {
 		return nil, err
 	}
-	out := n.proposeAll(ctx, [][]byte{cmd.Encode()}, timeout)
-	return out[0].res, out[0].err
+	return n.proposeAll(ctx, datas, timeout), nil
 }
 
 // enqueueWindow waits (bounded by ApplyTimeout) until this node leads, and

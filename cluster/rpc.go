@@ -104,6 +104,10 @@ type rpcRequest struct {
 	Commands commandList `json:"commands,omitempty"`
 }
 
+// binary says whether r goes as a binary frame (rpcframe.go): a proposal
+// of version 2.
+func (r *rpcRequest) binary() bool { return r.V == 2 && r.Op == opPropose }
+
 type rpcResponse struct {
 	Index    uint64 `json:"index,omitempty"`
 	HasState bool   `json:"has_state,omitempty"`
@@ -312,7 +316,7 @@ func (n *Node) readRequest(r io.Reader) (rpcRequest, error) {
 // writeResponse answers req: a binary proposal's answer in binary, unless
 // it carries an error; everything else in JSON.
 func writeResponse(w io.Writer, req *rpcRequest, resp rpcResponse) error {
-	if req.V == 2 && req.Op == opPropose && resp.Code == "" && resp.Err == "" {
+	if req.binary() && resp.Code == "" && resp.Err == "" {
 		return writeBinary(w, rpcMaxFrame, 8+16*len(resp.Proposals), func(b []byte) []byte {
 			return appendProposeAnswer(b, resp.Proposals)
 		})
@@ -501,7 +505,7 @@ func (n *Node) roundTrip(ctx context.Context, conn net.Conn, deadline time.Time,
 	defer stop()
 	_ = conn.SetDeadline(deadline)
 	var err error
-	if req.V == 2 && req.Op == opPropose {
+	if req.binary() {
 		size := 16
 		for _, c := range req.Commands {
 			size += len(c) + 4
@@ -520,7 +524,7 @@ func (n *Node) roundTrip(ctx context.Context, conn net.Conn, deadline time.Time,
 	var resp rpcResponse
 	switch {
 	case err != nil:
-	case b[0] == rpcBinary && req.V == 2:
+	case b[0] == rpcBinary && req.binary():
 		resp, err = parseProposeAnswer(b)
 	default:
 		err = unmarshalFrame(b, &resp)

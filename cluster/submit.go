@@ -457,7 +457,7 @@ func (n *Node) serveProposals(ctx context.Context, cmds [][]byte, caller string,
 			out[i] = proposalResult{Code: errCode(err), Err: err.Error()}
 			continue
 		}
-		n.metrics.received.Add(1)
+		n.metrics.received.Inc()
 		taken = append(taken, i)
 		datas = append(datas, data)
 	}
@@ -465,22 +465,14 @@ func (n *Node) serveProposals(ctx context.Context, cmds [][]byte, caller string,
 		return rpcResponse{Proposals: out}, nil
 	}
 	failed := func(err error) proposalResult { return proposalResult{Code: errCode(err), Err: err.Error()} }
-	if n.ctx.Err() != nil {
-		for _, i := range taken {
-			out[i] = failed(ErrShutdown)
-		}
-		return rpcResponse{Proposals: out}, nil
-	}
-	ctx, cancel := n.bind(ctx)
-	defer cancel()
-	timeout, err := n.enqueueWindow(ctx)
+	proposed, err := n.proposeEncoded(ctx, datas)
 	if err != nil {
 		for _, i := range taken {
 			out[i] = failed(err)
 		}
 		return rpcResponse{Proposals: out}, nil
 	}
-	for k, p := range n.proposeAll(ctx, datas, timeout) {
+	for k, p := range proposed {
 		if p.err != nil {
 			out[taken[k]] = failed(p.err)
 			continue
