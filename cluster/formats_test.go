@@ -1,13 +1,11 @@
 package cluster
 
 import (
-	"context"
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/trustplane/trustplane/fsm"
@@ -101,32 +99,6 @@ func TestAdvertised(t *testing.T) {
 	}
 }
 
-// formatsCluster is submitCluster with every node advertising reads (a
-// build's Config.Formats), and each node's view of the cluster's versions
-// found once.
-func formatsCluster(t *testing.T, ctx context.Context, reads map[string]Reads) (c *haCluster, l, f *haNode) {
-	c = newHACluster(t)
-	var conf []raft.Server
-	for _, name := range []string{"node-0", "node-1", "node-2"} {
-		conf = append(conf, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(name), Address: raft.ServerAddress("inmem-" + name)})
-	}
-	for _, s := range conf {
-		c.add(string(s.ID), haOpts{bootstrap: conf, mutate: func(cfg *Config) { cfg.Formats = reads }})
-	}
-	l = c.leader()
-	for _, n := range c.nodes {
-		fs, err := n.node.ClusterFormats(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.node.setFormats(fs)
-		if n != l && f == nil {
-			f = n
-		}
-	}
-	return c, l, f
-}
-
 // TestSubmitFrameVersions: a follower sends its proposals as binary frames
 // (internal RPC version 2) once every member reads them, and as JSON
 // before; a leader that reads version 1 only refuses a binary frame
@@ -136,7 +108,7 @@ func formatsCluster(t *testing.T, ctx context.Context, reads map[string]Reads) (
 func TestSubmitFrameVersions(t *testing.T) {
 	ctx := testCtx(t)
 	t.Run("every member reads version 2", func(t *testing.T) {
-		_, l, f := formatsCluster(t, ctx, map[string]Reads{FormatRPC: {1, 2}})
+		_, l, f := submitCluster(t, map[string]Reads{FormatRPC: {1, 2}})
 		if v := f.node.clusterVersion(FormatRPC); v != 2 {
 			t.Fatalf("the cluster's internal-rpc version is %d, want 2", v)
 		}
@@ -161,7 +133,7 @@ func TestSubmitFrameVersions(t *testing.T) {
 		}
 	})
 	t.Run("a member reads version 1 only", func(t *testing.T) {
-		_, _, f := formatsCluster(t, ctx, map[string]Reads{FormatRPC: {1, 1}})
+		_, _, f := submitCluster(t, map[string]Reads{FormatRPC: {1, 1}})
 		if v := f.node.clusterVersion(FormatRPC); v != 1 {
 			t.Fatalf("the cluster's internal-rpc version is %d, want 1", v)
 		}
@@ -174,7 +146,7 @@ func TestSubmitFrameVersions(t *testing.T) {
 		}
 	})
 	t.Run("a leader rolled back refuses a binary frame", func(t *testing.T) {
-		_, l, f := formatsCluster(t, ctx, map[string]Reads{FormatRPC: {1, 1}})
+		_, l, f := submitCluster(t, map[string]Reads{FormatRPC: {1, 1}})
 		// The follower still believes what it found before the leader
 		// went back to a build of version 1.
 		f.node.setFormats([]ClusterFormat{{Name: FormatRPC, Version: 2, Newest: 2}})
@@ -203,4 +175,18 @@ func TestSubmitFrameVersions(t *testing.T) {
 			t.Fatal("a binary frame was sent again after the refusal")
 		}
 	})
+}
+
+// TestClusterFormatsNeedTheConfiguration: a node whose configuration
+// does not hold it (here: before any cluster formed) counts no one, so it
+// finds no versions and goes on writing version 1.
+func TestClusterFormatsNeedTheConfiguration(t *testing.T) {
+	c := newHACluster(t)
+	n := c.add("alone", haOpts{mutate: func(cfg *Config) { cfg.Formats = map[string]Reads{FormatRPC: {1, 2}} }})
+	if _, err := n.node.ClusterFormats(testCtx(t)); !errors.Is(err, ErrNotMember) {
+		t.Fatalf("ClusterFormats outside the configuration: %v, want ErrNotMember", err)
+	}
+	if v := n.node.clusterVersion(FormatRPC); v != 1 {
+		t.Fatalf("internal-rpc %d outside the configuration, want 1", v)
+	}
 }

@@ -13,25 +13,33 @@ import (
 	"github.com/trustplane/trustplane/fsm"
 )
 
-// submitCluster starts three voters bootstrapped together and returns
+// submitCluster starts three voters bootstrapped together, each reading
+// reads (Config.Formats) and having found the cluster's versions, and returns
 // the leader and a follower.
-func submitCluster(t *testing.T) (c *haCluster, l, f *haNode) {
+func submitCluster(t *testing.T, reads map[string]Reads) (c *haCluster, l, f *haNode) {
 	c = newHACluster(t)
 	var conf []raft.Server
 	for i := range 3 {
 		name := fmt.Sprintf("node-%d", i)
 		conf = append(conf, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(name), Address: raft.ServerAddress("inmem-" + name)})
 	}
-	for i := range 3 {
-		c.add(fmt.Sprintf("node-%d", i), haOpts{bootstrap: conf})
+	for _, s := range conf {
+		c.add(string(s.ID), haOpts{bootstrap: conf, mutate: func(cfg *Config) { cfg.Formats = reads }})
 	}
 	l = c.leader()
+	// Each node finds the cluster's versions once, as its refresh would.
+	ctx := testCtx(t)
 	for _, n := range c.nodes {
-		if n != l {
-			return c, l, n
+		fs, err := n.node.ClusterFormats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.node.setFormats(fs)
+		if n != l && f == nil {
+			f = n
 		}
 	}
-	panic("no follower")
+	return c, l, f
 }
 
 // TestSubmit: a follower has the leader propose a command it built; the
@@ -39,8 +47,19 @@ func submitCluster(t *testing.T) (c *haCluster, l, f *haNode) {
 // returns; failed preconditions come back as the fsm's verdicts; the
 // leader proposes only API objects for others.
 func TestSubmit(t *testing.T) {
+	for _, v := range []int{1, 2} {
+		t.Run(fmt.Sprintf("internal RPC version %d", v), func(t *testing.T) { testSubmit(t, v) })
+	}
+}
+
+// testSubmit is TestSubmit with every node reading internal RPC versions
+// 1 to version, so that the proposals go as JSON (1) or binary frames (2).
+func testSubmit(t *testing.T, version int) {
 	ctx := testCtx(t)
-	c, l, f := submitCluster(t)
+	c, l, f := submitCluster(t, map[string]Reads{FormatRPC: {1, version}})
+	if got := f.node.clusterVersion(FormatRPC); got != version {
+		t.Fatalf("the cluster writes internal-rpc %d, want %d", got, version)
+	}
 
 	t.Run("a follower's write applies everywhere", func(t *testing.T) {
 		res, err := f.node.Submit(ctx, putCmd("a", "1"))

@@ -397,17 +397,55 @@ func proposalsOverRPC(t *testing.T, nodes []*node) {
 			t.Fatalf("%s: the leader answered %v %v, want %s", c.name, resp, err, c.code)
 		}
 	}
+	// The same with binary frames (internal RPC version 2): an internal
+	// record is refused in the binary answer, and a frame counting 33
+	// million empty commands (32 MiB: the red team's, which once made the
+	// leader allocate 768 MiB) is refused as a frame.
+	binaryFrame := func(cmds ...[]byte) []byte {
+		b := binary.AppendUvarint(binary.AppendUvarint([]byte{2}, 1000), uint64(len(cmds)))
+		for _, c := range cmds {
+			b = append(binary.AppendUvarint(b, uint64(len(c))), c...)
+		}
+		return b
+	}
+	answer, err := rpcRoundTripRaw(leader.raftAddr, cert, nodeCA.Pool(), binaryFrame((&fsm.Command{Op: fsm.OpPut, Key: internal, Value: []byte(`{"pwned":true}`)}).Encode()))
+	// byte 2, one result: index 0, result "", code "not_permitted", err ...
+	if err != nil || len(answer) < 4 || answer[0] != 2 || answer[1] != 1 || !strings.HasPrefix(string(answer[3:]), "\x00\x0dnot_permitted") {
+		t.Fatalf("a binary proposal of an internal record: %q %v, want not_permitted", answer, err)
+	}
+	const empties = 32<<20 - 8
+	huge := append(binary.AppendUvarint([]byte{2, 0xe8, 0x07}, empties), make([]byte, empties)...)
+	answer, err = rpcRoundTripRaw(leader.raftAddr, cert, nodeCA.Pool(), huge)
+	if err != nil || !strings.Contains(string(answer), `"code":"bad_request"`) || !strings.Contains(string(answer), "at most 128") {
+		t.Fatalf("a frame of %d empty commands: %.300q %v, want bad_request", empties, answer, err)
+	}
 	if after := jwks(); after != before {
 		t.Fatalf("the JWKS changed:\n%s\n%s", before, after)
 	}
 	if strings.Contains(leader.fullLog(), "pwned") {
 		t.Fatal("a refused proposal's bytes reached the log")
 	}
+
+	// A forwarded write in a forwarded-request version the leader does
+	// not read, from a node certificate with identity headers claiming
+	// system:masters: refused before the headers are believed, both
+	// versions named, nothing written.
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: leader.caPool(), Certificates: []tls.Certificate{cert}},
+	}}
+	spoof := map[string]string{"X-Trustplane-Forwarded-By": "2", "X-Remote-User": "admin", "X-Remote-Group": "system:masters", "Content-Type": "application/json"}
+	r := do(t, c, http.MethodPost, leader.url()+"/api/v1/namespaces", spoof, []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"forwarded-v2"}}`))
+	if r.code != http.StatusServiceUnavailable || !strings.Contains(string(r.body), "format version 2, and this node reads up to version 1") {
+		t.Fatalf("a forwarded write of version 2: %d %s, want 503 naming both versions", r.code, r.body)
+	}
+	if _, err := leader.clientset().CoreV1().Namespaces().Get(context.Background(), "forwarded-v2", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("namespace forwarded-v2: %v, want NotFound", err)
+	}
 }
 
-// rpcRoundTrip sends one internal-RPC request to a Raft port with cert
-// and returns the decoded response.
-func rpcRoundTrip(addr string, cert tls.Certificate, pool *x509.CertPool, req any) (map[string]any, error) {
+// rpcRoundTripRaw sends one internal-RPC frame of payload to a Raft port
+// with cert and returns the answer's payload.
+func rpcRoundTripRaw(addr string, cert tls.Certificate, pool *x509.CertPool, payload []byte) ([]byte, error) {
 	host, _, _ := net.SplitHostPort(addr)
 	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{
 		Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS13,
@@ -416,12 +454,8 @@ func rpcRoundTrip(addr string, cert tls.Certificate, pool *x509.CertPool, req an
 		return nil, err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	body, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := c.Write(append(binary.BigEndian.AppendUint32([]byte{raftRPCMarker}, uint32(len(body))), body...)); err != nil {
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Write(append(binary.BigEndian.AppendUint32([]byte{raftRPCMarker}, uint32(len(payload))), payload...)); err != nil {
 		return nil, err
 	}
 	var hdr [4]byte
@@ -429,7 +463,19 @@ func rpcRoundTrip(addr string, cert tls.Certificate, pool *x509.CertPool, req an
 		return nil, err
 	}
 	out := make([]byte, binary.BigEndian.Uint32(hdr[:]))
-	if _, err := io.ReadFull(c, out); err != nil {
+	_, err = io.ReadFull(c, out)
+	return out, err
+}
+
+// rpcRoundTrip sends one internal-RPC request to a Raft port with cert
+// and returns the decoded response.
+func rpcRoundTrip(addr string, cert tls.Certificate, pool *x509.CertPool, req any) (map[string]any, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	out, err := rpcRoundTripRaw(addr, cert, pool, body)
+	if err != nil {
 		return nil, err
 	}
 	var resp map[string]any
