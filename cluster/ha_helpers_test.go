@@ -32,6 +32,10 @@ type rpcRouter struct {
 	// conns are the server ends handed to each address's handler, closed
 	// when a new node registers there (the old process is gone).
 	conns map[raft.ServerAddress][]net.Conn
+	// pairs are the client ends dialed from one address to another,
+	// closed when the two are partitioned: a cut resets the connections
+	// already made, so that none pooled before it reaches across.
+	pairs map[[2]raft.ServerAddress][]net.Conn
 }
 
 func newRPCRouter() *rpcRouter {
@@ -87,6 +91,11 @@ func (r *rpcRouter) dialer(from raft.ServerAddress) func(context.Context, raft.S
 			r.conns = map[raft.ServerAddress][]net.Conn{}
 		}
 		r.conns[to] = append(r.conns[to], server)
+		if r.pairs == nil {
+			r.pairs = map[[2]raft.ServerAddress][]net.Conn{}
+		}
+		pair := [2]raft.ServerAddress{from, to}
+		r.pairs[pair] = append(r.pairs[pair], client)
 		r.mu.Unlock()
 		go h(&routedConn{Conn: server, from: from})
 		return client, nil
@@ -96,8 +105,15 @@ func (r *rpcRouter) dialer(from raft.ServerAddress) func(context.Context, raft.S
 func (r *rpcRouter) partition(a, b raft.ServerAddress, cut bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.cut[[2]raft.ServerAddress{a, b}] = cut
-	r.cut[[2]raft.ServerAddress{b, a}] = cut
+	for _, pair := range [][2]raft.ServerAddress{{a, b}, {b, a}} {
+		r.cut[pair] = cut
+		if cut {
+			for _, c := range r.pairs[pair] {
+				_ = c.Close()
+			}
+			delete(r.pairs, pair)
+		}
+	}
 }
 
 // logBuffer collects log output for assertions on log lines.
@@ -374,6 +390,20 @@ func (c *haCluster) leader(nodes ...*haNode) *haNode {
 		return true
 	})
 	return l
+}
+
+// leaderAndFollower waits for a leader every running node agrees on and
+// returns it with a running node that follows it.
+func (c *haCluster) leaderAndFollower() (l, f *haNode) {
+	c.t.Helper()
+	l = c.leader()
+	for _, n := range c.running() {
+		if n != l {
+			return l, n
+		}
+	}
+	c.t.Fatal("no running follower")
+	return nil, nil
 }
 
 // voters returns the sorted voter IDs in n's configuration.

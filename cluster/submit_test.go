@@ -189,7 +189,12 @@ func testSubmit(t *testing.T, version int) {
 	t.Run("a stale follower gets the conflict", func(t *testing.T) {
 		before, _, _ := f.fsm.Get(testKey("a"), 0)
 		c.disconnectRaft(f) // the log stops reaching f; the RPC still works
-		defer c.reconnectRaft(f)
+		defer func() {
+			// The next subtests want a settled cluster: f following
+			// again, its election attempts (if any) over.
+			c.reconnectRaft(f)
+			c.leader()
+		}()
 		newer := l.propose(t, ctx, "a")
 		sctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
@@ -200,9 +205,11 @@ func testSubmit(t *testing.T, version int) {
 	})
 
 	t.Run("a leader out of reach is a definite failure", func(t *testing.T) {
-		c.router.partition(f.addr, l.addr, true) // the RPC only: raft still flows
+		l, f := c.leaderAndFollower()
+		// The RPC only: raft still flows. The cut resets the connections
+		// made before it, pooled ones included.
+		c.router.partition(f.addr, l.addr, true)
 		defer c.router.partition(f.addr, l.addr, false)
-		f.node.rpcPool.drain() // no connection made before the cut
 		sctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer cancel()
 		_, err := f.node.Submit(sctx, putCmd("unreachable", "v"))
@@ -215,14 +222,7 @@ func testSubmit(t *testing.T, version int) {
 	})
 
 	t.Run("the leader lost mid-call is an unknown outcome", func(t *testing.T) {
-		l := c.leader()
-		var f *haNode
-		for _, n := range c.running() {
-			if n != l {
-				f = n
-				break
-			}
-		}
+		l, f := c.leaderAndFollower()
 		taken := make(chan struct{})
 		release := make(chan struct{})
 		hook := func() { close(taken); <-release }
