@@ -49,6 +49,9 @@ func TestReplicaJoinsAsNonvoter(t *testing.T) {
 	if replica.node.IsLeader() || replica.node.raft.State() == raft.Candidate {
 		t.Fatal("the replica leads or campaigns")
 	}
+	if replica.node.StandsForControllers() {
+		t.Fatal("the replica stands for the controllers' lease")
+	}
 	ms, err := l.node.Members(ctx)
 	if err != nil {
 		t.Fatal(err)
