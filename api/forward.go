@@ -96,8 +96,8 @@ func isWrite(info *genericapirequest.RequestInfo) bool {
 // rotations) read and write internal records, which only the leader
 // proposes (cluster.Node.Submit refuses them for other nodes); removing a
 // member changes the raft configuration, which only the leader can.
-// Controllers need no rule: they run on the leader and write through its
-// API.
+// Controllers need no rule: they write through their node's API like any
+// client.
 func (s *Server) leaderOnly(req *http.Request) bool {
 	switch req.Method {
 	case http.MethodPost:

@@ -22,12 +22,13 @@ import (
 	"github.com/trustplane/trustplane/api/controllers"
 )
 
-// The leader-only controllers (api/controllers): kube-controller-manager's
+// The controllers (api/controllers): kube-controller-manager's
 // ServiceAccounts controller, root CA publisher, tokens controller and
-// cluster-role aggregation, run by the leader as API clients.
+// cluster-role aggregation, run as API clients by the node that holds
+// their lease.
 
 const (
-	controllersStarted = "starting controllers: this node leads"
+	controllersStarted = "starting controllers: this node holds the controllers' lease"
 	controllersStopped = "stopped controllers"
 	rootCAConfigMap    = "kube-root-ca.crt"
 )
@@ -317,7 +318,8 @@ func TestControllersAggregateClusterRoles(t *testing.T) {
 }
 
 // controllerGoroutines counts the goroutines of n that belong to a
-// controller term: every one carries the pprof label controllers.ProfileLabel.
+// controller term: every one carries the pprof label controllers.ProfileLabel,
+// and controllers.WorkLabel "controllers" (not the expiry of events).
 func controllerGoroutines(t testing.TB, n *node) (int, string) {
 	t.Helper()
 	r := do(t, n.httpClient(), http.MethodGet, n.url()+"/debug/pprof/goroutine?debug=1", nil, nil)
@@ -325,9 +327,10 @@ func controllerGoroutines(t testing.TB, n *node) (int, string) {
 		t.Fatalf("goroutine dump of %s: %d %s", n.name, r.code, r.body)
 	}
 	label := `"` + controllers.ProfileLabel + `":`
+	work := `"` + controllers.WorkLabel + `":"controllers"`
 	count, example := 0, ""
 	for _, rec := range strings.Split(string(r.body), "\n\n") {
-		if !strings.Contains(rec, label) {
+		if !strings.Contains(rec, label) || !strings.Contains(rec, work) {
 			continue
 		}
 		// A record starts "<count> @ <pcs>" (the first one after the
@@ -385,29 +388,70 @@ func wantRunning(t testing.TB, n *node) {
 	})
 	if !ok {
 		started, stopped := terms(n)
-		t.Fatalf("leader %s runs no controllers: %d terms started, %d stopped\n%s", n.name, started, stopped, n.logTail())
+		t.Fatalf("%s runs no controllers: %d terms started, %d stopped\n%s", n.name, started, stopped, n.logTail())
 	}
 	if count, _ := controllerGoroutines(t, n); count == 0 {
-		t.Fatalf("leader %s logs a running term but has no controller goroutines", n.name)
+		t.Fatalf("%s logs a running term but has no controller goroutines", n.name)
 	}
 }
 
-// TestControllersLeaderOnly: on a three-node cluster only the leader runs
-// controllers. A leader that loses its leadership stops them and leaves no
-// goroutines behind, and each new leader's controllers serve new
-// namespaces, also on a node that led before.
-func TestControllersLeaderOnly(t *testing.T) {
-	nodes := startCluster(t, 3)
-	first := leaderOf(t, nodes)
-	wantRunning(t, first)
-	for _, f := range followersOf(nodes, first) {
-		wantIdle(t, f, "a follower")
+// hostOf waits (bounded) until exactly one of nodes runs a controller term
+// and every other has stopped all it started, and returns that one.
+func hostOf(t testing.TB, nodes []*node) *node {
+	t.Helper()
+	var host *node
+	ok, _ := within(30*time.Second, func() (bool, error) {
+		host = nil
+		for _, n := range nodes {
+			switch started, stopped := terms(n); {
+			case started == stopped+1 && host == nil:
+				host = n
+			case started != stopped:
+				return false, nil
+			}
+		}
+		return host != nil, nil
+	})
+	if !ok {
+		for _, n := range nodes {
+			started, stopped := terms(n)
+			t.Logf("%s: %d terms started, %d stopped", n.name, started, stopped)
+		}
+		t.Fatal("no single node runs the controllers")
 	}
-	ctlNamespace(t, first.clientset(), "ctl-term-1")
+	wantRunning(t, host)
+	return host
+}
+
+// TestControllersOneHost: on a three-node cluster one node runs the
+// controllers, a follower: the holder of kube-controller-manager's lease.
+// A host that is frozen loses the lease to the other follower, and once
+// thawed stops its controllers and leaves no goroutines behind; when the
+// raft leader dies, one of the two left runs them, never the new leader
+// beside a follower that can; each host's controllers serve new
+// namespaces, also on a node that hosted before.
+func TestControllersOneHost(t *testing.T) {
+	nodes := startCluster(t, 3)
+	leader := leaderOf(t, nodes)
+	first := hostOf(t, nodes)
+	if first == leader {
+		t.Fatalf("the leader %s runs the controllers beside two followers", leader.name)
+	}
+	for _, n := range nodes {
+		if n != first {
+			wantIdle(t, n, "not the host")
+		}
+	}
+	lease, err := leader.clientset().CoordinationV1().Leases(controllers.LeaseNamespace).Get(context.Background(), controllers.LeaseName, metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != first.name {
+		t.Fatalf("the controllers' lease: %v, %v; want held by %s", lease, err, first.name)
+	}
+	ctlNamespace(t, leader.clientset(), "ctl-term-1")
 	waitDefaultSA(t, first, first.clientset(), "ctl-term-1", "")
 	waitRootCA(t, first, first.clientset(), "ctl-term-1", "")
 
-	// Freeze the leader: the others elect a new one, which takes over.
+	// Freeze the host: its lease runs out and the other follower takes
+	// it (the leader does not stand while a follower does).
 	first.pause()
 	resumed := false
 	defer func() {
@@ -416,28 +460,34 @@ func TestControllersLeaderOnly(t *testing.T) {
 		}
 	}()
 	rest := followersOf(nodes, first)
-	second := leaderOf(t, rest)
-	wantRunning(t, second)
+	second := hostOf(t, rest)
+	if l := leaderOf(t, rest); second == l {
+		t.Fatalf("the leader %s took the controllers beside a follower", l.name)
+	}
 	ctlNamespace(t, second.clientset(), "ctl-term-2")
 	waitDefaultSA(t, second, second.clientset(), "ctl-term-2", "")
 	waitRootCA(t, second, second.clientset(), "ctl-term-2", "")
 
-	// Thawed, the old leader finds it no longer leads and stops its
+	// Thawed, the old host finds it lost the lease and stops its
 	// controllers, goroutines and all.
 	first.resume()
 	resumed = true
-	wantIdle(t, first, "a deposed leader")
-	for _, f := range followersOf(nodes, second) {
-		wantIdle(t, f, "a follower after the election")
+	wantIdle(t, first, "a host whose lease ran out")
+	if got := hostOf(t, nodes); got != second {
+		t.Fatalf("%s runs the controllers after the thaw, want %s still", got.name, second.name)
 	}
 
-	// Kill the second leader: one of the two left (perhaps the first
-	// leader, in a new term) takes over.
-	second.kill()
-	third := leaderOf(t, followersOf(nodes, second))
-	wantRunning(t, third)
-	for _, f := range followersOf(followersOf(nodes, second), third) {
-		wantIdle(t, f, "a follower after the leader died")
+	// Kill the raft leader: of the two left, the follower runs them (the
+	// host keeps its lease, or hands it over if it became the leader).
+	leader = leaderOf(t, nodes)
+	leader.kill()
+	left := followersOf(nodes, leader)
+	var third *node
+	if ok, _ := within(30*time.Second, func() (bool, error) {
+		third = hostOf(t, left)
+		return third != leaderOf(t, left), nil
+	}); !ok {
+		t.Fatalf("the new leader %s runs the controllers beside a follower", third.name)
 	}
 	ctlNamespace(t, third.clientset(), "ctl-term-3")
 	waitDefaultSA(t, third, third.clientset(), "ctl-term-3", "")

@@ -261,13 +261,22 @@ func TestNamespaceFinalize(t *testing.T) {
 }
 
 // TestDeletionThroughAFollower: on a three-node cluster the garbage
-// collector and the namespace controller run on the leader only, while a
-// client talks to a follower, whose writes are forwarded.
+// collector and the namespace controller run on one node, the holder of
+// their lease, while a client talks to another follower, whose writes
+// run there and reach the log.
 func TestDeletionThroughAFollower(t *testing.T) {
 	nodes := startCluster(t, 3)
 	leader := leaderOf(t, nodes)
-	follower := followersOf(nodes, leader)[0]
-	wantRunning(t, leader)
+	host := hostOf(t, nodes)
+	var follower *node
+	for _, n := range followersOf(nodes, leader) {
+		if n != host {
+			follower = n
+		}
+	}
+	if follower == nil {
+		t.Fatalf("the controllers run on the leader %s", leader.name)
+	}
 	cs := follower.clientset()
 	ctx := context.Background()
 	const ns = "follower-cascade"

@@ -201,6 +201,20 @@ func NewKube(cfg *KubeConfig) (*Kube, error) {
 	return &Kube{cfg: *cfg, log: log}, nil
 }
 
+// LeaseClient is Host's Client: a clientset for the controllers' lease as
+// system:kube-controller-manager (kube-controller-manager's leader election
+// runs as its root identity too), with a certificate issued now, and the
+// close that ends its connections.
+func (k *Kube) LeaseClient() (kubernetes.Interface, func(), error) {
+	cl := &clients{k: k, caPEM: k.cfg.CAPEM()}
+	cs, err := cl.forIdentity(Identity{User: KubeControllerManagerUser}, "leader-election")
+	if err != nil {
+		cl.close()
+		return nil, nil, err
+	}
+	return cs, cl.close, nil
+}
+
 // TokensEnabled reports whether the tokens controller runs.
 func (k *Kube) TokensEnabled() bool { return k.cfg.TokenGenerator != nil }
 

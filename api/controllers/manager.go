@@ -25,15 +25,22 @@ var (
 // shows what a term runs and that nothing outlives it.
 const ProfileLabel = "trustplane-controllers-term"
 
-// Leadership is what the Manager needs from the cluster.
+// WorkLabel is the pprof label naming the work a term runs (Config.Name):
+// a node may run terms of two Managers at once (the controllers, the
+// expiry of events).
+const WorkLabel = "trustplane-term-work"
+
+// Leadership is what the Manager needs from the cluster: raft's
+// leadership (cluster.Node) for the expiry of events, the controllers'
+// lease (Host) for the controllers.
 type Leadership interface {
-	// IsLeader reports whether this node leads the Raft cluster right now.
-	// The Manager polls it, and a false ends the controllers' term, so it
-	// must turn false soon after leadership is lost. A briefly stale true
-	// is tolerable: the old leader's writes fail, or are forwarded or
-	// submitted to the new leader (--execute-writes), and
-	// kube's controllers write optimistically (create, or update at a
-	// resourceVersion), so two overlapping terms cannot corrupt anything.
+	// IsLeader reports whether this node may run the work right now.
+	// The Manager polls it, and a false ends the term, so it must turn
+	// false soon after the node lost the right. A briefly stale true is
+	// tolerable: writes through a node that lost it fail, or reach the
+	// log like any client's, and kube's controllers write optimistically
+	// (create, or update at a resourceVersion), so two overlapping terms
+	// cannot corrupt anything.
 	IsLeader() bool
 }
 
@@ -68,6 +75,9 @@ type Config struct {
 	// "controllers". The same Manager runs other leader-only work (the
 	// expiry of events) in terms of its own.
 	Name string
+	// Holds is what the log says Leadership's true means; "" means
+	// "this node leads".
+	Holds string
 }
 
 // DefaultConfig returns a Config with the default intervals; Leadership
@@ -93,9 +103,9 @@ func ValidateConfig(c *Config) error {
 	return nil
 }
 
-// Manager runs a Runner while the node leads: it starts a term when the
-// node becomes leader and ends it (cancel, then wait) when the node stops
-// leading or the Manager's context ends. At most one term runs at a time.
+// Manager runs a Runner while Leadership says so: it starts a term when
+// it turns true and ends it (cancel, then wait) when it turns false or the
+// Manager's context ends. At most one term runs at a time.
 type Manager struct {
 	cfg     Config
 	log     *slog.Logger
@@ -116,6 +126,9 @@ func New(cfg *Config) (*Manager, error) {
 	m := &Manager{cfg: *cfg, log: log, restart: make(chan string, 1)}
 	if m.cfg.Name == "" {
 		m.cfg.Name = "controllers"
+	}
+	if m.cfg.Holds == "" {
+		m.cfg.Holds = "this node leads"
 	}
 	return m, nil
 }
@@ -152,12 +165,12 @@ func (m *Manager) start(ctx context.Context) *term {
 	t := &term{cancel: cancel, done: make(chan struct{})}
 	n := m.terms.Add(1)
 	m.running.Store(true)
-	m.log.Info("starting "+m.cfg.Name+": this node leads", "term", n)
+	m.log.Info("starting "+m.cfg.Name+": "+m.cfg.Holds, "term", n)
 	go func() {
 		defer close(t.done)
 		// Goroutines inherit their creator's labels, so everything the
 		// term starts carries this one.
-		pprof.Do(tctx, pprof.Labels(ProfileLabel, strconv.FormatInt(n, 10)), func(ctx context.Context) {
+		pprof.Do(tctx, pprof.Labels(ProfileLabel, strconv.FormatInt(n, 10), WorkLabel, m.cfg.Name), func(ctx context.Context) {
 			t.err = m.cfg.Runner.Run(ctx)
 		})
 	}()
@@ -187,7 +200,7 @@ func (m *Manager) Run(ctx context.Context) {
 		case cur == nil && leading && !time.Now().Before(retryAfter):
 			cur = m.start(ctx)
 		case cur != nil && !leading:
-			m.stop(cur, "no longer the leader")
+			m.stop(cur, "no longer: "+m.cfg.Holds)
 			cur = nil
 		case cur != nil:
 			select {

@@ -23,7 +23,8 @@ import (
 
 // csrClient creates a CSR for the kube-apiserver-client signer every
 // CSRInterval and approves it, each request on a random node. The signer
-// runs on the leader; failovers in between must not make it sign twice.
+// runs on the holder of the controllers' lease; failovers in between must
+// not make it sign twice.
 func (w *Workload) csrClient(ctx context.Context, id int, rng *mrand.Rand) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,6 +20,7 @@ import (
 	saadmission "k8s.io/kubernetes/plugin/pkg/admission/serviceaccount"
 
 	admissionhook "github.com/trustplane/trustplane/api/admission"
+	"github.com/trustplane/trustplane/api/controllers"
 	"github.com/trustplane/trustplane/api/registry"
 )
 
@@ -47,34 +49,58 @@ func (c admissionChain) ForDelete(gvr schema.GroupVersionResource, kind schema.G
 	return chainSteps(c, func(d registry.DeleteAdmission) []registry.AdmitDeleteFunc { return d.ForDelete(gvr, kind) })
 }
 
-// The server's own writes (no user in their context: the default
-// namespaces and Service at bootstrap) skip the admission policies and
-// webhooks: kube-apiserver makes those writes through its loopback client,
-// where its policies and webhooks see them, but nothing a user configures
-// may refuse or change what the server needs to start. These wrap a step
-// so.
+// exempt is the rule for which writes skip the admission policies and
+// webhooks that users configure:
+//   - The server's own writes (no user in their context: the default
+//     namespaces and Service at bootstrap). kube-apiserver makes those
+//     through its loopback client, where its policies and webhooks see
+//     them, but nothing a user configures may refuse or change what the
+//     server needs to start.
+//   - The controllers' lease (kube-system/kube-controller-manager)
+//     written as system:kube-controller-manager. Every node's controllers
+//     stop when their host's renewals fail and no other node may then take
+//     it, so a policy or webhook refusing those writes would stop CSR
+//     signing, namespace deletion and the rest on every node at once.
+//     kube lets its policies and webhooks see kube-controller-manager's
+//     lease (its documentation only advises leaving kube-system alone).
+//     Whoever authenticates as that user holds its RBAC, which lets it
+//     hold the lease anyway, so the exemption gives it nothing more.
+//
+// The wrappers below apply it to a step; gvr is the step's resource, obj
+// the object written (or, for a delete, the stored one).
+func exempt(ctx context.Context, gvr schema.GroupVersionResource, obj runtime.Object) bool {
+	u, ok := genericapirequest.UserFrom(ctx)
+	if !ok {
+		return true
+	}
+	if gvr.GroupResource() != registry.LeasesGVR.GroupResource() || u.GetName() != controllers.KubeControllerManagerUser {
+		return false
+	}
+	m, err := meta.Accessor(obj)
+	return err == nil && m.GetNamespace() == controllers.LeaseNamespace && m.GetName() == controllers.LeaseName
+}
 
-func userAdmit(step registry.AdmitFunc) registry.AdmitFunc {
+func userAdmit(gvr schema.GroupVersionResource, step registry.AdmitFunc) registry.AdmitFunc {
 	return func(ctx context.Context, obj, old runtime.Object) error {
-		if _, ok := genericapirequest.UserFrom(ctx); !ok {
+		if exempt(ctx, gvr, obj) {
 			return nil
 		}
 		return step(ctx, obj, old)
 	}
 }
 
-func userValidate(step registry.ValidateFunc) registry.ValidateFunc {
+func userValidate(gvr schema.GroupVersionResource, step registry.ValidateFunc) registry.ValidateFunc {
 	return func(ctx context.Context, obj, old runtime.Object, dryRun bool) error {
-		if _, ok := genericapirequest.UserFrom(ctx); !ok {
+		if exempt(ctx, gvr, obj) {
 			return nil
 		}
 		return step(ctx, obj, old, dryRun)
 	}
 }
 
-func userDelete(step registry.AdmitDeleteFunc) registry.AdmitDeleteFunc {
+func userDelete(gvr schema.GroupVersionResource, step registry.AdmitDeleteFunc) registry.AdmitDeleteFunc {
 	return func(ctx context.Context, old runtime.Object, opts *metav1.DeleteOptions, dryRun bool) error {
-		if _, ok := genericapirequest.UserFrom(ctx); !ok {
+		if exempt(ctx, gvr, old) {
 			return nil
 		}
 		return step(ctx, old, opts, dryRun)
@@ -187,7 +213,7 @@ func (p *plugins) For(gvr schema.GroupVersionResource, kind schema.GroupVersionK
 	if len(own) > 0 {
 		return []registry.AdmitFunc{hook}
 	}
-	return []registry.AdmitFunc{userAdmit(hook)}
+	return []registry.AdmitFunc{userAdmit(gvr, hook)}
 }
 
 // ForValidate gives every resource the admission policies' step, then

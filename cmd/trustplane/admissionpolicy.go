@@ -103,7 +103,7 @@ func (p *admissionPolicies) step(gvr schema.GroupVersionResource, kind schema.Gr
 	}
 	// kube's audit wrapper copies the plugin's annotations (auditAnnotations,
 	// the Audit action's validation_failure) into the request's audit event.
-	return []registry.ValidateFunc{userValidate(admissionhook.HookValidate(p.objects, gvr, kind, admission.WithAudit(p.plugin)))}
+	return []registry.ValidateFunc{userValidate(gvr, admissionhook.HookValidate(p.objects, gvr, kind, admission.WithAudit(p.plugin)))}
 }
 
 // excludedFromAdmission reports the resources kube-apiserver keeps out of
@@ -120,7 +120,7 @@ func (p *admissionPolicies) deleteStep(gvr schema.GroupVersionResource, kind sch
 	if p.plugin == nil {
 		return nil
 	}
-	return []registry.AdmitDeleteFunc{userDelete(admissionhook.HookDelete(p.objects, gvr, kind, admission.WithAudit(p.plugin)))}
+	return []registry.AdmitDeleteFunc{userDelete(gvr, admissionhook.HookDelete(p.objects, gvr, kind, admission.WithAudit(p.plugin)))}
 }
 
 // restMapperReset is how often kube-apiserver forgets the discovery its

@@ -69,7 +69,7 @@ func (w *admissionWebhooks) step(gvr schema.GroupVersionResource, kind schema.Gr
 	if w == nil || excludedFromAdmission(gvr) {
 		return nil
 	}
-	return []registry.ValidateFunc{userValidate(admissionhook.HookValidate(w.objects, gvr, kind, admission.WithAudit(w.validating)))}
+	return []registry.ValidateFunc{userValidate(gvr, admissionhook.HookValidate(w.objects, gvr, kind, admission.WithAudit(w.validating)))}
 }
 
 // deleteStep is the webhooks' step of gvr's delete admission, with the
@@ -80,7 +80,7 @@ func (w *admissionWebhooks) deleteStep(gvr schema.GroupVersionResource, kind sch
 	if w == nil || excludedFromAdmission(gvr) {
 		return nil
 	}
-	return []registry.AdmitDeleteFunc{userDelete(admissionhook.HookDelete(w.objects, gvr, kind, admission.WithAudit(w.mutating), admission.WithAudit(w.validating)))}
+	return []registry.AdmitDeleteFunc{userDelete(gvr, admissionhook.HookDelete(w.objects, gvr, kind, admission.WithAudit(w.mutating), admission.WithAudit(w.validating)))}
 }
 
 // start initialises both plugins as kube-apiserver's plugin initialisers

@@ -10,8 +10,9 @@ import (
 	"github.com/trustplane/trustplane/api/controllers"
 )
 
-// runControllers runs the leader-only controllers (api/controllers) until
-// ctx ends: while this node leads, they talk to its API at apiURL with
+// runControllers runs the controllers (api/controllers) until ctx ends:
+// while this node holds their lease (controllers.Host, standing by
+// cluster.Node.StandsForControllers), they talk to its API at apiURL with
 // client certificates of its loopback CA, trusting the cluster CAs of the
 // term's start; a step of the cluster CA's rotation starts a new term
 // (ca). It returns once they stopped.
@@ -41,8 +42,19 @@ func runControllers(ctx context.Context, w *wiring, ident *identity, apiURL stri
 		log.Error("controllers are off", "error", err)
 		return
 	}
+	hcfg := controllers.DefaultHostConfig()
+	hcfg.Stand = w.node
+	hcfg.Client = kube.LeaseClient
+	hcfg.Identity = w.opts.nodeName
+	hcfg.Logger = log
+	host, err := controllers.NewHost(hcfg)
+	if err != nil {
+		log.Error("controllers are off", "error", err)
+		return
+	}
 	mcfg := controllers.DefaultConfig()
-	mcfg.Leadership = w.node
+	mcfg.Leadership = host
+	mcfg.Holds = "this node holds the controllers' lease"
 	mcfg.Runner = kube
 	mcfg.Logger = log
 	m, err := controllers.New(mcfg)
@@ -51,6 +63,7 @@ func runControllers(ctx context.Context, w *wiring, ident *identity, apiURL stri
 		return
 	}
 	ca.controller.Store(m)
+	go host.Run(ctx)
 	m.Run(ctx)
 }
 
