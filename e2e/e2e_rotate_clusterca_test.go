@@ -212,7 +212,7 @@ func TestE2ERotateClusterCA(t *testing.T) {
 		}
 	}
 
-	stopWrites := writeThrough(followersOf(nodes, leader), 1200, configMapWriter("clusterca"))
+	stopWrites := writeThrough(t, followersOf(nodes, leader), 1200, configMapWriter("clusterca"))
 
 	// The node CA is refused as a cluster CA (its client certificates
 	// would pass for nodes), and nothing changes.
@@ -244,9 +244,13 @@ func TestE2ERotateClusterCA(t *testing.T) {
 			_, err := clientOf(t, n, oldCA, newCA).CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
 			return err == nil
 		})
-		if chain := servingChain(t, n); !oldCA.Issued(chain[0]) || !verifiesUnder(chain, newCA) {
-			t.Fatalf("after start %s serves a certificate of the old CA that the new CA verifies: %v %v", n.name, oldCA.Issued(chain[0]), verifiesUnder(chain, newCA))
-		}
+		// The node trusts the new CA (above) a moment before it serves
+		// the chain that the new CA verifies: both follow the same
+		// record, in that order.
+		waitFor(t, 30*time.Second, n.name+" serves a certificate of the old CA that the new CA verifies", func() bool {
+			chain := servingChain(t, n)
+			return oldCA.Issued(chain[0]) && verifiesUnder(chain, newCA)
+		})
 	}
 	waitFor(t, 30*time.Second, "kube-root-ca.crt and the signers' ClusterTrustBundles hold both CAs", func() bool {
 		for _, cas := range []map[string]bool{rootCAs(t, nodes[1]), trustBundleCAs(t, nodes[1], "kubernetes.io/kube-apiserver-serving"), trustBundleCAs(t, nodes[1], certificatesv1.KubeAPIServerClientSignerName), trustBundleCAs(t, nodes[1], certificatesv1.KubeletServingSignerName)} {

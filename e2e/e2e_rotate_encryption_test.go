@@ -107,7 +107,7 @@ func TestE2ERotateEncryptionKey(t *testing.T) {
 
 	// Writes through the whole rotation, to the followers, which forward
 	// them to whichever node leads.
-	stopWrites := writeThrough(followersOf(nodes, leader), 400, func(n *node, i int) error { return create(n, fmt.Sprintf("during-%03d", i)) })
+	stopWrites := writeThrough(t, followersOf(nodes, leader), 400, func(n *node, i int) error { return create(n, fmt.Sprintf("during-%03d", i)) })
 
 	out := mustRotate("encryption-key", "start")
 	if !strings.Contains(out, "is pending") {

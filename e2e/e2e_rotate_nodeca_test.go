@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,10 +54,21 @@ func raftProbe(t *testing.T, n *node, ca *certs.CA) (presented *certs.CA, accept
 }
 
 // writeThrough writes through writers in turn, one write every 50 ms, at
-// most max, until the returned stop is called; stop returns the writes
-// that failed, each with the node it went to.
-func writeThrough(writers []*node, max int, write func(n *node, i int) error) (stop func() []string) {
+// most max, until the returned stop is called, or the test ends (a test
+// that fails before its stop must not leave the writer running against
+// nodes that are gone); stop returns the writes that failed, each with
+// the node it went to.
+func writeThrough(t testing.TB, writers []*node, max int, write func(n *node, i int) error) (stop func() []string) {
 	quit, done := make(chan struct{}), make(chan []string)
+	var (
+		once   sync.Once
+		failed []string
+	)
+	stop = func() []string {
+		once.Do(func() { close(quit); failed = <-done })
+		return failed
+	}
+	t.Cleanup(func() { stop() })
 	go func() {
 		var failed []string
 		for i := 0; i < max; i++ {
@@ -73,7 +85,7 @@ func writeThrough(writers []*node, max int, write func(n *node, i int) error) (s
 		}
 		done <- failed
 	}()
-	return func() []string { close(quit); return <-done }
+	return stop
 }
 
 // configMapWriter creates ConfigMap prefix-NNNN in default; one that
@@ -135,7 +147,7 @@ func TestE2ERotateNodeCA(t *testing.T) {
 	})
 
 	// Writes through the whole rotation, forwarded by the followers.
-	stopWrites := writeThrough(followersOf(nodes, leader), 600, configMapWriter("nodeca"))
+	stopWrites := writeThrough(t, followersOf(nodes, leader), 600, configMapWriter("nodeca"))
 
 	out := mustRotate("node-ca", "start", "--key-file", bundleFile)
 	if !strings.Contains(out, certs.CertID(newCA.Cert)+" is pending") || strings.Contains(out, "PRIVATE KEY") {

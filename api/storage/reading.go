@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -117,12 +118,20 @@ func (s *Storage) answered(rev uint64) {
 }
 
 // appliedOwnWrites waits until this node has applied every write it has
-// answered, within FreshWait (then 504, as a read at a resourceVersion not
-// yet applied).
+// answered, within FreshWait. Should the wait end first (the node lost
+// its leader after the leader committed its last write, and so never
+// learnt of the commit), the write has sent nothing: it is refused with
+// 503 and Retry-After, as a write that finds no leader is, never the 504
+// that would call its outcome unknown.
 func (s *Storage) appliedOwnWrites(ctx context.Context) error {
 	rev := s.ownWrites.Load()
 	if rev == 0 || s.backend.AppliedIndex() >= rev {
 		return nil
 	}
-	return s.WaitFor(ctx, rev)
+	wctx, cancel := context.WithTimeout(ctx, s.freshWait)
+	defer cancel()
+	if err := s.backend.WaitApplied(wctx, rev); err != nil {
+		return Unavailable(fmt.Errorf("this node has not yet applied its own last write (revision %d; applied %d)", rev, s.Applied()))
+	}
+	return nil
 }

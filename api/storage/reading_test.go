@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	api "k8s.io/kubernetes/pkg/apis/core"
@@ -222,3 +223,22 @@ func remove(t *testing.T, s *storage.Store, name string) {
 }
 
 var _ storage.Backend = (*memlog.Follower)(nil)
+
+// TestOwnWriteNotAppliedIs503: a node whose last answered write it has not
+// applied, and cannot (it lost its leader after the leader committed it),
+// refuses the next write with 503 and Retry-After, having sent nothing,
+// not with the 504 that would call the outcome unknown.
+func TestOwnWriteNotAppliedIs503(t *testing.T) {
+	_, follower, l, f := staleStores(t)
+	create(t, follower, "a") // answered at once, not applied here
+	f.Cut.Store(true)
+	before := l.FSM.AppliedIndex()
+	_, err := follower.GuaranteedUpdate(context.Background(), key("a"), nil, setLabel("x"), storage.UpdateOptions{})
+	wantStatus(t, err, http.StatusServiceUnavailable, "the cluster cannot serve the request right now: this node has not yet applied its own last write (revision 1; applied 0)")
+	if secs, ok := apierrors.SuggestsClientDelay(err); !ok || secs != 1 {
+		t.Fatalf("Retry-After %d (%v), want 1", secs, ok)
+	}
+	if l.FSM.AppliedIndex() != before {
+		t.Fatal("the refused write reached the log")
+	}
+}

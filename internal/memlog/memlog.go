@@ -74,6 +74,9 @@ type Follower struct {
 	FSM *fsm.FSM
 	// ReadIndexes counts the read indexes asked of it.
 	ReadIndexes atomic.Int64
+	// Cut stops WaitApplied from catching up, as a node that lost its
+	// leader stops applying: the wait then lasts until its context ends.
+	Cut atomic.Bool
 }
 
 // NewFollower is a follower of l that has applied nothing yet.
@@ -110,9 +113,10 @@ func (f *Follower) ReadIndex(context.Context) (uint64, error) {
 // AppliedIndex is the follower's applied index.
 func (f *Follower) AppliedIndex() uint64 { return f.FSM.AppliedIndex() }
 
-// WaitApplied catches up when index is beyond what it applied.
+// WaitApplied catches up when index is beyond what it applied, unless
+// Cut.
 func (f *Follower) WaitApplied(ctx context.Context, index uint64) error {
-	if f.FSM.AppliedIndex() < index {
+	if f.FSM.AppliedIndex() < index && !f.Cut.Load() {
 		f.CatchUp()
 	}
 	return f.FSM.WaitApplied(ctx, index)
