@@ -89,6 +89,13 @@ func NewHost(cfg *HostConfig) (*Host, error) {
 	return &Host{cfg: *cfg, log: log}, nil
 }
 
+// lost records that this node no longer holds the lease (once).
+func (h *Host) lost() {
+	if h.holding.Swap(false) {
+		h.log.Info("gave up the controllers' lease", "lease", LeaseNamespace+"/"+LeaseName)
+	}
+}
+
 // IsLeader reports whether this node holds the controllers' lease.
 func (h *Host) IsLeader() bool { return h.holding.Load() }
 
@@ -144,19 +151,18 @@ func (h *Host) campaign(ctx context.Context) error {
 		ReleaseOnCancel: true,
 		Name:            LeaseName,
 		Callbacks: leaderelection.LeaderCallbacks{
+			// client-go starts this in a goroutine that may run after
+			// the lease is already lost: holding is true only until
+			// lctx, which ends with the lease, is done.
 			OnStartedLeading: func(lctx context.Context) {
 				if lctx.Err() == nil {
 					h.holding.Store(true)
 					h.log.Info("holding the controllers' lease", "lease", LeaseNamespace+"/"+LeaseName)
 				}
 				<-lctx.Done()
-				h.holding.Store(false)
+				h.lost()
 			},
-			OnStoppedLeading: func() {
-				if h.holding.Swap(false) {
-					h.log.Info("gave up the controllers' lease", "lease", LeaseNamespace+"/"+LeaseName)
-				}
-			},
+			OnStoppedLeading: h.lost,
 		},
 	})
 	if err != nil {

@@ -128,9 +128,7 @@ func (s *Storage) appliedOwnWrites(ctx context.Context) error {
 	if rev == 0 || s.backend.AppliedIndex() >= rev {
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, s.freshWait)
-	defer cancel()
-	if err := s.backend.WaitApplied(wctx, rev); err != nil {
+	if err := s.waitApplied(ctx, rev); err != nil {
 		return Unavailable(fmt.Errorf("this node has not yet applied its own last write (revision %d; applied %d)", rev, s.Applied()))
 	}
 	return nil

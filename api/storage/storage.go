@@ -260,12 +260,18 @@ func (s *Storage) ReadIndex(ctx context.Context) (uint64, error) {
 // rev. A node still behind then answers kube-apiserver's 504 "Too large
 // resource version" with Retry-After 1.
 func (s *Storage) WaitFor(ctx context.Context, rev uint64) error {
-	wctx, cancel := context.WithTimeout(ctx, s.freshWait)
-	defer cancel()
-	if err := s.backend.WaitApplied(wctx, rev); err != nil {
+	if err := s.waitApplied(ctx, rev); err != nil {
 		return s.TooLarge(rev)
 	}
 	return nil
+}
+
+// waitApplied waits until this node has applied rev, at most FreshWait:
+// the one bound on how long a request waits for this node's state.
+func (s *Storage) waitApplied(ctx context.Context, rev uint64) error {
+	wctx, cancel := context.WithTimeout(ctx, s.freshWait)
+	defer cancel()
+	return s.backend.WaitApplied(wctx, rev)
 }
 
 // TooLarge is kube-apiserver's answer to a read at rev, which this node has
