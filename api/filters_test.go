@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -262,6 +263,12 @@ func TestRemoteIdentityHeadersAreTrustedOnlyFromNodes(t *testing.T) {
 		r.Header.Add("X-Remote-Group", "system:masters")
 		return r
 	}
+	// component adds the header a node forwarding its own component's
+	// write sets.
+	component := func(r *http.Request) *http.Request {
+		r.Header.Set(headerForwardedCaller, forwardedComponent)
+		return r
+	}
 	plain := func(chains [][]*x509.Certificate) *http.Request {
 		r := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/configmaps?watch=true", nil)
 		r.TLS = &tls.ConnectionState{VerifiedChains: chains}
@@ -274,6 +281,8 @@ func TestRemoteIdentityHeadersAreTrustedOnlyFromNodes(t *testing.T) {
 		wantCred credential
 	}{
 		{"a node forwarding a write is trusted for the caller's identity", spoof(chains(nodeCA, certs.NodeRequest("n2"))), "mallory", credentialForwarded},
+		{"a node forwarding its component's write vouches for it", component(spoof(chains(nodeCA, certs.NodeRequest("n2")))), "mallory", credentialComponent},
+		{"a client certificate cannot claim to be a component", component(plain(chains(clusterCA, certs.Request{CommonName: "system:kube-controller-manager", Client: true}))), "system:kube-controller-manager", credentialCertificate},
 		{"a node subject from the cluster CA cannot claim another identity", spoof(chains(clusterCA, certs.NodeRequest("n2"))), certs.NodeUserPrefix + "n2", credentialCertificate},
 		{"a client certificate cannot claim another identity", spoof(chains(clusterCA, certs.Request{CommonName: "admin", Organization: []string{"system:masters"}, Client: true})), "admin", credentialCertificate},
 		{"a node's own certificate is a node's credential", plain(chains(nodeCA, certs.NodeRequest("n2"))), certs.NodeUserPrefix + "n2", credentialNode},
@@ -338,9 +347,13 @@ func TestIdentityHeadersRoundTrip(t *testing.T) {
 	h := http.Header{}
 	h.Set("X-Remote-User", "stale")
 	h.Set("Authorization", "Bearer secret")
+	h.Set(headerForwardedCaller, forwardedComponent)
 	setIdentityHeaders(h, in)
 	if h.Get("Authorization") != "" {
 		t.Fatal("credentials of the caller were forwarded")
+	}
+	if h.Get(headerForwardedCaller) != "" {
+		t.Fatal("a client's claim to be a component was forwarded")
 	}
 	out, ok := identityFromHeaders(h)
 	if !ok {
@@ -351,6 +364,34 @@ func TestIdentityHeadersRoundTrip(t *testing.T) {
 	}
 	if got := out.GetExtra()["scopes.example.com/x"]; len(got) != 2 || got[0] != "1" {
 		t.Fatalf("extra = %v", out.GetExtra())
+	}
+}
+
+// TestFromComponent: a component is known by its credential, and only
+// while it acts as itself.
+func TestFromComponent(t *testing.T) {
+	kcm := &user.DefaultInfo{Name: user.KubeControllerManager}
+	impersonated := func(ctx context.Context) context.Context {
+		return genericapirequest.WithUser(ctx, &user.DefaultInfo{Name: user.KubeControllerManager})
+	}
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want bool
+	}{
+		{"a component's certificate", withCaller(context.Background(), kcm, credentialComponent), true},
+		{"a component impersonating, even its own name", impersonated(withCaller(context.Background(), kcm, credentialComponent)), false},
+		{"the name on a client certificate", withCaller(context.Background(), kcm, credentialCertificate), false},
+		{"the name forwarded without the node's word", withCaller(context.Background(), kcm, credentialForwarded), false},
+		{"a peer node's own certificate", withCaller(context.Background(), kcm, credentialNode), false},
+		{"the name alone", genericapirequest.WithUser(context.Background(), kcm), false},
+		{"nobody", context.Background(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := FromComponent(tc.ctx); got != tc.want {
+				t.Fatalf("FromComponent = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -69,12 +69,18 @@ type ForwardConfig struct {
 // Headers carrying the caller's identity on a forwarded request. They are
 // read only when the request comes from a node certificate.
 const (
-	headerRemoteUser    = "X-Remote-User"
-	headerRemoteUID     = "X-Remote-Uid"
-	headerRemoteGroup   = "X-Remote-Group"
-	headerRemoteExtra   = "X-Remote-Extra-"
-	headerForwardedBy   = "X-Trustplane-Forwarded-By"
-	forwardPollInterval = 50 * time.Millisecond
+	headerRemoteUser  = "X-Remote-User"
+	headerRemoteUID   = "X-Remote-Uid"
+	headerRemoteGroup = "X-Remote-Group"
+	headerRemoteExtra = "X-Remote-Extra-"
+	headerForwardedBy = "X-Trustplane-Forwarded-By"
+	// headerForwardedCaller, set to forwardedComponent, says the caller
+	// is one of the forwarding node's components (FromComponent). A
+	// node that does not read it takes the caller for an ordinary user,
+	// which grants less, so it needs no new forwarded-request version.
+	headerForwardedCaller = "X-Trustplane-Forwarded-Caller"
+	forwardedComponent    = "component"
+	forwardPollInterval   = 50 * time.Millisecond
 )
 
 // isWrite says whether a request writes a resource: the leader serves it,
@@ -359,6 +365,9 @@ func (f *forwarder) send(req *http.Request, addr string, body []byte, u user.Inf
 		}
 	}
 	setIdentityHeaders(out.Header, u)
+	if FromComponent(req.Context()) {
+		out.Header.Set(headerForwardedCaller, forwardedComponent)
+	}
 	out.Header.Set(headerForwardedBy, forwardedBy)
 	return f.client().Do(out)
 }
@@ -412,6 +421,7 @@ func setIdentityHeaders(h http.Header, u user.Info) {
 			delete(h, k)
 		}
 	}
+	h.Del(headerForwardedCaller)
 	h.Del("Authorization")
 	h.Del("Impersonate-User")
 	h.Del("Impersonate-Group")

@@ -290,7 +290,9 @@ const (
 	credentialNode
 	// credentialComponent: a certificate of this node's own components,
 	// from its loopback CA (Config.Components), which exists in this
-	// process only.
+	// process only; or a peer node's component, as that node's
+	// certificate vouches when it forwards the component's write
+	// (headerForwardedCaller).
 	credentialComponent
 )
 
@@ -320,6 +322,22 @@ func withCaller(ctx context.Context, u user.Info, cred credential) context.Conte
 func callerFrom(ctx context.Context) (caller, bool) {
 	c, ok := ctx.Value(callerKey{}).(caller)
 	return c, ok
+}
+
+// FromComponent reports whether ctx's request is one of the cluster's own
+// components acting as itself: its caller, as authentication proved it,
+// holds a certificate of a node's loopback CA (credentialComponent), and
+// its user is that caller's, not one it impersonates. A name is never
+// enough (systemCaller says why). Admission's rules for the controllers'
+// lease read it (cmd/trustplane/controllerslease.go), and a follower
+// forwarding the request vouches for it (forwarder.send).
+func FromComponent(ctx context.Context) bool {
+	c, ok := callerFrom(ctx)
+	if !ok || c.cred != credentialComponent || c.user == nil {
+		return false
+	}
+	u, ok := genericapirequest.UserFrom(ctx)
+	return ok && u == c.user
 }
 
 // systemCaller decides who is a system identity, for the watch cap: exempt

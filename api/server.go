@@ -408,7 +408,11 @@ func (s *Server) withTLSAuthentication(next http.Handler) http.Handler {
 				}
 			}
 			if u, ok := identityFromHeaders(req.Header); ok {
-				next.ServeHTTP(w, req.WithContext(withCaller(req.Context(), u, credentialForwarded)))
+				cred := credentialForwarded
+				if req.Header.Get(headerForwardedCaller) == forwardedComponent {
+					cred = credentialComponent
+				}
+				next.ServeHTTP(w, req.WithContext(withCaller(req.Context(), u, cred)))
 				return
 			}
 		}

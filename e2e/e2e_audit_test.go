@@ -19,6 +19,8 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/trustplane/trustplane/api/controllers"
 )
 
 // auditEverything is an audit.k8s.io/v1 Policy recording every request
@@ -418,6 +420,21 @@ func TestE2EAuditCluster(t *testing.T) {
 		}
 		return false
 	})
+
+	// The controllers' host, a follower, writes their lease through the
+	// leader, which reserves it for the nodes' components and knows this
+	// one for a component by the forwarding node's word: the host took
+	// the lease and keeps renewing it.
+	host := hostOf(t, nodes)
+	since := time.Now()
+	waitFor(t, 30*time.Second, "the controllers' lease renewed by "+host.name, func() bool {
+		l, err := cs.CoordinationV1().Leases(controllers.LeaseNamespace).Get(ctx, controllers.LeaseName, metav1.GetOptions{})
+		return err == nil && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(since) &&
+			l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == host.name
+	})
+	if started, stopped := terms(host); started != stopped+1 {
+		t.Fatalf("%s's controllers: %d terms started, %d stopped", host.name, started, stopped)
+	}
 }
 
 // auditedOnceBy checks that writer's create of the ConfigMap name in

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
+	"slices"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,8 +19,8 @@ import (
 	"k8s.io/kubernetes/plugin/pkg/admission/certificates/subjectrestriction"
 	saadmission "k8s.io/kubernetes/plugin/pkg/admission/serviceaccount"
 
+	"github.com/trustplane/trustplane/api"
 	admissionhook "github.com/trustplane/trustplane/api/admission"
-	"github.com/trustplane/trustplane/api/controllers"
 	"github.com/trustplane/trustplane/api/registry"
 )
 
@@ -56,28 +56,21 @@ func (c admissionChain) ForDelete(gvr schema.GroupVersionResource, kind schema.G
 //     through its loopback client, where its policies and webhooks see
 //     them, but nothing a user configures may refuse or change what the
 //     server needs to start.
-//   - The controllers' lease (kube-system/kube-controller-manager)
-//     written as system:kube-controller-manager. Every node's controllers
-//     stop when their host's renewals fail and no other node may then take
-//     it, so a policy or webhook refusing those writes would stop CSR
-//     signing, namespace deletion and the rest on every node at once.
-//     kube lets its policies and webhooks see kube-controller-manager's
-//     lease (its documentation only advises leaving kube-system alone).
-//     Whoever authenticates as that user holds its RBAC, which lets it
-//     hold the lease anyway, so the exemption gives it nothing more.
+//   - The controllers' lease written by a node's component (leaseExempt,
+//     controllerslease.go). Every node's controllers stop when their
+//     host's renewals fail and no other node may then take it, so a
+//     policy or webhook refusing those writes would stop CSR signing,
+//     namespace deletion and the rest on every node at once. kube lets
+//     its policies and webhooks see kube-controller-manager's lease (its
+//     documentation only advises leaving kube-system alone).
 //
 // The wrappers below apply it to a step; gvr is the step's resource, obj
 // the object written (or, for a delete, the stored one).
 func exempt(ctx context.Context, gvr schema.GroupVersionResource, obj runtime.Object) bool {
-	u, ok := genericapirequest.UserFrom(ctx)
-	if !ok {
+	if _, ok := genericapirequest.UserFrom(ctx); !ok {
 		return true
 	}
-	if gvr.GroupResource() != registry.LeasesGVR.GroupResource() || u.GetName() != controllers.KubeControllerManagerUser {
-		return false
-	}
-	m, err := meta.Accessor(obj)
-	return err == nil && m.GetNamespace() == controllers.LeaseNamespace && m.GetName() == controllers.LeaseName
+	return leaseExempt(api.FromComponent(ctx), gvr, obj)
 }
 
 func userAdmit(gvr schema.GroupVersionResource, step registry.AdmitFunc) registry.AdmitFunc {
@@ -143,6 +136,9 @@ type plugins struct {
 	// maxWebhookResponse is the limit of a webhook's answer
 	// (--admission-webhook-max-response-bytes).
 	maxWebhookResponse int64
+	// reserveLease keeps the controllers' lease for the nodes' own
+	// components (leaseRefusal): the node runs the controllers.
+	reserveLease bool
 }
 
 var (
@@ -154,9 +150,10 @@ var (
 // newAdmission builds the plugins; authz decides the certificate plugins'
 // signer permissions. Without an authorizer only the node subject
 // restriction guards CSRs, so that no CSR can ask for a node identity.
-func newAdmission(authz authorizer.Authorizer) (*plugins, error) {
+// reserveLease says the node runs the controllers (plugins.reserveLease).
+func newAdmission(authz authorizer.Authorizer, reserveLease bool) (*plugins, error) {
 	p := &plugins{sa: saadmission.NewServiceAccount(), csr: []admission.Interface{admissionhook.NewNodeSubjectRestriction()},
-		policies: newAdmissionPolicies(authz)}
+		policies: newAdmissionPolicies(authz), reserveLease: reserveLease}
 	if authz == nil {
 		return p, nil
 	}
@@ -216,16 +213,26 @@ func (p *plugins) For(gvr schema.GroupVersionResource, kind schema.GroupVersionK
 	return []registry.AdmitFunc{userAdmit(gvr, hook)}
 }
 
-// ForValidate gives every resource the admission policies' step, then
-// the validating webhooks', after the strategy.
+// ForValidate gives the leases the controllers' lease's reservation
+// (when reserveLease) and every resource the admission policies' step,
+// then the validating webhooks', after the strategy.
 func (p *plugins) ForValidate(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.ValidateFunc {
-	return append(p.policies.step(gvr, kind), p.webhooks.step(gvr, kind)...)
+	var own []registry.ValidateFunc
+	if p.reserveLease {
+		own, _ = leaseReserve(gvr)
+	}
+	return slices.Concat(own, p.policies.step(gvr, kind), p.webhooks.step(gvr, kind))
 }
 
-// ForDelete gives every resource the admission policies' delete step,
+// ForDelete gives the leases the reservation's delete step (when
+// reserveLease) and every resource the admission policies' delete step,
 // then the validating webhooks'.
 func (p *plugins) ForDelete(gvr schema.GroupVersionResource, kind schema.GroupVersionKind) []registry.AdmitDeleteFunc {
-	return append(p.policies.deleteStep(gvr, kind), p.webhooks.deleteStep(gvr, kind)...)
+	var own []registry.AdmitDeleteFunc
+	if p.reserveLease {
+		_, own = leaseReserve(gvr)
+	}
+	return slices.Concat(own, p.policies.deleteStep(gvr, kind), p.webhooks.deleteStep(gvr, kind))
 }
 
 // start initialises the plugins that read the API, over the node's own

@@ -427,7 +427,7 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	adm, err := newAdmission(az.authorizer)
+	adm, err := newAdmission(az.authorizer, o.controllers)
 	if err != nil {
 		return fmt.Errorf("admission: %w", err)
 	}
