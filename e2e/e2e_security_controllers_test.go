@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"net/http"
 	"testing"
 	"time"
@@ -112,17 +111,7 @@ func TestE2ESecurityControllersLease(t *testing.T) {
 			t.Fatal(err)
 		}
 		signed := waitCSR(t, admin, "e2e-kcm", 30*time.Second, "issued", issued)
-		keyDER, err := x509.MarshalECPrivateKey(req.key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := n.restConfig()
-		cfg.CertFile, cfg.KeyFile = "", ""
-		cfg.CertData, cfg.KeyData = signed.Status.Certificate, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-		thief, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		thief := issuedClient(t, n, signed, req)
 		thieves := thief.CoordinationV1().Leases(controllers.LeaseNamespace)
 		// It is kube-controller-manager to RBAC: it may read the lease.
 		before, err := thieves.Get(ctx, controllers.LeaseName, metav1.GetOptions{})

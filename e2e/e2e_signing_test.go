@@ -69,6 +69,24 @@ func waitCSR(t testing.TB, cs kubernetes.Interface, name string, timeout time.Du
 	return last
 }
 
+// issuedClient is a clientset authenticating with the certificate signed
+// for req's CSR.
+func issuedClient(t testing.TB, n *node, signed *certificatesv1.CertificateSigningRequest, req keyedCSR) *kubernetes.Clientset {
+	t.Helper()
+	keyDER, err := x509.MarshalECPrivateKey(req.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := n.restConfig()
+	cfg.CertFile, cfg.KeyFile = "", ""
+	cfg.CertData, cfg.KeyData = signed.Status.Certificate, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
 func issued(c *certificatesv1.CertificateSigningRequest) bool { return len(c.Status.Certificate) > 0 }
 
 func condition(c *certificatesv1.CertificateSigningRequest, typ certificatesv1.RequestConditionType) *certificatesv1.CertificateSigningRequestCondition {
@@ -394,17 +412,7 @@ func TestCSRSigningOptions(t *testing.T) {
 	if life := cert.NotAfter.Sub(cert.NotBefore); life > 20*time.Minute+10*time.Minute || life < 20*time.Minute {
 		t.Fatalf("lifetime %v, want the 20m --cluster-signing-duration cap (plus backdating), not the 1h asked for", life)
 	}
-	keyDER, err := x509.MarshalECPrivateKey(req.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := n.restConfig()
-	cfg.CertFile, cfg.KeyFile = "", ""
-	cfg.CertData, cfg.KeyData = signed.Status.Certificate, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := issuedClient(t, n, signed, req)
 	ssr, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("a certificate from the separate signer CA does not authenticate: %v", err)
