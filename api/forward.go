@@ -267,9 +267,12 @@ func (s *Server) withForwarding(next http.Handler) http.Handler {
 			case err != nil:
 				s.writeError(w, req, noLeader(err))
 				return
-			case req.Header.Get(headerForwardedBy) != "":
+			case s.forwardedHere(req):
 				// Leadership moved while the request was in flight:
-				// answer instead of bouncing between nodes.
+				// answer instead of bouncing between nodes. Only a
+				// node's word counts: a client that sends the header
+				// itself is forwarded like any other client (send sets
+				// the header anew).
 				s.writeError(w, req, noLeader(errors.New("leadership changed while the request was forwarded")))
 				return
 			}

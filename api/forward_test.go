@@ -218,3 +218,51 @@ func TestExecuteLocally(t *testing.T) {
 		})
 	}
 }
+
+// TestClientCannotClaimAForwardedWrite: only a node's X-Trustplane-Forwarded-By
+// tells a follower that a write was already forwarded once (and so must not
+// be bounced on). A client that sends the header itself gets what any client
+// gets: its write forwarded to the leader, with the header set by the
+// follower, rather than a 503 that says leadership moved.
+func TestClientCannotClaimAForwardedWrite(t *testing.T) {
+	nodeCA, err := certs.LoadOrCreateNodeCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := certs.NewNodeVerifier(nodeCA)
+	var seenBy atomic.Value
+	leader := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seenBy.Store(r.Header.Get(headerForwardedBy))
+		w.WriteHeader(http.StatusCreated)
+	}))
+	leader.TLS = &tls.Config{Certificates: []tls.Certificate{nodePair(t, nodeCA, "leader")}}
+	leader.StartTLS()
+	defer leader.Close()
+
+	lead := &fakeLeadership{}
+	lead.addr.Store(leader.Listener.Addr().String())
+	s := testServer(t)
+	s.cfg.Nodes = nodes
+	s.cfg.Forward = &ForwardConfig{TLS: nodes.ClientTLS(certs.NewNodeCert(nodePair(t, nodeCA, "follower"))), Leadership: lead, WaitForLeader: 5 * time.Second}
+	h := s.withForwarding(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Error("a follower in leader mode served a write itself")
+	}))
+	for _, value := range []string{"1", "2", "anything"} {
+		t.Run(value, func(t *testing.T) {
+			seenBy.Store("")
+			req := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", strings.NewReader(`{}`))
+			req.Header.Set(headerForwardedBy, value)
+			req = req.WithContext(genericapirequest.WithUser(genericapirequest.WithRequestInfo(req.Context(),
+				&genericapirequest.RequestInfo{IsResourceRequest: true, Verb: "create", APIVersion: "v1", Resource: "configmaps", Namespace: "default"}),
+				&user.DefaultInfo{Name: "alice"}))
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusCreated {
+				t.Fatalf("got %d: %s; want the leader's 201", rec.Code, rec.Body)
+			}
+			if got, _ := seenBy.Load().(string); got != forwardedBy {
+				t.Fatalf("the leader saw X-Trustplane-Forwarded-By %q, want the follower's %q", got, forwardedBy)
+			}
+		})
+	}
+}
