@@ -133,10 +133,7 @@ func TestForwardedWriteEndsWhenLeadershipMoves(t *testing.T) {
 	h := s.withForwarding(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t.Error("a follower served a write itself")
 	}))
-	req := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", strings.NewReader(`{}`))
-	req = req.WithContext(genericapirequest.WithUser(genericapirequest.WithRequestInfo(req.Context(),
-		&genericapirequest.RequestInfo{IsResourceRequest: true, Verb: "create", APIVersion: "v1", Resource: "configmaps", Namespace: "default"}),
-		&user.DefaultInfo{Name: "alice"}))
+	req := aliceCreatesConfigMap()
 	rec := httptest.NewRecorder()
 	done := make(chan struct{})
 	go func() { h.ServeHTTP(rec, req); close(done) }()
@@ -250,11 +247,8 @@ func TestClientCannotClaimAForwardedWrite(t *testing.T) {
 	for _, value := range []string{"1", "2", "anything"} {
 		t.Run(value, func(t *testing.T) {
 			seenBy.Store("")
-			req := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", strings.NewReader(`{}`))
+			req := aliceCreatesConfigMap()
 			req.Header.Set(headerForwardedBy, value)
-			req = req.WithContext(genericapirequest.WithUser(genericapirequest.WithRequestInfo(req.Context(),
-				&genericapirequest.RequestInfo{IsResourceRequest: true, Verb: "create", APIVersion: "v1", Resource: "configmaps", Namespace: "default"}),
-				&user.DefaultInfo{Name: "alice"}))
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
 			if rec.Code != http.StatusCreated {
@@ -265,4 +259,13 @@ func TestClientCannotClaimAForwardedWrite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// aliceCreatesConfigMap is a client's create of a ConfigMap in default as it
+// reaches the forwarding filter: authenticated as alice, request info set.
+func aliceCreatesConfigMap() *http.Request {
+	req := httptest.NewRequest(http.MethodPost, "/api/v1/namespaces/default/configmaps", strings.NewReader(`{}`))
+	return req.WithContext(genericapirequest.WithUser(genericapirequest.WithRequestInfo(req.Context(),
+		&genericapirequest.RequestInfo{IsResourceRequest: true, Verb: "create", APIVersion: "v1", Resource: "configmaps", Namespace: "default"}),
+		&user.DefaultInfo{Name: "alice"}))
 }
