@@ -506,6 +506,17 @@ func TestServerSideApplyThroughFollower(t *testing.T) {
 	if o := owners(cm); o["follower-client/Update"] != `{"f:data":{"f:b":{}}}` || o["alice/Apply"] == "" {
 		t.Fatalf("owners %v", o)
 	}
+
+	// A client that claims its write was forwarded already (a node's
+	// header) is forwarded as any other client, not refused with the 503
+	// meant for a write that met a leader change on its way.
+	hdr = jsonHeader("application/json")
+	hdr["X-Trustplane-Forwarded-By"] = "1"
+	r = do(t, a.c, http.MethodPost, a.base, hdr, []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fw-claimed"}}`))
+	decodeCM(t, r, http.StatusCreated)
+	if _, err := leader.clientset().CoreV1().ConfigMaps("default").Get(context.Background(), "fw-claimed", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the write a client claimed was forwarded is not on the leader: %v", err)
+	}
 }
 
 // TestServerSideApplySpecRules: the specification's server-side apply rules
