@@ -272,3 +272,86 @@ func (c *inmemCluster) leader(t *testing.T) int {
 	})
 	return li
 }
+
+// tcpCluster is nodes the way New builds them: real TCP, mutual TLS, bolt
+// and gossip on loopback, bootstrapping together.
+type tcpCluster struct {
+	t           *testing.T
+	ca          *testCA
+	key         []byte
+	gossipAddrs []string
+	raftAddrs   []string
+	logs        []*logBuffer
+}
+
+func newTCPCluster(t *testing.T, size int) *tcpCluster {
+	c := &tcpCluster{t: t, ca: newTestCA(t, "cluster-ca"), key: make([]byte, 32), logs: make([]*logBuffer, size)}
+	_, _ = rand.Read(c.key)
+	for range size {
+		c.gossipAddrs = append(c.gossipAddrs, freeAddr(t))
+		c.raftAddrs = append(c.raftAddrs, freeAddr(t))
+	}
+	return c
+}
+
+// start starts node i on dir, with gossip at gossipAt.
+func (c *tcpCluster) start(i int, dir, gossipAt string) (*Node, error) {
+	name := fmt.Sprintf("tcp-%d", i)
+	c.logs[i] = &logBuffer{}
+	cfg := DefaultConfig()
+	cfg.NodeName = name
+	cfg.DataDir = dir
+	cfg.RaftAddr = c.raftAddrs[i]
+	cfg.TLS = tlsConfig(c.ca.nodeCert(c.t, name), c.ca)
+	cfg.PeerName = certPeerName
+	cfg.Logger = c.logs[i].logger()
+	cfg.BootstrapExpect = len(c.raftAddrs)
+	cfg.GossipAddr = gossipAt
+	cfg.GossipKey = c.key
+	cfg.Join = c.gossipAddrs
+	cfg.ClusterID = "tcp-cluster"
+	cfg.DeadServerTimeout = -1
+	n, err := New(cfg, fsm.New())
+	if err == nil {
+		c.t.Cleanup(func() { _ = n.Shutdown() })
+	}
+	return n, err
+}
+
+// startAll starts every node at once, each on a new data directory.
+func (c *tcpCluster) startAll() []*Node {
+	t := c.t
+	nodes := make([]*Node, len(c.raftAddrs))
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nodes[i], errs[i] = c.start(i, t.TempDir(), c.gossipAddrs[i])
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return nodes
+}
+
+// tcpLeader waits for one of among to be a leader that may serve reads.
+func tcpLeader(t *testing.T, among ...*Node) *Node {
+	t.Helper()
+	var l *Node
+	waitFor(t, "a leader", func() bool {
+		l = nil
+		for _, n := range among {
+			if n.readReady() {
+				l = n
+			}
+		}
+		return l != nil
+	})
+	return l
+}

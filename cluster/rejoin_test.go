@@ -1,18 +1,14 @@
 package cluster
 
 import (
-	"crypto/rand"
 	"fmt"
 	"net"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
-
-	"github.com/trustplane/trustplane/fsm"
 )
 
 // Findings from running on Kubernetes: StatefulSet pods whose raft
@@ -288,70 +284,11 @@ func TestRaftAddressChangeNeedsProof(t *testing.T) {
 // caught up; every acknowledged write survives the leader stopping.
 func TestEmptiedVoterOverTCP(t *testing.T) {
 	ctx := testCtx(t)
-	ca := newTestCA(t, "cluster-ca")
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	const size = 3
-	var gossipAddrs, raftAddrs []string
-	for range size {
-		gossipAddrs = append(gossipAddrs, freeAddr(t))
-		raftAddrs = append(raftAddrs, freeAddr(t))
-	}
-	logs := make([]*logBuffer, size)
-	start := func(i int, dir, gossipAt string) (*Node, error) {
-		name := fmt.Sprintf("tcp-%d", i)
-		logs[i] = &logBuffer{}
-		cfg := DefaultConfig()
-		cfg.NodeName = name
-		cfg.DataDir = dir
-		cfg.RaftAddr = raftAddrs[i]
-		cfg.TLS = tlsConfig(ca.nodeCert(t, name), ca)
-		cfg.PeerName = certPeerName
-		cfg.Logger = logs[i].logger()
-		cfg.BootstrapExpect = size
-		cfg.GossipAddr = gossipAt
-		cfg.GossipKey = key
-		cfg.Join = gossipAddrs
-		cfg.ClusterID = "tcp-cluster"
-		cfg.DeadServerTimeout = -1
-		n, err := New(cfg, fsm.New())
-		if err == nil {
-			t.Cleanup(func() { _ = n.Shutdown() })
-		}
-		return n, err
-	}
-	nodes := make([]*Node, size)
-	var wg sync.WaitGroup
-	errs := make(chan error, size)
-	for i := range size {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n, err := start(i, t.TempDir(), gossipAddrs[i])
-			nodes[i] = n
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	leader := func(among ...*Node) *Node {
-		var l *Node
-		waitFor(t, "a leader", func() bool {
-			l = nil
-			for _, n := range among {
-				if n.readReady() {
-					l = n
-				}
-			}
-			return l != nil
-		})
-		return l
-	}
+	c := newTCPCluster(t, 3)
+	nodes := c.startAll()
+	leader := func(among ...*Node) *Node { return tcpLeader(t, among...) }
+	logs := c.logs
+	start := c.start
 	l := leader(nodes...)
 	xi := slices.IndexFunc(nodes, func(n *Node) bool { return n != l })
 	x := nodes[xi]
