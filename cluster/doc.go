@@ -50,6 +50,11 @@
 //     Restricting peers to node identities is done by the caller's
 //     VerifyConnection hook. The internal RPC shares the raft port and
 //     its TLS (rpc.go).
+//   - A follower that refuses a pipelined append is replicated to one
+//     append at a time until it has caught up: raft's network transport
+//     is only used through pipelineTransport, whose pipeline stops at the
+//     first refusal, since raft v1.7.3's own can wedge there for good
+//     (pipeline.go).
 //   - Over the internal RPC a node may have the leader propose only puts
 //     and deletes of API objects (submittable): internal records are
 //     written by their leader-only writers alone. Concurrent proposals to

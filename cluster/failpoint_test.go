@@ -10,7 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,7 +94,13 @@ func newFailpointCluster(t *testing.T, n int) *inmemCluster {
 // and waits until the node's CheckStorage agrees with it.
 func (c *inmemCluster) setFailpoints(t *testing.T, i int, st failpoint.State) {
 	t.Helper()
-	dir := c.nodes[i].cfg.DataDir
+	setFailpoints(t, c.nodes[i], st)
+}
+
+// setFailpoints is inmemCluster.setFailpoints for any node.
+func setFailpoints(t *testing.T, n *Node, st failpoint.State) {
+	t.Helper()
+	dir := n.cfg.DataDir
 	tmp := filepath.Join(dir, failpoint.FileName+".tmp")
 	if err := os.WriteFile(tmp, st.Marshal(), 0o600); err != nil {
 		t.Fatal(err)
@@ -99,11 +108,11 @@ func (c *inmemCluster) setFailpoints(t *testing.T, i int, st failpoint.State) {
 	if err := os.Rename(tmp, filepath.Join(dir, failpoint.FileName)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, fmt.Sprintf("node-%d to read %v", i, st), func() bool {
-		return c.nodes[i].failpoints.State() == st
+	waitFor(t, fmt.Sprintf("%s to read %v", n.cfg.NodeName, st), func() bool {
+		return n.failpoints.State() == st
 	})
-	if full := st.DiskFull || st.DiskFullStable; (c.nodes[i].CheckStorage() != nil) != full {
-		t.Fatalf("node-%d with %v: CheckStorage %v", i, st, c.nodes[i].CheckStorage())
+	if full := st.DiskFull || st.DiskFullStable; (n.CheckStorage() != nil) != full {
+		t.Fatalf("%s with %v: CheckStorage %v", n.cfg.NodeName, st, n.CheckStorage())
 	}
 }
 
@@ -302,5 +311,78 @@ func TestFailpointDiskFullStableCrashes(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "failed to save current term") || !strings.Contains(string(out), "no space left on device") {
 		t.Fatalf("the child failed, but not with raft's term panic (%v):\n%s", err, out)
+	}
+}
+
+// TestFailpointRefusedPipelineOverTCP: a follower whose disk fills for a
+// moment refuses the leader's pipelined appends; once it has room again
+// it catches up while the writes go on, round after round. Over raft's
+// network transport unwrapped, each refusal wedged the leader's
+// replication to the follower at even odds until the leader changed
+// (pipelineTransport), so eight rounds all but always meet it.
+func TestFailpointRefusedPipelineOverTCP(t *testing.T) {
+	c := newTCPCluster(t, 3)
+	nodes := c.startAll()
+	l := tcpLeader(t, nodes...)
+	var f *Node
+	for _, n := range nodes {
+		if n != l {
+			f = n
+			break
+		}
+	}
+
+	// Writers keep the leader's replication busy, so that the follower's
+	// failed append arrives in a full pipeline with more sends ready.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var acked atomic.Uint64
+	for w := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200000; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for _, n := range nodes {
+					if !n.IsLeader() {
+						continue
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+					res, err := n.Propose(ctx, putCmd(fmt.Sprintf("w%d-%d", w, i), "v"))
+					cancel()
+					if err == nil && res.Err == nil {
+						for {
+							old := acked.Load()
+							if res.Revision <= old || acked.CompareAndSwap(old, res.Revision) {
+								break
+							}
+						}
+					}
+				}
+			}
+		}()
+	}
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+
+	for round := range 8 {
+		from := acked.Load()
+		setFailpoints(t, f, failpoint.State{DiskFull: true})
+		// Long enough for several appends to reach the full disk.
+		waitFor(t, "writes acknowledged while the follower's disk is full", func() bool { return acked.Load() >= from+50 })
+		setFailpoints(t, f, failpoint.State{})
+		target := acked.Load()
+		waitFor(t, fmt.Sprintf("round %d: %s to apply %d once its disk has room (applied %d)", round, f.cfg.NodeName, target, f.AppliedIndex()),
+			func() bool { return f.AppliedIndex() >= target })
+	}
+	i := slices.Index(nodes, f)
+	if !c.logs[i].contains("no space left on device") {
+		t.Fatalf("%s never refused an append: the disk-full failpoint was not met", f.cfg.NodeName)
 	}
 }

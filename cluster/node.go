@@ -229,12 +229,12 @@ func New(cfg *Config, f *fsm.FSM) (*Node, error) {
 		_ = store.Close()
 		return nil, err
 	}
-	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	trans := pipelineTransport{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  stream,
 		MaxPool: transportMaxPool,
 		Timeout: transportTimeout,
 		Logger:  hl.Named("transport"),
-	})
+	})}
 
 	d := deps{
 		logs: logs, stable: fp.StableStore(store), snaps: fp.SnapshotStore(snaps), trans: trans, closers: []io.Closer{store},
