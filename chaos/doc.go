@@ -14,6 +14,10 @@
 //   - Every loop is bounded in count and time; a run stops by itself.
 //   - A fault is always undone, whatever ends the run, and the cluster is
 //     healed before the final states are read.
+//   - Recovery from a fault is every node ready and caught up with what
+//     the leader had committed (catchup.go): the checks that need the
+//     faults themselves (rotation, catch-up) live here, the others in
+//     chaos/check.
 //   - Only loopback addresses in local mode; only the commands the
 //     operator gave in attach mode.
 package chaos

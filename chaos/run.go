@@ -192,7 +192,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		f.Close()
 	}
 	checks, files := runChecks(h, cfg)
-	checks = append(checks, rotationCheck(faults))
+	checks = append(checks, rotationCheck(faults), catchUpCheck(faults))
 	r := report.Build(h, cfg.Mode, faults, mon.Changes(), checks)
 	r.TermRise = mon.TermRise()
 	r.Files = append(written, files...)

@@ -40,6 +40,11 @@ type Fault struct {
 	// Flaps are the members a node's gossip saw other than alive while a
 	// rotate fault ran, its own leader kill left out.
 	Flaps []string `json:"flaps,omitempty"`
+	// CaughtUp is when (ns since the run's start) every node had applied
+	// what the leader had committed at Recovered; Behind says which were
+	// not, if they did not within the bound (chaos.catchUpWithin).
+	CaughtUp int64  `json:"caughtUp,omitempty"`
+	Behind   string `json:"behind,omitempty"`
 }
 
 // Second is one second of the availability timeline.
@@ -216,7 +221,7 @@ func (r *Report) Write(w io.Writer, full bool) {
 			fmt.Fprintf(w, "      · %s\n", v)
 		}
 	}
-	fmt.Fprintln(w, "\nfaults (time since start; recovery = every node ready again; first write = first write sent after the fault that succeeded):")
+	fmt.Fprintln(w, "\nfaults (time since start; recovery = every node ready again; caught up = every node applied what the leader had committed at recovery; first write = first write sent after the fault that succeeded):")
 	for i, f := range r.Faults {
 		who := f.Node
 		if f.Leader {
@@ -228,6 +233,12 @@ func (r *Report) Write(w io.Writer, full bool) {
 		}
 		line := fmt.Sprintf("  %7.1fs %-11s %-14s held %5.1fs  recovered after heal %5.1fs  first write %s",
 			secs(f.Start), f.Name, who, secs(f.Healed-f.Start), secs(f.Recovered-f.Healed), fo)
+		if f.CaughtUp > 0 {
+			line += fmt.Sprintf("  caught up %.1fs later", secs(f.CaughtUp-f.Recovered))
+		}
+		if f.Behind != "" {
+			line += "  behind: " + f.Behind
+		}
 		if f.Err != "" {
 			line += "  error: " + f.Err
 		}
