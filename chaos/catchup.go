@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -43,23 +42,17 @@ func (m *monitor) indexes(i int) (raftIndexes, error) {
 // awaitCatchUp waits, for at most within, until every node has applied
 // the commit index of the leader of the highest term at the call. It
 // returns "" then, or which nodes were still behind and by how much.
-func (m *monitor) awaitCatchUp(ctx context.Context, within time.Duration) string {
+func (m *monitor) awaitCatchUp(within time.Duration) string {
 	deadline := time.Now().Add(within)
-	var target, term uint64
-	for target == 0 {
-		for i := range m.clients {
-			if st, err := m.indexes(i); err == nil && st.State == "Leader" && st.Term >= term {
-				target, term = st.CommitIndex, st.Term
-			}
-		}
-		if target != 0 {
-			break
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+	l, ok := m.poll()
+	for !ok || l.CommitIndex == 0 {
+		if time.Now().After(deadline) {
 			return "no leader answered after the fault was undone"
 		}
 		time.Sleep(200 * time.Millisecond)
+		l, ok = m.poll()
 	}
+	target := l.CommitIndex
 	behind := ""
 	for {
 		behind = ""
@@ -75,7 +68,7 @@ func (m *monitor) awaitCatchUp(ctx context.Context, within time.Duration) string
 		if behind == "" {
 			return ""
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		if time.Now().After(deadline) {
 			return fmt.Sprintf("%s after recovery, the leader's commit index then was %d, and:%s", within, target, behind)
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -61,7 +60,7 @@ func TestAwaitCatchUp(t *testing.T) {
 			l.applied.Store(100)
 			f := &fakeRaftNode{name: "n2", commit: 40, appliedPerPoll: tc.perPoll}
 			f.applied.Store(40)
-			got := fakeMonitor(t, l, f).awaitCatchUp(context.Background(), time.Second)
+			got := fakeMonitor(t, l, f).awaitCatchUp(time.Second)
 			if (got == "") != (tc.wantBehind == "") || !strings.Contains(got, tc.wantBehind) {
 				t.Fatalf("awaitCatchUp = %q, want %q", got, tc.wantBehind)
 			}

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"sync"
 	"time"
@@ -44,35 +43,31 @@ func newMonitor(t Target) (*monitor, error) {
 	return m, nil
 }
 
-// ask returns the leader's name: the node that says it leads at the
-// highest term among those that answer /debug/trustplane/raft. It also
-// keeps the highest term seen, whose rise counts elections even when the
-// leader changed and changed back between two polls.
+// ask returns the leader's name (see poll).
 func (m *monitor) ask() string {
-	leader, leaderTerm := "", uint64(0)
-	for i, hc := range m.clients {
-		resp, err := hc.Get(m.hosts[i] + "/debug/trustplane/raft")
+	l, _ := m.poll()
+	return l.Node
+}
+
+// poll asks every node's /debug/trustplane/raft and returns the status of
+// the node that says it leads at the highest term among those that answer
+// (ok false when none does). It also keeps the highest term seen, whose
+// rise counts elections even when the leader changed and changed back
+// between two polls.
+func (m *monitor) poll() (leader raftIndexes, ok bool) {
+	for i := range m.clients {
+		st, err := m.indexes(i)
 		if err != nil {
-			continue
-		}
-		var st struct {
-			Node  string `json:"node"`
-			State string `json:"state"`
-			Term  uint64 `json:"term"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&st)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
 			continue
 		}
 		m.mu.Lock()
 		m.maxTerm = max(m.maxTerm, st.Term)
 		m.mu.Unlock()
-		if st.State == "Leader" && st.Term >= leaderTerm {
-			leader, leaderTerm = st.Node, st.Term
+		if st.State == "Leader" && (!ok || st.Term >= leader.Term) {
+			leader, ok = st, true
 		}
 	}
-	return leader
+	return leader, ok
 }
 
 func (m *monitor) run(ctx context.Context) {

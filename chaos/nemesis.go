@@ -102,7 +102,7 @@ func (n *nemesis) inject(ctx context.Context, name string) report.Fault {
 	// Ready is not enough: a follower that hears heartbeats and gets no
 	// entries is ready and stays behind. Undoing does not depend on ctx,
 	// and neither does this wait, which is bounded.
-	if f.Behind = n.mon.awaitCatchUp(context.Background(), catchUpWithin); f.Behind == "" {
+	if f.Behind = n.mon.awaitCatchUp(catchUpWithin); f.Behind == "" {
 		f.CaughtUp = n.now()
 	}
 	return f
