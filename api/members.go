@@ -58,10 +58,25 @@ type ConfigurationMember interface {
 // LeaderContact is an optional capability of Membership, found by type
 // assertion: how recently this node heard from a leader.
 type LeaderContact interface {
-	// LeaderContactWithin reports whether this node leads, or has heard
-	// from the leader within d. One that has not may be cut off from the
-	// cluster, so its local state may be arbitrarily old.
+	// LeaderContactWithin reports whether this node's applied state holds
+	// every write the cluster acknowledged more than d ago (it leads, or
+	// heard from the leader within d and has applied what the leader had
+	// then). One that has not may be cut off from the cluster or still
+	// replaying its log, so its local state may be arbitrarily old.
 	LeaderContactWithin(d time.Duration) bool
+}
+
+// LocalStateFresh is the bounded-staleness rule (--max-stale-read) for
+// anything served from this node's applied state alone: resourceVersion=0
+// reads and watches (refuseLocalRead), and the service account JWKS
+// (authn.KeyStore.SetFresh). It holds when m cannot tell (no LeaderContact)
+// or there is no bound (maxStale <= 0); otherwise only while this node's
+// state holds every write the cluster acknowledged more than maxStale ago.
+// A node just restarted from an old snapshot fails it until it has
+// replayed its log.
+func LocalStateFresh(m Membership, maxStale time.Duration) bool {
+	lc, ok := m.(LeaderContact)
+	return !ok || maxStale <= 0 || lc.LeaderContactWithin(maxStale)
 }
 
 // refuseLocalRead is the one rule for reads served from local state alone.
@@ -93,8 +108,7 @@ func (s *Server) refuseLocalRead(req *http.Request, verb string) error {
 	// resourceVersion=0 get or list as a linearizable read (which needs
 	// the leader, so a cut-off node answers 503) instead of from state
 	// that may be arbitrarily old (kubernetes#59848).
-	lc, ok := s.cfg.Membership.(LeaderContact)
-	if !ok || s.cfg.MaxStaleRead <= 0 || lc.LeaderContactWithin(s.cfg.MaxStaleRead) {
+	if LocalStateFresh(s.cfg.Membership, s.cfg.MaxStaleRead) {
 		return nil
 	}
 	if watch {

@@ -2,8 +2,14 @@ package authn_test
 
 import (
 	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
+
+	"k8s.io/kubernetes/pkg/serviceaccount"
 
 	"github.com/trustplane/trustplane/api/authn"
 	"github.com/trustplane/trustplane/api/storage"
@@ -56,5 +62,83 @@ func TestUnknownKeyIDCatchesUp(t *testing.T) {
 				t.Fatalf("an unknown key id: %d keys after %d catch-ups", len(got), catchUps)
 			}
 		}
+	}
+}
+
+// staleLog is a node that has applied the log only up to at (a node
+// restarted from an old snapshot, replaying): it reads the keys as of at
+// until caught up.
+type staleLog struct {
+	*localLog
+	at       uint64
+	caughtUp atomic.Bool
+}
+
+func (l *staleLog) List(p fsm.Prefix, opts fsm.ListOptions) (fsm.ListResult, error) {
+	if !l.caughtUp.Load() {
+		opts.Revision = l.at
+	}
+	return l.localLog.List(p, opts)
+}
+
+// TestJWKSCatchesUpWhenStale: a node within the staleness bound serves
+// the JWKS from its own keys; one outside it serves the JWKS only after a
+// catch-up, so it never publishes a key set without the key the cluster
+// signs with, and answers 503 with Retry-After when it cannot catch up.
+func TestJWKSCatchesUpWhenStale(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, nil)
+	before := w.log.AppliedIndex()
+	kid, err := w.keys.Rotate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name       string
+		fresh      bool
+		catchUpErr error
+		wantCode   int
+		wantNewKid bool
+		catchUps   int
+	}{
+		{name: "fresh serves its own keys", fresh: true, wantCode: http.StatusOK, wantNewKid: false, catchUps: 0},
+		{name: "stale catches up first", fresh: false, wantCode: http.StatusOK, wantNewKid: true, catchUps: 1},
+		{name: "stale and cut off", fresh: false, catchUpErr: errors.New("no leader"), wantCode: http.StatusServiceUnavailable, catchUps: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			stale := &staleLog{localLog: w.log, at: before}
+			keys := authn.NewKeyStore(stale, nil, storage.AtRest{})
+			catchUps := 0
+			keys.SetCatchUp(func(context.Context) error {
+				catchUps++
+				if tc.catchUpErr != nil {
+					return tc.catchUpErr
+				}
+				stale.caughtUp.Store(true)
+				return nil
+			})
+			keys.SetFresh(func() bool { return tc.fresh })
+			cfg := authn.DefaultConfig()
+			cfg.ExternalAddress = "127.0.0.1:6443"
+			id, err := authn.New(cfg, keys, w.reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := httptest.NewRecorder()
+			id.Paths[serviceaccount.JWKSPath].ServeHTTP(rec, httptest.NewRequest(http.MethodGet, serviceaccount.JWKSPath, nil))
+			if rec.Code != tc.wantCode || catchUps != tc.catchUps {
+				t.Fatalf("%d after %d catch-ups (want %d after %d): %s", rec.Code, catchUps, tc.wantCode, tc.catchUps, rec.Body)
+			}
+			if rec.Code != http.StatusOK {
+				if rec.Header().Get("Retry-After") != "1" || !strings.Contains(rec.Body.String(), "has not caught up") {
+					t.Fatalf("the refusal: Retry-After %q, %s", rec.Header().Get("Retry-After"), rec.Body)
+				}
+				return
+			}
+			if got := strings.Contains(rec.Body.String(), kid); got != tc.wantNewKid {
+				t.Fatalf("the new key %s listed: %v, want %v: %s", kid, got, tc.wantNewKid, rec.Body)
+			}
+		})
 	}
 }

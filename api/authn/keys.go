@@ -142,6 +142,10 @@ type KeyStore struct {
 	// lets concurrent callers share one.
 	catchUp  func(ctx context.Context) error
 	catchUps singleflight.Group
+	// localFresh, when set, reports whether this node's applied state is within
+	// the staleness bound (api.LocalStateFresh); the JWKS is served from
+	// local keys only while it holds.
+	localFresh func() bool
 }
 
 // SetCatchUp gives the store a way to wait until this node has applied
@@ -150,6 +154,35 @@ type KeyStore struct {
 // start (a restarted node replaying its log, a follower a moment behind)
 // must not refuse a token another node already signs with the new key.
 func (k *KeyStore) SetCatchUp(f func(ctx context.Context) error) { k.catchUp = f }
+
+// SetFresh gives the store the staleness rule of local reads. While f
+// does not hold, the JWKS is served only after a catch-up (SetCatchUp):
+// a node restarted from a snapshot older than a key's start would
+// otherwise publish a key set without the key every other node already
+// signs with, and a relying party that fetched it refuses those tokens
+// until its cache expires (chaos seed 1796249472266586013).
+func (k *KeyStore) SetFresh(f func() bool) { k.localFresh = f }
+
+// caughtUp returns once this node's keys may be served: at once while the
+// node is fresh (SetFresh), otherwise after one catch-up shared by every
+// concurrent caller.
+func (k *KeyStore) caughtUp(ctx context.Context) error {
+	if k.localFresh == nil || k.localFresh() {
+		return nil
+	}
+	return k.sharedCatchUp(ctx)
+}
+
+// sharedCatchUp waits for one catch-up (SetCatchUp), shared by concurrent
+// callers so that a burst of them costs one read index. Without one set
+// it returns at once.
+func (k *KeyStore) sharedCatchUp(ctx context.Context) error {
+	if k.catchUp == nil {
+		return nil
+	}
+	_, err, _ := k.catchUps.Do("catch-up", func() (any, error) { return nil, k.catchUp(ctx) })
+	return err
+}
 
 // versionedSet is a key set and the version it was read at.
 type versionedSet struct {
@@ -537,7 +570,7 @@ func (p publicKeys) GetPublicKeys(ctx context.Context, keyID string) []serviceac
 	if len(got) > 0 || keyID == "" || p.k.catchUp == nil {
 		return got
 	}
-	if _, err, _ := p.k.catchUps.Do("catch-up", func() (any, error) { return nil, p.k.catchUp(ctx) }); err != nil {
+	if err := p.k.sharedCatchUp(ctx); err != nil {
 		return nil
 	}
 	return p.local(ctx, keyID)

@@ -9,6 +9,7 @@ import (
 
 	restful "github.com/emicklei/go-restful/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	"k8s.io/kubernetes/pkg/routes"
@@ -41,7 +42,18 @@ func oidcPaths(cfg *Config, keys *KeyStore) map[string]http.Handler {
 	return map[string]http.Handler{serviceaccount.OpenIDConfigPath: o, serviceaccount.JWKSPath: o}
 }
 
+// ServeHTTP serves the documents of the keys this node has applied, once
+// it is fresh or has caught up (KeyStore.SetFresh); a node that can do
+// neither (cut off from the leader) answers 503 with Retry-After, as a
+// resourceVersion=0 read there does, so that relying parties ask another
+// node instead of caching a key set that may lack the signing key.
 func (o *oidc) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if err := o.keys.caughtUp(req.Context()); err != nil {
+		st := apierrors.NewServiceUnavailable("service account issuer discovery is not available: this apiserver has not caught up with the cluster's leader; retry against another server")
+		st.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+		responsewriters.ErrorNegotiated(st, registry.Codecs, schema.GroupVersion{}, w, req)
+		return
+	}
 	h, err := o.current()
 	if err != nil {
 		st := apierrors.NewServiceUnavailable(fmt.Sprintf("service account issuer discovery is not available: %v", err))

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/kubernetes/pkg/serviceaccount"
 
+	"github.com/trustplane/trustplane/api"
 	"github.com/trustplane/trustplane/api/authn"
 	"github.com/trustplane/trustplane/api/authnconfig"
 )
@@ -63,6 +64,7 @@ func setupIdentity(w *wiring) (*identity, error) {
 	keys.SetTokenLifetime(cfg.MaxTokenExpiration, cfg.ExtendExpiration)
 	keys.SetMembers(membership{node: w.node}.appliedIndexes)
 	keys.SetCatchUp(w.back.catchUp)
+	keys.SetFresh(func() bool { return api.LocalStateFresh(membership{node: w.node}, w.opts.maxStaleRead) })
 	id, err := authn.New(cfg, keys, w.reg)
 	if err != nil {
 		return nil, err
