@@ -9,6 +9,16 @@ import (
 	"github.com/hashicorp/raft"
 )
 
+// The follower's answers in TestStoppingPipeline.
+const (
+	accepted = "accepted"
+	refused  = "refused"
+	// failed: an RPC error instead of an answer (the transport keeps the
+	// connection); raft's decoder sees Success false and stops as for a
+	// refusal.
+	failed = "failed"
+)
+
 // TestStoppingPipeline drives the wrapper over raft's real network
 // transport on loopback, with a follower that answers as the table says,
 // and plays raft's decoder: it stops reading at the first unsuccessful
@@ -18,14 +28,15 @@ import (
 func TestStoppingPipeline(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		answers []bool // the follower's Success, in order
+		answers []string // the follower's, in order
 		// refusedAt is the answer after which sends are refused; -1 for
 		// none.
 		refusedAt int
 	}{
-		{"all accepted", []bool{true, true, true, true}, -1},
-		{"first refused", []bool{false}, 0},
-		{"refused after two", []bool{true, true, false}, 2},
+		{"all accepted", []string{accepted, accepted, accepted, accepted}, -1},
+		{"first refused", []string{refused}, 0},
+		{"refused after two", []string{accepted, accepted, refused}, 2},
+		{"an error after one", []string{accepted, failed}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			leader, follower := tcpTransports(t)
@@ -33,8 +44,15 @@ func TestStoppingPipeline(t *testing.T) {
 				for i := 0; ; i++ {
 					select {
 					case rpc := <-follower.Consumer():
-						ok := i < len(tc.answers) && tc.answers[i]
-						rpc.Respond(&raft.AppendEntriesResponse{Term: 1, Success: ok}, nil)
+						switch {
+						case i < len(tc.answers) && tc.answers[i] == failed:
+							rpc.Respond(&raft.AppendEntriesResponse{}, errors.New("the follower failed"))
+						default:
+							// Past the table the follower accepts, so only
+							// the table's answers can stop the pipeline.
+							ok := i >= len(tc.answers) || tc.answers[i] == accepted
+							rpc.Respond(&raft.AppendEntriesResponse{Term: 1, Success: ok}, nil)
+						}
 					case <-time.After(30 * time.Second):
 						return
 					}
@@ -52,8 +70,8 @@ func TestStoppingPipeline(t *testing.T) {
 				}
 				select {
 				case f := <-p.Consumer():
-					if got := f.Response().Success; got != want {
-						t.Fatalf("answer %d: Success %v, want %v", i, got, want)
+					if got := f.Response().Success; got != (want == accepted) || (f.Error() != nil) != (want == failed) {
+						t.Fatalf("answer %d: Success %v, error %v, want %s", i, got, f.Error(), want)
 					}
 				case <-time.After(20 * time.Second):
 					t.Fatalf("no answer %d", i)
