@@ -24,8 +24,10 @@ import (
 const (
 	// caughtUpSlack is how far (in log entries) the local FSM may trail
 	// raft's commit index and still count as caught up for /readyz. A node
-	// replaying its log after a restart, or installing a snapshot, is
-	// further behind and should not receive traffic yet.
+	// installing a snapshot is further behind and should not receive
+	// traffic yet. A node replaying its log after a restart is not caught
+	// by this (its commit index is 0 until the leader's first append):
+	// LeaderContactWithin is, and /readyz checks both.
 	caughtUpSlack = 1000
 
 	// logCacheSize is how many recent entries are kept in memory in front

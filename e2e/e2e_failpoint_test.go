@@ -130,7 +130,8 @@ func TestE2EFailpointFsyncDelay(t *testing.T) {
 // still hears the leader's heartbeats, and raft caps its commit index at
 // its own last entry, so it counted its frozen state as current and served
 // resourceVersion=0 lists older than --max-stale-read. Every such list it
-// answers must hold a write acknowledged more than the bound before.
+// answers must hold a write acknowledged more than the bound before, and
+// its /readyz fails.
 func TestE2EFailpointFullDiskFollowerStopsServingLocalReads(t *testing.T) {
 	const bound = 2 * time.Second
 	nodes := startCluster(t, 3, "--controllers=false", "--max-stale-read", bound.String())
@@ -161,6 +162,14 @@ func TestE2EFailpointFullDiskFollowerStopsServingLocalReads(t *testing.T) {
 		if resp.StatusCode == http.StatusOK && !strings.Contains(string(body), `"marker"`) {
 			t.Fatalf("a follower that cannot write its log answered a resourceVersion=0 list without a write acknowledged %v before (over --max-stale-read %v):\n%s", bound+time.Second, bound, body)
 		}
+	}
+	// Its /readyz fails fsm-caught-up, not only storage: raft's commit
+	// index there is capped at its own last entry, so only the staleness
+	// rule tells that it is behind (the rule that also keeps a restarted
+	// node unready while it replays its log).
+	r := do(t, f.httpClient(), http.MethodGet, f.url()+"/readyz?verbose", nil, nil)
+	if r.code == http.StatusOK || !strings.Contains(string(r.body), "[-]fsm-caught-up failed") {
+		t.Fatalf("a follower that cannot write its log passes fsm-caught-up (%d):\n%s", r.code, r.body)
 	}
 }
 

@@ -96,6 +96,22 @@ func (m membership) Members(ctx context.Context) ([]api.Member, error) {
 	return out, nil
 }
 
+// caughtUp is the /readyz check fsm-caught-up: the local state is not far
+// behind the log (cluster.Node.CheckCaughtUp), and it holds what the
+// cluster had acknowledged --max-stale-read ago (api.LocalStateFresh).
+// The second part is what keeps a restarted node unready while it
+// replays its log: raft's commit index there is 0 until the leader's
+// first append, so the first part alone passes.
+func caughtUp(node *cluster.Node, maxStale time.Duration) error {
+	if err := node.CheckCaughtUp(); err != nil {
+		return err
+	}
+	if !api.LocalStateFresh(membership{node: node}, maxStale) {
+		return fmt.Errorf("%w: it has not applied what the leader had applied %v ago (--max-stale-read)", cluster.ErrBehind, maxStale)
+	}
+	return nil
+}
+
 // LeaderContactWithin is api.LeaderContact: the API bounds how stale its
 // local reads may be (--max-stale-read).
 func (m membership) LeaderContactWithin(d time.Duration) bool { return m.node.LeaderContactWithin(d) }

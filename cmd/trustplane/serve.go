@@ -509,7 +509,7 @@ func serve(args []string) error {
 	acfg.ReadyzChecks = []healthz.HealthChecker{
 		healthz.PingHealthz,
 		healthz.NamedCheck("raft-leader", func(*http.Request) error { return node.CheckLeader() }),
-		healthz.NamedCheck("fsm-caught-up", func(*http.Request) error { return node.CheckCaughtUp() }),
+		healthz.NamedCheck("fsm-caught-up", func(*http.Request) error { return caughtUp(node, o.maxStaleRead) }),
 		healthz.NamedCheck("storage", func(*http.Request) error { return node.CheckStorage() }),
 		healthz.NamedCheck("raft-member", func(*http.Request) error { return node.CheckMember() }),
 		healthz.NamedCheck("poststarthook/bootstrap", func(*http.Request) error {
