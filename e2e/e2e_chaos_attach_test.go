@@ -20,7 +20,7 @@ import (
 // through the commands, roll the cluster, and pass every checker.
 func TestChaosAttach(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a 40 s chaos run")
+		t.Skip("a 25 s chaos run")
 	}
 	dir := t.TempDir()
 	caDir := filepath.Join(dir, "ca")
@@ -75,14 +75,14 @@ func TestChaosAttach(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	out := filepath.Join(dir, "report")
-	cmd := exec.CommandContext(ctx, binPath, append([]string{"chaos", "attach", "--duration", "40s", "--quiet", "2s",
-		"--faults", "leader-kill,kill,rolling", "--out", out}, args...)...)
+	cmd := exec.CommandContext(ctx, binPath, append([]string{"chaos", "attach", "--duration", "25s", "--quiet", "2s",
+		"--faults", "leader-kill,rolling,kill", "--out", out}, args...)...)
 	b, err := cmd.CombinedOutput()
 	report := string(b)
 	if err != nil {
 		t.Fatalf("trustplane chaos attach: %v\n%s", err, report)
 	}
-	for _, want := range []string{"trustplane chaos: PASS", "leader-kill", "linearizability  ok", "watch            ok"} {
+	for _, want := range []string{"trustplane chaos: PASS", "leader-kill", "rolling", "linearizability  ok", "watch            ok"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("the report lacks %q:\n%s", want, report)
 		}
