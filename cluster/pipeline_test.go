@@ -44,14 +44,16 @@ func TestStoppingPipeline(t *testing.T) {
 				for i := 0; ; i++ {
 					select {
 					case rpc := <-follower.Consumer():
-						switch {
-						case i < len(tc.answers) && tc.answers[i] == failed:
+						// Past the table the follower accepts, so only the
+						// table's answers can stop the pipeline.
+						answer := accepted
+						if i < len(tc.answers) {
+							answer = tc.answers[i]
+						}
+						if answer == failed {
 							rpc.Respond(&raft.AppendEntriesResponse{}, errors.New("the follower failed"))
-						default:
-							// Past the table the follower accepts, so only
-							// the table's answers can stop the pipeline.
-							ok := i >= len(tc.answers) || tc.answers[i] == accepted
-							rpc.Respond(&raft.AppendEntriesResponse{Term: 1, Success: ok}, nil)
+						} else {
+							rpc.Respond(&raft.AppendEntriesResponse{Term: 1, Success: answer == accepted}, nil)
 						}
 					case <-time.After(30 * time.Second):
 						return

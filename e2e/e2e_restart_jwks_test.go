@@ -2,8 +2,8 @@ package e2e_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -63,7 +63,7 @@ func TestE2ERestartedNodeJWKS(t *testing.T) {
 		t.Fatal(err)
 	}
 	kid := jwtKid(t, tr.Status.Token)
-	if !strings.Contains(f.jwks(t).body, kid) {
+	if !strings.Contains(string(do(t, f.httpClient(), http.MethodGet, f.url()+"/openid/v1/jwks", nil, nil).body), kid) {
 		t.Fatalf("%s does not publish the promoted key %s before its restart", f.name, kid)
 	}
 
@@ -78,13 +78,13 @@ func TestE2ERestartedNodeJWKS(t *testing.T) {
 	// committed: it must not publish the snapshot's keys.
 	// committed: it must not publish the snapshot's keys. (Each refusal
 	// takes a while: the node first looks for a leader to catch up with.)
-	var alone jwksAnswer
+	var alone httpResult
 	waitFor(t, 60*time.Second, f.name+" answers alone", func() bool {
 		var ok bool
 		alone, ok = f.tryJWKS()
 		return ok
 	})
-	if alone.code != http.StatusServiceUnavailable || alone.header.Get("Retry-After") != "1" || !strings.Contains(alone.body, "has not caught up with the cluster's leader") {
+	if alone.code != http.StatusServiceUnavailable || alone.header.Get("Retry-After") != "1" || !strings.Contains(string(alone.body), "has not caught up with the cluster's leader") {
 		t.Fatalf("%s alone, from a snapshot older than the rotation, answered the JWKS %d (Retry-After %q): %s", f.name, alone.code, alone.header.Get("Retry-After"), alone.body)
 	}
 	for _, n := range nodes {
@@ -95,8 +95,8 @@ func TestE2ERestartedNodeJWKS(t *testing.T) {
 	// The first answer that is not a refusal already has the new key, and
 	// the token signed with it verifies there.
 	waitFor(t, 90*time.Second, f.name+" publishes the JWKS again", func() bool {
-		r := f.jwks(t)
-		if r.code == http.StatusOK && !strings.Contains(r.body, kid) {
+		r := do(t, f.httpClient(), http.MethodGet, f.url()+"/openid/v1/jwks", nil, nil)
+		if r.code == http.StatusOK && !strings.Contains(string(r.body), kid) {
 			t.Fatalf("%s published a key set without the promoted key %s: %s", f.name, kid, r.body)
 		}
 		return r.code == http.StatusOK
@@ -110,32 +110,16 @@ func TestE2ERestartedNodeJWKS(t *testing.T) {
 	}
 }
 
-// jwksAnswer is one answer to GET /openid/v1/jwks.
-type jwksAnswer struct {
-	code   int
-	header http.Header
-	body   string
-}
-
-func (n *node) jwks(t testing.TB) jwksAnswer {
-	t.Helper()
-	a, ok := n.tryJWKS()
-	if !ok {
-		t.Fatalf("no answer to the jwks from %s", n.name)
-	}
-	return a
-}
-
-// tryJWKS is jwks; false when n did not answer (not listening yet).
-func (n *node) tryJWKS() (jwksAnswer, bool) {
+// tryJWKS fetches n's JWKS; false when n did not answer (not listening
+// yet), where do would fail the test.
+func (n *node) tryJWKS() (httpResult, bool) {
 	resp, err := n.httpClient().Get(n.url() + "/openid/v1/jwks")
 	if err != nil {
-		return jwksAnswer{}, false
+		return httpResult{}, false
 	}
 	defer resp.Body.Close()
-	var body json.RawMessage
-	_ = json.NewDecoder(resp.Body).Decode(&body)
-	return jwksAnswer{code: resp.StatusCode, header: resp.Header, body: string(body)}, true
+	body, _ := io.ReadAll(resp.Body)
+	return httpResult{code: resp.StatusCode, header: resp.Header, body: body}, true
 }
 
 // lastSnapshotIndex is the index of n's newest raft snapshot on disk (0
