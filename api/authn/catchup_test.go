@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"k8s.io/kubernetes/pkg/serviceaccount"
 
@@ -140,5 +141,53 @@ func TestJWKSCatchesUpWhenStale(t *testing.T) {
 				t.Fatalf("the new key %s listed: %v, want %v: %s", kid, got, tc.wantNewKid, rec.Body)
 			}
 		})
+	}
+}
+
+// TestJWKSStaleRequestsShareOneCatchUp: on a stale node a burst of JWKS
+// requests (anyone the discovery role admits may send them) costs one
+// catch-up, not one read index each.
+func TestJWKSStaleRequestsShareOneCatchUp(t *testing.T) {
+	w := newWorld(t, nil)
+	stale := &staleLog{localLog: w.log, at: w.log.AppliedIndex()}
+	keys := authn.NewKeyStore(stale, nil, storage.AtRest{})
+	var catchUps atomic.Int32
+	started, release := make(chan struct{}), make(chan struct{})
+	keys.SetCatchUp(func(context.Context) error {
+		if catchUps.Add(1) == 1 {
+			close(started)
+		}
+		<-release
+		stale.caughtUp.Store(true)
+		return nil
+	})
+	keys.SetFresh(func() bool { return false })
+	cfg := authn.DefaultConfig()
+	cfg.ExternalAddress = "127.0.0.1:6443"
+	id, err := authn.New(cfg, keys, w.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const burst = 20
+	codes := make(chan int, burst)
+	for range burst {
+		go func() {
+			rec := httptest.NewRecorder()
+			id.Paths[serviceaccount.JWKSPath].ServeHTTP(rec, httptest.NewRequest(http.MethodGet, serviceaccount.JWKSPath, nil))
+			codes <- rec.Code
+		}()
+	}
+	<-started
+	time.Sleep(100 * time.Millisecond) // let the rest of the burst join the catch-up under way
+	close(release)
+	for range burst {
+		if code := <-codes; code != http.StatusOK {
+			t.Fatalf("a request of the burst: %d", code)
+		}
+	}
+	// The burst joins the first catch-up; a request that reached it only
+	// after it finished (a slow scheduler) starts another, never one each.
+	if n := catchUps.Load(); n > burst/4 {
+		t.Fatalf("%d requests cost %d catch-ups", burst, n)
 	}
 }
