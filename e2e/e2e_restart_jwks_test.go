@@ -75,7 +75,6 @@ func TestE2ERestartedNodeJWKS(t *testing.T) {
 	}
 	f.start()
 	// Alone, f holds its snapshot's keys and a log it cannot know is
-	// committed: it must not publish the snapshot's keys.
 	// committed: it must not publish the snapshot's keys. (Each refusal
 	// takes a while: the node first looks for a leader to catch up with.)
 	var alone httpResult
