@@ -50,6 +50,8 @@ type Config struct {
 	Protobuf bool
 	// QPS and Burst are client-go's client-side rate limit per client;
 	// QPS < 0 turns it off (the default: the limit would cap the figures).
+	// Burst defaults to 1, so that --qps alone paces each client evenly:
+	// client-go refuses a positive QPS with no burst.
 	QPS   float32
 	Burst int
 	// Progress receives the live line (nil: none). Terminal selects an
@@ -85,6 +87,7 @@ func DefaultConfig() Config {
 		Watchers:         50,
 		WatchRate:        100,
 		QPS:              -1,
+		Burst:            1,
 		ProgressInterval: 5 * time.Second,
 		procDir:          "/proc",
 	}
@@ -136,6 +139,9 @@ func (c Config) Validate() error {
 	}
 	if c.WatchRate < 0 {
 		errs = append(errs, "watch rate must not be negative")
+	}
+	if c.QPS > 0 && c.Burst < 1 {
+		errs = append(errs, fmt.Sprintf("burst %d: want at least 1 with a qps of %v", c.Burst, c.QPS))
 	}
 	if c.ProgressInterval <= 0 {
 		errs = append(errs, "progress interval must be positive")

@@ -16,6 +16,11 @@ func TestValidate(t *testing.T) {
 	if err := valid().Validate(); err != nil {
 		t.Fatalf("the default configuration with a kubeconfig: %v", err)
 	}
+	paced := valid()
+	paced.QPS = 15
+	if err := paced.Validate(); err != nil {
+		t.Fatalf("a qps with the default burst: %v", err)
+	}
 	for _, tc := range []struct {
 		name   string
 		change func(*Config)
@@ -34,6 +39,7 @@ func TestValidate(t *testing.T) {
 		{"list page size is positive", func(c *Config) { c.ListPageSize = 0 }, "page size"},
 		{"watchers are at least one", func(c *Config) { c.Watchers = 0 }, "watchers 0"},
 		{"watch rate is not negative", func(c *Config) { c.WatchRate = -1 }, "watch rate"},
+		{"a qps needs a burst", func(c *Config) { c.QPS, c.Burst = 15, 0 }, "burst 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := valid()

@@ -76,7 +76,7 @@ func benchFlags(args []string) (bench.Config, string, error) {
 	fs.Float64Var(&cfg.WatchRate, "watch-rate", cfg.WatchRate, "writes per second of the watch workload's writer (0: as fast as it can)")
 	fs.BoolVar(&cfg.Protobuf, "protobuf", cfg.Protobuf, "speak application/vnd.kubernetes.protobuf instead of JSON")
 	qps := fs.Float64("qps", float64(cfg.QPS), "client-go rate limit per client (negative: none, so that the client does not cap the figures)")
-	fs.IntVar(&cfg.Burst, "burst", cfg.Burst, "client-go burst per client, with --qps")
+	fs.IntVar(&cfg.Burst, "burst", cfg.Burst, "client-go burst per client, with --qps (at least 1)")
 	fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "how often a progress line is written when stderr is not a terminal")
 	var serverPIDs listFlag
 	fs.Var(&serverPIDs, "server-pid", "PID of a server process on this machine whose CPU and memory each workload records; repeat it (or give a comma-separated list) for every node of a local cluster, or for kube-apiserver and etcd: their figures are summed")
