@@ -16,12 +16,14 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/request/anonymous"
 	"k8s.io/apiserver/pkg/authentication/user"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/trustplane/trustplane/api/authn"
 	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/api/storage"
 	"github.com/trustplane/trustplane/certs"
@@ -141,6 +143,42 @@ func TestAuthentication(t *testing.T) {
 			for i := range gotGroups {
 				if gotGroups[i] != tt.wantGroups[i] {
 					t.Fatalf("groups = %v, want %v", gotGroups, tt.wantGroups)
+				}
+			}
+		})
+	}
+}
+
+// TestTokenNotVerifiableIs503: a node that cannot verify this cluster's
+// tokens now (authn.ErrNotFresh, however deep kube's union and cache wrap
+// it) answers the request 503 with Retry-After, not a 401 that would tell
+// the client its credential is bad; any other failure is still 401.
+func TestTokenNotVerifiableIs503(t *testing.T) {
+	tests := []struct {
+		name     string
+		err      error
+		wantCode int
+	}{
+		{"not fresh, as kube's token union wraps it", utilerrors.NewAggregate([]error{errors.New("token issuer is invalid"), authn.ErrNotFresh}), http.StatusServiceUnavailable},
+		{"another failure", utilerrors.NewAggregate([]error{errors.New("invalid signature")}), http.StatusUnauthorized},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestServer(t, nil, func(c *Config) {
+				c.Authenticator = authenticator.RequestFunc(func(*http.Request) (*authenticator.Response, bool, error) { return nil, false, tt.err })
+			})
+			reached := false
+			h := authenticate(s, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached = true }))
+			req := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces", nil)
+			req.Header.Set("Authorization", "Bearer some-token")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tt.wantCode || reached {
+				t.Fatalf("code = %d (handler reached: %v), want %d: %s", rec.Code, reached, tt.wantCode, rec.Body)
+			}
+			if tt.wantCode == http.StatusServiceUnavailable {
+				if st := decodeStatus(t, rec); st.Reason != metav1.StatusReasonServiceUnavailable || rec.Header().Get("Retry-After") != "1" || strings.Contains(rec.Body.String(), "some-token") {
+					t.Fatalf("status = %+v, Retry-After %q", st, rec.Header().Get("Retry-After"))
 				}
 			}
 		})

@@ -29,6 +29,7 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/server/healthz"
 
+	"github.com/trustplane/trustplane/api/authn"
 	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/apply"
 	"github.com/trustplane/trustplane/internal/connlimit"
@@ -481,6 +482,12 @@ func (s *Server) withTokenAuthentication(next http.Handler) http.Handler {
 		// empty: it is never taken for none.
 		if s.cfg.Authenticator != nil && len(req.Header.Values("Authorization")) > 0 {
 			resp, ok, err := s.cfg.Authenticator.AuthenticateRequest(req)
+			if errors.Is(err, authn.ErrNotFresh) {
+				// Not a verdict on the token: this node cannot give one
+				// now (authn.NotFresh).
+				s.writeError(w, req, authn.NotFresh())
+				return
+			}
 			if err != nil || !ok {
 				if err != nil {
 					s.log.Debug("authentication failed", "path", req.URL.Path, "error", err)

@@ -158,14 +158,19 @@ func New(cfg *Config, keys *KeyStore, stores Stores) (*Identity, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--token-auth-file: %w", err)
 		}
-		tokens = append(tokens, tf)
+		// As in kube-apiserver: a static token has no audiences of its
+		// own, so it is taken for the API's (a TokenReview of one with
+		// the default audiences would otherwise fail with 500).
+		tokens = append(tokens, authenticator.WrapAudienceAgnosticToken(auds, tf))
 	}
-	tokens = append(tokens, serviceaccount.JWTTokenAuthenticator([]string{cfg.Issuer}, keys.PublicKeys(), auds, serviceaccount.NewValidator(tokenGetter)))
+	// This cluster's own tokens are verified against fresh state only
+	// (freshTokens): keys and the objects tokens are bound to.
+	tokens = append(tokens, freshTokens{keys, serviceaccount.JWTTokenAuthenticator([]string{cfg.Issuer}, keys.PublicKeys(), auds, serviceaccount.NewValidator(tokenGetter))})
 	legacy, err := serviceaccount.NewLegacyValidator(true, tokenGetter, secretsWriter{stores})
 	if err != nil {
 		return nil, err
 	}
-	tokens = append(tokens, serviceaccount.JWTTokenAuthenticator([]string{serviceaccount.LegacyIssuer}, keys.PublicKeys(), auds, legacy))
+	tokens = append(tokens, freshTokens{keys, serviceaccount.JWTTokenAuthenticator([]string{serviceaccount.LegacyIssuer}, keys.PublicKeys(), auds, legacy)})
 	if cfg.Federated != nil {
 		tokens = append(tokens, cfg.Federated)
 	}
@@ -180,7 +185,6 @@ func New(cfg *Config, keys *KeyStore, stores Stores) (*Identity, error) {
 	if err != nil {
 		return nil, err
 	}
-	reviews := tokenreview.NewREST(id.Authenticator, auds)
 	ssr := selfsubjectreview.NewREST()
 	authnV1 := authenticationv1.SchemeGroupVersion
 	ssrCreate := func(ctx context.Context, _ string, obj runtime.Object, validate rest.ValidateObjectFunc, opts *metav1.CreateOptions) (runtime.Object, error) {
@@ -203,7 +207,7 @@ func New(cfg *Config, keys *KeyStore, stores Stores) (*Identity, error) {
 			GVR: authnV1.WithResource("tokenreviews"), KindName: "TokenReview", Singular: "tokenreview",
 			New: func() runtime.Object { return &authenticationapi.TokenReview{} },
 			Create: func(ctx context.Context, _ string, obj runtime.Object, validate rest.ValidateObjectFunc, opts *metav1.CreateOptions) (runtime.Object, error) {
-				return reviews.Create(ctx, obj, validate, opts)
+				return reviewFresh(ctx, id.Authenticator, auds, obj, validate, opts)
 			},
 		},
 		{
@@ -220,6 +224,27 @@ func New(cfg *Config, keys *KeyStore, stores Stores) (*Identity, error) {
 	}
 	id.Paths = oidcPaths(cfg, keys)
 	return id, nil
+}
+
+// reviewFresh is kube's TokenReview over a, except on a node that cannot
+// verify this cluster's tokens now (ErrNotFresh): kube's review would
+// report that as an unauthenticated token, which a relying party takes
+// for a verdict on it, so the review is refused with 503 instead. kube's
+// REST gives the authenticator a request of its own, without ctx, so the
+// refusal is seen on the way through; the REST is a few words, made per
+// review for that.
+func reviewFresh(ctx context.Context, a authenticator.Request, auds authenticator.Audiences, obj runtime.Object, validate rest.ValidateObjectFunc, opts *metav1.CreateOptions) (runtime.Object, error) {
+	notFresh := false
+	seen := authenticator.RequestFunc(func(req *http.Request) (*authenticator.Response, bool, error) {
+		resp, ok, err := a.AuthenticateRequest(req)
+		notFresh = errors.Is(err, ErrNotFresh)
+		return resp, ok, err
+	})
+	out, err := tokenreview.NewREST(seen, auds).Create(ctx, obj, validate, opts)
+	if err == nil && notFresh {
+		return nil, NotFresh()
+	}
+	return out, err
 }
 
 // withAudiences sets the API audiences on the request, as kube-apiserver's

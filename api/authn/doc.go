@@ -36,4 +36,9 @@
 //   - Objects a token is bound to (ServiceAccount, Pod, Secret) are read
 //     from local applied state, like kube's informer-backed getter; the
 //     token cache keeps a positive answer for CacheTTL at most.
+//   - This cluster's tokens are answered for only from state within the
+//     staleness bound (SetFresh): outside it, after a catch-up; a node
+//     that cannot catch up says ErrNotFresh (the API's 503), never "not
+//     authenticated" (freshTokens, reviewFresh), and never verifies with
+//     keys the cluster may have retired since.
 package authn

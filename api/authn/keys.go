@@ -567,7 +567,7 @@ func (p publicKeys) GetCacheAgeMaxSeconds() int { return 3600 }
 // one read index at a time.
 func (p publicKeys) GetPublicKeys(ctx context.Context, keyID string) []serviceaccount.PublicKey {
 	got := p.local(ctx, keyID)
-	if len(got) > 0 || keyID == "" || p.k.catchUp == nil {
+	if len(got) > 0 || keyID == "" || p.k.catchUp == nil || justCaughtUp(ctx) {
 		return got
 	}
 	if err := p.k.sharedCatchUp(ctx); err != nil {
