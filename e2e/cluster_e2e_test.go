@@ -389,6 +389,7 @@ func joiner(t *testing.T, nodes []*node, name, caDir string, extra ...string) *n
 // remove" (sent through a follower); nodes with another CA or another gossip key are refused and the
 // cluster is unharmed.
 func TestMembership(t *testing.T) {
+	t.Parallel() // mostly waits (e2e/doc.go)
 	nodes := startCluster(t, 3)
 
 	n4 := joiner(t, nodes, "n4", "", "--leave-on-terminate")

@@ -24,6 +24,12 @@
 //     external server keeps what earlier scenarios wrote, so one that
 //     writes under fixed names deletes them first and last (scrub), and
 //     the admin's user name is asked of the server (whoami), not assumed.
+//   - Scenarios that mostly wait (for a controller, an election, a lease
+//     to expire) and own all they start may run in parallel (t.Parallel):
+//     go test runs those after the rest, -parallel (GOMAXPROCS) at a
+//     time, which keeps the package inside its timeout. Not the ones on
+//     the partition proxies' fixed loopback addresses (startProxiedCluster),
+//     and not the ones that measure or starve the machine.
 //   - No wall-clock assertions: timings are reported by the benchmarks
 //     here (go test -bench), never asserted.
 package e2e

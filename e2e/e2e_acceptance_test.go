@@ -101,6 +101,7 @@ func (c *controllerProcess) issuedCount() int {
 // the standby takes over the Lease, and deleting a request deletes its
 // ServiceAccount (issue 17 point 5).
 func TestE2EAcceptanceController(t *testing.T) {
+	t.Parallel() // mostly waits (e2e/doc.go)
 	nodes := startCluster(t, 3)
 	leader := leaderOf(t, nodes)
 	followers := followersOf(nodes, leader)

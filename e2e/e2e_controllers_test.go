@@ -431,6 +431,7 @@ func hostOf(t testing.TB, nodes []*node) *node {
 // beside a follower that can; each host's controllers serve new
 // namespaces, also on a node that hosted before.
 func TestControllersOneHost(t *testing.T) {
+	t.Parallel() // mostly waits (e2e/doc.go)
 	nodes := startCluster(t, 3)
 	leader := leaderOf(t, nodes)
 	first := hostOf(t, nodes)

@@ -122,6 +122,7 @@ func startHelperProcess(t *testing.T, env []string, onLine func(line string)) *e
 // at once: the waiting candidate takes the Lease once it expires, through
 // the cluster's new leader (issue 17 point 4).
 func TestLeaseLeaderElection(t *testing.T) {
+	t.Parallel() // mostly waits (e2e/doc.go)
 	nodes := startCluster(t, 3)
 	leader := leaderOf(t, nodes)
 	followers := followersOf(nodes, leader)

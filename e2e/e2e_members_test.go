@@ -127,6 +127,7 @@ func TestKillThenTerminateKeepsQuorum(t *testing.T) {
 // removed node, restarted with its data dir, is not re-added, and it
 // refuses resourceVersion=0 reads and watches with a retryable 503.
 func TestRemovedNodeStaysOut(t *testing.T) {
+	t.Parallel() // mostly waits (e2e/doc.go)
 	nodes := startCluster(t, 3)
 	leader := leaderOf(t, nodes)
 	gone := followersOf(nodes, leader)[0]

@@ -145,6 +145,7 @@ func TestNamespaceCascade(t *testing.T) {
 // namespace Terminating, with kube's status conditions saying why; once
 // the finalizer goes, so do the content and the namespace.
 func TestNamespaceWaitsForFinalizers(t *testing.T) {
+	t.Parallel() // mostly waits (e2e/doc.go)
 	n := startNode(t)
 	cs := n.clientset()
 	ctx := context.Background()

@@ -31,6 +31,7 @@ import (
 // certificate and presents one every peer refuses. It never rejoins, and
 // a restart does not help (its trust file now names the old CA alone).
 func TestRedteamE2ENodeCARestartFromOldSnapshot(t *testing.T) {
+	t.Parallel() // mostly waits (e2e/doc.go)
 	nodes := startCluster(t, 3, "--raft-snapshot-threshold", "200", "--raft-snapshot-interval", "1s")
 	leader := leaderOf(t, nodes)
 	f := followersOf(nodes, leader)[0]

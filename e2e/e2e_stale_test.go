@@ -21,6 +21,7 @@ import (
 // which fails without a leader, and a watch is refused with 503; once the
 // others resume it serves again.
 func TestStaleFollowerStopsServingLocalReads(t *testing.T) {
+	t.Parallel() // mostly waits (e2e/doc.go)
 	nodes := startCluster(t, 3, "--controllers=false", "--max-stale-read", "1s")
 	leader := leaderOf(t, nodes)
 	f := followersOf(nodes, leader)[0]

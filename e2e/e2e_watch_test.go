@@ -49,6 +49,7 @@ func wantEvent(t *testing.T, w watch.Interface, typ watch.EventType, name string
 }
 
 func TestWatch(t *testing.T) {
+	t.Parallel() // mostly waits (e2e/doc.go)
 	// No controllers: the test counts exactly the objects it writes.
 	n := startNode(t, "--controllers=false")
 	ctx := context.Background()
