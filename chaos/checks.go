@@ -43,13 +43,30 @@ func runChecks(h *history.History, cfg Config) ([]report.Check, []string) {
 }
 
 // Check runs the checkers on a recorded history and writes the report to
-// cfg.Out: "trustplane chaos check" on an earlier run's history.json.
-func Check(h *history.History, cfg Config) (*report.Report, error) {
+// cfg.Out: "trustplane chaos check" on an earlier run's history.json. With
+// rec (the run's faults.json) the rotation and catch-up checks are judged
+// again too; without it they are skipped, saying why.
+func Check(h *history.History, cfg Config, rec *report.Recorded) (*report.Report, error) {
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return nil, err
 	}
+	return judge(h, cfg, "check", rec), nil
+}
+
+// judge runs every checker, the fault checks when rec is given, and
+// builds the report: a run and a re-check judge alike.
+func judge(h *history.History, cfg Config, mode string, rec *report.Recorded) *report.Report {
 	checks, files := runChecks(h, cfg)
-	r := report.Build(h, "check", nil, 0, checks)
+	if rec == nil {
+		why := "no " + report.FaultsFile + " beside the history (a run of an older build)"
+		checks = append(checks, report.Check{Name: "rotation", Skipped: why}, report.Check{Name: "catch-up", Skipped: why})
+		r := report.Build(h, mode, nil, 0, checks)
+		r.Files = files
+		return r
+	}
+	checks = append(checks, rotationCheck(rec.Faults), catchUpCheck(rec.Faults))
+	r := report.Build(h, mode, rec.Faults, rec.LeaderChanges, checks)
+	r.TermRise = rec.TermRise
 	r.Files = files
-	return r, nil
+	return r
 }

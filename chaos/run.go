@@ -181,8 +181,9 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	if cfg.Progress != nil {
 		fmt.Fprintf(cfg.Progress, "chaos: checking %d operations and %d events\n", len(h.Ops), len(h.Events))
 	}
-	// The history is written before the checks run, so that a run is
-	// never lost to a checker: "trustplane chaos check" can redo them.
+	// The history and the fault record (faults.json) are written before
+	// the checks run, so that a run is never lost to a checker:
+	// "trustplane chaos check" can redo them all.
 	hp := filepath.Join(cfg.Out, "history.json")
 	var written []string
 	if f, err := os.Create(hp); err == nil {
@@ -191,11 +192,16 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		}
 		f.Close()
 	}
-	checks, files := runChecks(h, cfg)
-	checks = append(checks, rotationCheck(faults), catchUpCheck(faults))
-	r := report.Build(h, cfg.Mode, faults, mon.Changes(), checks)
-	r.TermRise = mon.TermRise()
-	r.Files = append(written, files...)
+	measured := report.Recorded{Faults: faults, LeaderChanges: mon.Changes(), TermRise: mon.TermRise()}
+	fp := filepath.Join(cfg.Out, report.FaultsFile)
+	if f, err := os.Create(fp); err == nil {
+		if report.WriteRecorded(f, measured) == nil {
+			written = append(written, fp)
+		}
+		f.Close()
+	}
+	r := judge(h, cfg, cfg.Mode, &measured)
+	r.Files = append(written, r.Files...)
 	rp := filepath.Join(cfg.Out, "report.txt")
 	if f, err := os.Create(rp); err == nil {
 		r.Write(f, true)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -92,7 +93,20 @@ func chaosCmd(args []string) error {
 		if err != nil {
 			return err
 		}
-		r, err := chaos.Check(h, cfg)
+		// The run's fault record, when it wrote one, lets the rotation
+		// and catch-up checks be judged again.
+		var rec *report.Recorded
+		if f, err := os.Open(filepath.Join(filepath.Dir(*historyFile), report.FaultsFile)); err == nil {
+			r, err := report.ReadRecorded(f)
+			f.Close()
+			if err != nil {
+				return err
+			}
+			rec = &r
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		r, err := chaos.Check(h, cfg, rec)
 		if err != nil {
 			return err
 		}
