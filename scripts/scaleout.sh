@@ -91,11 +91,18 @@ start() {
 }
 
 # wait_ready SETUP FROM TO: nodes FROM+1..TO have written their kubeconfig.
+# A node that exits first (a port another process holds: "address already
+# in use") fails the run at once, with its log's last lines.
 wait_ready() {
   local setup=$1 i k dir="$OUT/$1"
   for ((i = $2; i < $3; i++)); do
     for ((k = 0; k < READY_TIMEOUT * 2; k++)); do
       [ -f "$dir/n$((i + 1))/admin.kubeconfig" ] && break
+      if ! kill -0 "${pids[$i]}" 2>/dev/null; then
+        echo "n$((i + 1)) of $setup exited before it was ready (ports from SCALEOUT_PORT=$BASE; another process may hold one):" >&2
+        tail -5 "$dir/n$((i + 1)).log" >&2
+        exit 1
+      fi
       sleep 0.5
     done
     [ -f "$dir/n$((i + 1))/admin.kubeconfig" ] || { echo "n$((i + 1)) of $setup not ready; see $dir/n$((i + 1)).log" >&2; exit 1; }
