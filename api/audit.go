@@ -14,6 +14,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/filters"
 
 	"github.com/trustplane/trustplane/api/auditlog"
+	"github.com/trustplane/trustplane/api/authn"
 	"github.com/trustplane/trustplane/api/registry"
 )
 
@@ -70,6 +71,22 @@ func (s *Server) setupAudit() {
 		s.writeError(w, req, apierrors.NewUnauthorized("Unauthorized"))
 	})
 	s.failedAuthn = filters.WithFailedAuthenticationAudit(unauthorized, s.auditSink, s.auditPolicy)
+	notFresh := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		s.writeError(w, req, authn.NotFresh())
+	})
+	s.notVerifiable = filters.WithFailedAuthenticationAudit(notFresh, s.auditSink, s.auditPolicy)
+}
+
+// tokenNotVerifiable answers 503 to a request whose token this node
+// cannot verify now (authn.ErrNotFresh), audited as a failed
+// authentication when auditing is on: the attempt is recorded, as a 401
+// would be.
+func (s *Server) tokenNotVerifiable(w http.ResponseWriter, req *http.Request) {
+	if s.notVerifiable != nil {
+		s.notVerifiable.ServeHTTP(w, req)
+		return
+	}
+	s.writeError(w, req, authn.NotFresh())
 }
 
 // unauthenticated answers 401 to a request no credential identifies,

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -18,10 +19,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apiserver/pkg/apis/apiserver"
+	auditinternal "k8s.io/apiserver/pkg/apis/audit"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+	"k8s.io/apiserver/pkg/audit/policy"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/request/anonymous"
 	"k8s.io/apiserver/pkg/authentication/user"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	pluginlog "k8s.io/apiserver/plugin/pkg/audit/log"
 
 	"github.com/trustplane/trustplane/api/authn"
 	"github.com/trustplane/trustplane/api/registry"
@@ -154,21 +159,32 @@ func TestAuthentication(t *testing.T) {
 // it) answers the request 503 with Retry-After, not a 401 that would tell
 // the client its credential is bad; any other failure is still 401.
 func TestTokenNotVerifiableIs503(t *testing.T) {
+	notFresh := utilerrors.NewAggregate([]error{errors.New("token issuer is invalid"), authn.ErrNotFresh})
 	tests := []struct {
 		name     string
 		err      error
+		audited  bool
 		wantCode int
 	}{
-		{"not fresh, as kube's token union wraps it", utilerrors.NewAggregate([]error{errors.New("token issuer is invalid"), authn.ErrNotFresh}), http.StatusServiceUnavailable},
-		{"another failure", utilerrors.NewAggregate([]error{errors.New("invalid signature")}), http.StatusUnauthorized},
+		{"not fresh, as kube's token union wraps it", notFresh, false, http.StatusServiceUnavailable},
+		{"not fresh, audited as a failed authentication", notFresh, true, http.StatusServiceUnavailable},
+		{"another failure", utilerrors.NewAggregate([]error{errors.New("invalid signature")}), false, http.StatusUnauthorized},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			var log bytes.Buffer
 			s := newTestServer(t, nil, func(c *Config) {
 				c.Authenticator = authenticator.RequestFunc(func(*http.Request) (*authenticator.Response, bool, error) { return nil, false, tt.err })
+				if tt.audited {
+					c.AuditSink = pluginlog.NewBackend(&log, pluginlog.FormatJson, auditv1.SchemeGroupVersion)
+					c.AuditPolicy = policy.NewFakePolicyRuleEvaluator(auditinternal.LevelRequestResponse, nil)
+				}
 			})
 			reached := false
 			h := authenticate(s, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached = true }))
+			if tt.audited {
+				h = s.Handler() // with the audit filters
+			}
 			req := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces", nil)
 			req.Header.Set("Authorization", "Bearer some-token")
 			rec := httptest.NewRecorder()
@@ -180,6 +196,9 @@ func TestTokenNotVerifiableIs503(t *testing.T) {
 				if st := decodeStatus(t, rec); st.Reason != metav1.StatusReasonServiceUnavailable || rec.Header().Get("Retry-After") != "1" || strings.Contains(rec.Body.String(), "some-token") {
 					t.Fatalf("status = %+v, Retry-After %q", st, rec.Header().Get("Retry-After"))
 				}
+			}
+			if tt.audited && (!strings.Contains(log.String(), `"code":503`) || strings.Contains(log.String(), "some-token")) {
+				t.Fatalf("the audit log of the refusal: %s", log.String())
 			}
 		})
 	}

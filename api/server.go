@@ -222,11 +222,13 @@ type Server struct {
 	stoppingOnce sync.Once
 
 	// auditing is on when both the sink and the (capped) policy are set;
-	// failedAuthn is then the audited 401 (audit.go).
-	auditSink   audit.Sink
-	auditPolicy audit.PolicyRuleEvaluator
-	auditing    bool
-	failedAuthn http.Handler
+	// failedAuthn is then the audited 401, notVerifiable the audited 503
+	// of a token this node cannot verify now (audit.go).
+	auditSink     audit.Sink
+	auditPolicy   audit.PolicyRuleEvaluator
+	auditing      bool
+	failedAuthn   http.Handler
+	notVerifiable http.Handler
 }
 
 // New builds the server over reg. It does not listen yet.
@@ -485,7 +487,8 @@ func (s *Server) withTokenAuthentication(next http.Handler) http.Handler {
 			if errors.Is(err, authn.ErrNotFresh) {
 				// Not a verdict on the token: this node cannot give one
 				// now (authn.NotFresh).
-				s.writeError(w, req, authn.NotFresh())
+				s.log.Debug("authentication refused: this node cannot verify the cluster's tokens now", "path", req.URL.Path)
+				s.tokenNotVerifiable(w, req)
 				return
 			}
 			if err != nil || !ok {

@@ -165,12 +165,12 @@ func New(cfg *Config, keys *KeyStore, stores Stores) (*Identity, error) {
 	}
 	// This cluster's own tokens are verified against fresh state only
 	// (freshTokens): keys and the objects tokens are bound to.
-	tokens = append(tokens, freshTokens{keys, serviceaccount.JWTTokenAuthenticator([]string{cfg.Issuer}, keys.PublicKeys(), auds, serviceaccount.NewValidator(tokenGetter))})
+	tokens = append(tokens, freshTokens{keys, []string{cfg.Issuer}, serviceaccount.JWTTokenAuthenticator([]string{cfg.Issuer}, keys.PublicKeys(), auds, serviceaccount.NewValidator(tokenGetter))})
 	legacy, err := serviceaccount.NewLegacyValidator(true, tokenGetter, secretsWriter{stores})
 	if err != nil {
 		return nil, err
 	}
-	tokens = append(tokens, freshTokens{keys, serviceaccount.JWTTokenAuthenticator([]string{serviceaccount.LegacyIssuer}, keys.PublicKeys(), auds, legacy)})
+	tokens = append(tokens, freshTokens{keys, []string{serviceaccount.LegacyIssuer}, serviceaccount.JWTTokenAuthenticator([]string{serviceaccount.LegacyIssuer}, keys.PublicKeys(), auds, legacy)})
 	if cfg.Federated != nil {
 		tokens = append(tokens, cfg.Federated)
 	}

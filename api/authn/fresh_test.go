@@ -8,13 +8,17 @@ import (
 	"strings"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/rest"
 	authenticationapi "k8s.io/kubernetes/pkg/apis/authentication"
+	api "k8s.io/kubernetes/pkg/apis/core"
+	"k8s.io/kubernetes/pkg/serviceaccount"
 
 	"github.com/trustplane/trustplane/api/authn"
+	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/api/storage"
 )
 
@@ -34,6 +38,20 @@ func TestRetiredKeyNeedsFreshState(t *testing.T) {
 	w := newWorld(t, nil)
 	sa := w.serviceAccount("default", "app")
 	old := mint(t, w.id.Tokens, sa, nil, nil, []string{authn.DefaultIssuer}, nil)
+	// A legacy token (a kubernetes.io/service-account-token Secret's) of
+	// the same key: kube's validator labels its Secret when it verifies it.
+	var v1sa v1.ServiceAccount
+	if err := registry.Scheme.Convert(sa, &v1sa, nil); err != nil {
+		t.Fatal(err)
+	}
+	sc, pc := serviceaccount.LegacyClaims(v1sa, v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "app-token", Namespace: "default"}})
+	legacy, err := w.id.LegacyTokens.GenerateToken(ctx, sc, pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.secret("default", "app-token", api.SecretTypeServiceAccountToken,
+		map[string]string{api.ServiceAccountNameKey: "app", api.ServiceAccountUIDKey: string(sa.UID)},
+		map[string][]byte{api.ServiceAccountTokenKey: []byte(legacy)})
 	if _, err := w.keys.Rotate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -57,6 +75,7 @@ func TestRetiredKeyNeedsFreshState(t *testing.T) {
 		{name: "within the bound the node's own keys answer", token: old, fresh: true, wantOK: true},
 		{name: "outside the bound the node catches up and refuses", token: old, catchUps: 1},
 		{name: "outside the bound and cut off: not fresh", token: old, cutOff: true, wantErr: authn.ErrNotFresh, catchUps: 1},
+		{name: "a legacy token outside the bound and cut off: not fresh, and its Secret untouched", token: legacy, cutOff: true, wantErr: authn.ErrNotFresh, catchUps: 1},
 		{name: "a static token needs no catch-up", token: "static-token-1", cutOff: true, wantOK: true},
 	}
 	for _, tc := range cases {
@@ -90,6 +109,9 @@ func TestRetiredKeyNeedsFreshState(t *testing.T) {
 			}
 			if tc.wantErr == nil && errors.Is(err, authn.ErrNotFresh) {
 				t.Fatalf("error %v: refused as not fresh", err)
+			}
+			if got := w.getSecret("default", "app-token").Labels[serviceaccount.LastUsedLabelKey]; got != "" {
+				t.Fatalf("the legacy token's Secret was labelled %q: a token the node could not verify was acted on", got)
 			}
 
 			// The same token in a TokenReview on the same node.

@@ -145,3 +145,13 @@ func (w *world) authenticate(token string, auds ...string) (*authenticator.Respo
 	}
 	return w.id.Authenticator.AuthenticateRequest(req)
 }
+
+// getSecret reads a Secret from the registry.
+func (w *world) getSecret(ns, name string) *api.Secret {
+	w.t.Helper()
+	obj, err := w.reg.Store(schema.GroupVersionResource{Version: "v1", Resource: "secrets"}).Get(nsCtx(ns), name, &metav1.GetOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return obj.(*api.Secret)
+}

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/singleflight"
 	"gopkg.in/go-jose/go-jose.v2/jwt"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -138,10 +137,8 @@ type KeyStore struct {
 	now           func() time.Time
 
 	// catchUp, when set, waits until this node has applied everything the
-	// leader had committed when it was called (a read index); catchUps
-	// lets concurrent callers share one.
-	catchUp  func(ctx context.Context) error
-	catchUps singleflight.Group
+	// leader had committed when it was called (a read index).
+	catchUp func(ctx context.Context) error
 	// localFresh, when set, reports whether this node's applied state is within
 	// the staleness bound (api.LocalStateFresh); the JWKS is served from
 	// local keys only while it holds.
@@ -149,10 +146,16 @@ type KeyStore struct {
 }
 
 // SetCatchUp gives the store a way to wait until this node has applied
-// what the cluster has committed. A token whose key id this node does not
-// hold is looked up again after it: a node that has not yet applied a
-// start (a restarted node replaying its log, a follower a moment behind)
-// must not refuse a token another node already signs with the new key.
+// what the cluster has committed when f is called; f bounds its own wait.
+// A token whose key id this node does not hold is looked up again after
+// it: a node that has not yet applied a start (a restarted node replaying
+// its log, a follower a moment behind) must not refuse a token another
+// node already signs with the new key. f is called once per caller, never
+// shared here: cluster.ReadIndex already shares its rounds among
+// concurrent callers, each joining one that starts after it arrived,
+// whereas sharing a call already under way would hand a caller a read
+// index taken before it arrived (one that may predate a key's retirement),
+// and would fail every caller with the first one's context.
 func (k *KeyStore) SetCatchUp(f func(ctx context.Context) error) { k.catchUp = f }
 
 // SetFresh gives the store the staleness rule of local reads. While f
@@ -164,24 +167,25 @@ func (k *KeyStore) SetCatchUp(f func(ctx context.Context) error) { k.catchUp = f
 func (k *KeyStore) SetFresh(f func() bool) { k.localFresh = f }
 
 // caughtUp returns once this node's keys may be served: at once while the
-// node is fresh (SetFresh), otherwise after one catch-up shared by every
-// concurrent caller.
+// node is fresh (SetFresh), otherwise after a catch-up.
 func (k *KeyStore) caughtUp(ctx context.Context) error {
-	if k.localFresh == nil || k.localFresh() {
+	if k.isFresh() {
 		return nil
 	}
-	return k.sharedCatchUp(ctx)
+	return k.catchUpNow(ctx)
 }
 
-// sharedCatchUp waits for one catch-up (SetCatchUp), shared by concurrent
-// callers so that a burst of them costs one read index. Without one set
-// it returns at once.
-func (k *KeyStore) sharedCatchUp(ctx context.Context) error {
+// isFresh reports whether this node's state is within the staleness
+// bound (SetFresh); without a rule it always is.
+func (k *KeyStore) isFresh() bool { return k.localFresh == nil || k.localFresh() }
+
+// catchUpNow waits for a catch-up that starts now (SetCatchUp); without
+// one set it returns at once.
+func (k *KeyStore) catchUpNow(ctx context.Context) error {
 	if k.catchUp == nil {
 		return nil
 	}
-	_, err, _ := k.catchUps.Do("catch-up", func() (any, error) { return nil, k.catchUp(ctx) })
-	return err
+	return k.catchUp(ctx)
 }
 
 // versionedSet is a key set and the version it was read at.
@@ -562,15 +566,15 @@ func (p publicKeys) GetCacheAgeMaxSeconds() int { return 3600 }
 // (every key when keyID is empty); none while no key has been applied.
 //
 // A key id this node does not hold is looked up again once the node has
-// caught up with the cluster (SetCatchUp), with one catch-up shared by
-// concurrent callers, so that tokens with made-up key ids cost at most
-// one read index at a time.
+// caught up with the cluster (SetCatchUp), unless it just has
+// (freshTokens); concurrent callers share the read index rounds, so
+// tokens with made-up key ids cost a few rounds at a time, not one each.
 func (p publicKeys) GetPublicKeys(ctx context.Context, keyID string) []serviceaccount.PublicKey {
 	got := p.local(ctx, keyID)
 	if len(got) > 0 || keyID == "" || p.k.catchUp == nil || justCaughtUp(ctx) {
 		return got
 	}
-	if err := p.k.sharedCatchUp(ctx); err != nil {
+	if err := p.k.catchUpNow(ctx); err != nil {
 		return nil
 	}
 	return p.local(ctx, keyID)
