@@ -11,8 +11,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-
-	"github.com/trustplane/trustplane/chaos/faultproxy"
 )
 
 // TestE2ECutOffNodeRefusesRetiredKey is attacker (e)'s row "cut a node
@@ -50,21 +48,7 @@ func TestE2ECutOffNodeRefusesRetiredKey(t *testing.T) {
 	})
 
 	// Cut the follower off, then retire the leaked token's key on the rest.
-	for _, p := range cluster {
-		if p != cut {
-			p.proxy.SetRule(cut.ip, faultproxy.Rule{Drop: true})
-			cut.proxy.SetRule(p.ip, faultproxy.Rule{Drop: true})
-		}
-	}
-	healed := false
-	heal := func() {
-		if !healed {
-			for _, p := range cluster {
-				p.proxy.ClearRules()
-			}
-			healed = true
-		}
-	}
+	heal := isolate(cluster, cut)
 	defer heal()
 	var rest2 []*node
 	for _, n := range plain {

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/trustplane/trustplane/chaos/faultproxy"
 )
 
 // stateOf is n's raft state as n itself reports it ("" when it does not
@@ -73,20 +71,7 @@ func TestPartitionedLeaderIsReplaced(t *testing.T) {
 		return true
 	})
 
-	// Partition: each side drops the other's IP on its own proxies.
-	for _, r := range rest {
-		r.proxy.SetRule(old.ip, faultproxy.Rule{Drop: true})
-		old.proxy.SetRule(r.ip, faultproxy.Rule{Drop: true})
-	}
-	healed := false
-	heal := func() {
-		if !healed {
-			for _, p := range cluster {
-				p.proxy.ClearRules()
-			}
-			healed = true
-		}
-	}
+	heal := isolate(cluster, old)
 	defer heal()
 
 	var leader, other *proxiedNode

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,4 +107,24 @@ func startProxiedCluster(t testing.TB, size int, extraArgs ...string) []*proxied
 		p.waitReady(90 * time.Second)
 	}
 	return nodes
+}
+
+// isolate cuts cut off from the rest of cluster: each side drops the
+// other's IP on its own proxies. heal undoes it; it may be called again
+// (deferred, and once the test is done with the partition).
+func isolate(cluster []*proxiedNode, cut *proxiedNode) (heal func()) {
+	for _, p := range cluster {
+		if p != cut {
+			p.proxy.SetRule(cut.ip, faultproxy.Rule{Drop: true})
+			cut.proxy.SetRule(p.ip, faultproxy.Rule{Drop: true})
+		}
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			for _, p := range cluster {
+				p.proxy.ClearRules()
+			}
+		})
+	}
 }
