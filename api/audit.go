@@ -59,44 +59,49 @@ import (
 // Without a sink the filters are not installed and the handlers test one
 // bool: auditing costs nothing when it is off.
 
-// setupAudit keeps the audit sink and capped policy, and builds the 401
-// handler authentication uses.
+// setupAudit keeps the audit sink and capped policy, and builds the
+// audited refusals authentication answers with.
 func (s *Server) setupAudit() {
 	s.auditSink, s.auditPolicy = auditlog.Redacting(s.cfg.AuditSink), auditlog.Capped(s.cfg.AuditPolicy)
 	s.auditing = s.auditSink != nil && s.auditPolicy != nil
 	if !s.auditing {
 		return
 	}
-	unauthorized := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		s.writeError(w, req, apierrors.NewUnauthorized("Unauthorized"))
-	})
-	s.failedAuthn = filters.WithFailedAuthenticationAudit(unauthorized, s.auditSink, s.auditPolicy)
-	notFresh := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		s.writeError(w, req, authn.NotFresh())
-	})
-	s.notVerifiable = filters.WithFailedAuthenticationAudit(notFresh, s.auditSink, s.auditPolicy)
+	s.failedAuthn = s.auditedRefusal(unauthorized)
+	s.notVerifiable = s.auditedRefusal(authn.NotFresh)
+}
+
+// unauthorized is kube's answer to a request no credential identifies.
+func unauthorized() *apierrors.StatusError { return apierrors.NewUnauthorized("Unauthorized") }
+
+// auditedRefusal answers status, recorded as a failed authentication
+// (kube records its 401 so; a token this node cannot verify now, its
+// 503, is an attempt recorded the same way).
+func (s *Server) auditedRefusal(status func() *apierrors.StatusError) http.Handler {
+	return filters.WithFailedAuthenticationAudit(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		s.writeError(w, req, status())
+	}), s.auditSink, s.auditPolicy)
+}
+
+// refuseAuthn answers status to a request whose credential identifies no
+// one, through audited (auditedRefusal) when auditing is on.
+func (s *Server) refuseAuthn(w http.ResponseWriter, req *http.Request, audited http.Handler, status func() *apierrors.StatusError) {
+	if audited != nil {
+		audited.ServeHTTP(w, req)
+		return
+	}
+	s.writeError(w, req, status())
+}
+
+// unauthenticated answers 401 to a request no credential identifies.
+func (s *Server) unauthenticated(w http.ResponseWriter, req *http.Request) {
+	s.refuseAuthn(w, req, s.failedAuthn, unauthorized)
 }
 
 // tokenNotVerifiable answers 503 to a request whose token this node
-// cannot verify now (authn.ErrNotFresh), audited as a failed
-// authentication when auditing is on: the attempt is recorded, as a 401
-// would be.
+// cannot verify now (authn.ErrNotFresh).
 func (s *Server) tokenNotVerifiable(w http.ResponseWriter, req *http.Request) {
-	if s.notVerifiable != nil {
-		s.notVerifiable.ServeHTTP(w, req)
-		return
-	}
-	s.writeError(w, req, authn.NotFresh())
-}
-
-// unauthenticated answers 401 to a request no credential identifies,
-// audited when auditing is on.
-func (s *Server) unauthenticated(w http.ResponseWriter, req *http.Request) {
-	if s.failedAuthn != nil {
-		s.failedAuthn.ServeHTTP(w, req)
-		return
-	}
-	s.writeError(w, req, apierrors.NewUnauthorized("Unauthorized"))
+	s.refuseAuthn(w, req, s.notVerifiable, authn.NotFresh)
 }
 
 // withAuditInit is kube's WithAuditInit, except for a write another node
