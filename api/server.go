@@ -63,6 +63,12 @@ type Config struct {
 	// heard from a leader for longer serves them no more (members.go).
 	// 0 disables the bound.
 	MaxStaleRead time.Duration
+	// CatchUp waits until this node has applied everything the leader had
+	// committed when it was called, or fails (no leader, a deadline). A
+	// node outside MaxStaleRead calls it before it authenticates or
+	// authorises a request from its own state (withCaughtUp). nil: the
+	// node's state is never stale (one node), and nothing waits.
+	CatchUp func(ctx context.Context) error
 	// Authenticator identifies a caller that presents no client
 	// certificate from the cluster CA (bearer tokens). nil accepts client
 	// certificates only.
@@ -223,12 +229,14 @@ type Server struct {
 
 	// auditing is on when both the sink and the (capped) policy are set;
 	// failedAuthn is then the audited 401, notVerifiable the audited 503
-	// of a token this node cannot verify now (audit.go).
+	// of a token this node cannot verify now, notCaughtUp the audited 503
+	// of a stale node that cannot catch up (audit.go).
 	auditSink     audit.Sink
 	auditPolicy   audit.PolicyRuleEvaluator
 	auditing      bool
 	failedAuthn   http.Handler
 	notVerifiable http.Handler
+	notCaughtUp   http.Handler
 }
 
 // New builds the server over reg. It does not listen yet.
@@ -338,8 +346,11 @@ func (s *Server) buildHandler() http.Handler {
 	h = s.withAudit(h)
 	// Authentication in two steps around max in flight (withInFlightLimit):
 	// what TLS proved costs nothing and tells the limit who
-	// system:masters is; a bearer token is checked holding a slot.
+	// system:masters is; a bearer token is checked holding a slot. On a
+	// node outside the staleness bound both wait for a catch-up first
+	// (withCaughtUp), also holding a slot.
 	h = s.withTokenAuthentication(h)
+	h = s.withCaughtUp(h)
 	h = s.withInFlightLimit(h)
 	h = s.withTLSAuthentication(h)
 	h = filters.WithRequestInfo(h, s.infos)
@@ -402,40 +413,57 @@ func isPublic(path string) bool {
 // withTokenAuthentication.
 func (s *Server) withTLSAuthentication(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		node := s.fromNode(req)
-		if node {
-			if v := req.Header.Get(headerForwardedBy); v != "" {
-				if err := readsForwarded(v); err != nil {
-					s.writeError(w, req, err)
-					return
-				}
+		u, cred, fromHeaders, err := s.tlsCaller(req)
+		switch {
+		case err != nil:
+			s.writeError(w, req, err)
+		case u == nil:
+			next.ServeHTTP(w, req)
+		default:
+			if !fromHeaders {
+				// The certificate identifies its caller: a token beside
+				// it is spent unread.
+				req.Header.Del("Authorization")
 			}
-			if u, ok := identityFromHeaders(req.Header); ok {
-				cred := credentialForwarded
-				if req.Header.Get(headerForwardedCaller) == forwardedComponent {
-					cred = credentialComponent
-				}
-				next.ServeHTTP(w, req.WithContext(withCaller(req.Context(), u, cred)))
-				return
+			next.ServeHTTP(w, req.WithContext(withCaller(req.Context(), u, cred)))
+		}
+	})
+}
+
+// tlsCaller is the caller req's verified TLS chains prove as of now
+// (withTLSAuthentication), nil when they prove none; fromHeaders says it
+// is a peer node's client, named in X-Remote-* headers. It is asked again
+// once a stale node has caught up (withCaughtUp), so that an identity
+// proved by a CA rotated out meanwhile is not kept.
+func (s *Server) tlsCaller(req *http.Request) (u user.Info, cred credential, fromHeaders bool, err error) {
+	node := s.fromNode(req)
+	if node {
+		if v := req.Header.Get(headerForwardedBy); v != "" {
+			if err := readsForwarded(v); err != nil {
+				return nil, 0, false, err
 			}
 		}
-		if req.TLS != nil && len(req.TLS.VerifiedChains) > 0 && len(req.TLS.VerifiedChains[0]) > 0 && s.stillTrusted(req.TLS.VerifiedChains) {
-			leaf := req.TLS.VerifiedChains[0][0]
-			groups := append(append([]string{}, leaf.Subject.Organization...), user.AllAuthenticated)
-			u := &user.DefaultInfo{Name: leaf.Subject.CommonName, Groups: groups}
-			cred := credentialCertificate
-			switch chain := req.TLS.VerifiedChains[0]; {
-			case node:
-				cred = credentialNode
-			case s.cfg.Components != nil && s.cfg.Components(chain[len(chain)-1]):
+		if u, ok := identityFromHeaders(req.Header); ok {
+			cred := credentialForwarded
+			if req.Header.Get(headerForwardedCaller) == forwardedComponent {
 				cred = credentialComponent
 			}
-			req.Header.Del("Authorization")
-			next.ServeHTTP(w, req.WithContext(withCaller(req.Context(), u, cred)))
-			return
+			return u, cred, true, nil
 		}
-		next.ServeHTTP(w, req)
-	})
+	}
+	if req.TLS == nil || len(req.TLS.VerifiedChains) == 0 || len(req.TLS.VerifiedChains[0]) == 0 || !s.stillTrusted(req.TLS.VerifiedChains) {
+		return nil, 0, false, nil
+	}
+	leaf := req.TLS.VerifiedChains[0][0]
+	groups := append(append([]string{}, leaf.Subject.Organization...), user.AllAuthenticated)
+	cred = credentialCertificate
+	switch chain := req.TLS.VerifiedChains[0]; {
+	case node:
+		cred = credentialNode
+	case s.cfg.Components != nil && s.cfg.Components(chain[len(chain)-1]):
+		cred = credentialComponent
+	}
+	return &user.DefaultInfo{Name: leaf.Subject.CommonName, Groups: groups}, cred, false, nil
 }
 
 // stillTrusted reports whether a chain the handshake verified still ends

@@ -42,3 +42,19 @@ func TestLeaderContactWithin(t *testing.T) {
 		waitFor(t, n.cfg.NodeName+" to be fresh within 300ms", func() bool { return n.LeaderContactWithin(300 * time.Millisecond) })
 	}
 }
+
+// BenchmarkFreshnessOldestKnownSince is the staleness rule's cost on a
+// follower, paid by every API request (api.Server.withCaughtUp): a full
+// ring searched for a 5 s bound, from every core at once.
+func BenchmarkFreshnessOldestKnownSince(b *testing.B) {
+	var f freshness
+	now := time.Now()
+	for i := 0; i < freshSamples; i++ {
+		f.add(commitSample{at: now.Add(time.Duration(i-freshSamples) * freshSampleEvery), commit: uint64(i), known: true})
+	}
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			f.oldestKnownSince(time.Now().Add(-5 * time.Second))
+		}
+	})
+}

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,27 +36,59 @@ type httpResult struct {
 // do sends one raw request; header may be nil. A transport error fails the test.
 func do(t testing.TB, c *http.Client, method, url string, header map[string]string, body []byte) httpResult {
 	t.Helper()
+	r, err := tryDo(c, method, url, header, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// tryDo is do returning its error, for requests sent from goroutines other
+// than the test's.
+func tryDo(c *http.Client, method, url string, header map[string]string, body []byte) (httpResult, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(context.Background(), method, url, rd)
 	if err != nil {
-		t.Fatal(err)
+		return httpResult{}, err
 	}
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
+		return httpResult{}, fmt.Errorf("%s %s: %w", method, url, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("%s %s: reading body: %v", method, url, err)
+		return httpResult{}, fmt.Errorf("%s %s: reading body: %w", method, url, err)
 	}
-	return httpResult{code: resp.StatusCode, header: resp.Header, body: b}
+	return httpResult{code: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+// concurrently sends every request at once and returns the answers in
+// their order: each request a node that cannot catch up refuses takes its
+// whole catch-up budget, so one after the other would add them up.
+func concurrently(t testing.TB, reqs ...func() (httpResult, error)) []httpResult {
+	t.Helper()
+	out := make([]httpResult, len(reqs))
+	errs := make([]error, len(reqs))
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i], errs[i] = r()
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // jsonHeader is the usual header set of a JSON write.

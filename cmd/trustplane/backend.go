@@ -169,7 +169,8 @@ func (b backend) Propose(ctx context.Context, cmd *fsm.Command) (*fsm.Result, er
 func (b backend) ReadIndex(ctx context.Context) (uint64, error) { return b.node.ReadIndex(ctx) }
 
 // catchUp waits, within 5 s, until this node has applied everything the
-// leader had committed when it was called (authn.KeyStore.SetCatchUp).
+// leader had committed when it was called (authn.KeyStore.SetCatchUp,
+// api.Config.CatchUp).
 func (b backend) catchUp(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

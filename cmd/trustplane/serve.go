@@ -527,6 +527,7 @@ func serve(args []string) error {
 	}
 	acfg.Membership = membership{node: node, clusterID: clusterID}
 	acfg.MaxStaleRead = o.maxStaleRead
+	acfg.CatchUp = back.catchUp
 	acfg.Authenticator = ident.authenticator
 	acfg.Anonymous = ident.anonymous
 	acfg.Posts = map[string]http.Handler{jwtsign.Path: jwtsign.Handler(jwtsign.Config{
