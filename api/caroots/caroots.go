@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/trustplane/trustplane/api/keyrecord"
@@ -180,6 +181,10 @@ type Store struct {
 	floor uint64
 	// changed is the ModRevision of the record OnChange last ran for.
 	changed uint64
+	// widened is set while the node trusts CAs its record no longer holds
+	// (syncTrust while catching up), so that it stops as soon as it has
+	// caught up (OnIndex), not at Run's next look.
+	widened atomic.Bool
 }
 
 // New returns a Store; Run keeps the certificate in step.
@@ -301,8 +306,29 @@ func (s *Store) OnApply(events []fsm.Event) {
 	}
 }
 
-// OnIndex is not needed.
-func (s *Store) OnIndex(uint64) {}
+// OnIndex narrows the trust once the node has caught up, if it applied a
+// record while catching up (widened): on the apply path, before whoever
+// waits for this index is released, so that a request that caught up
+// (Settle) or a node that just became fresh does not trust a CA a finish
+// dropped until Run looks again (every 5 s). Otherwise it costs an
+// atomic load.
+func (s *Store) OnIndex(uint64) {
+	if !s.widened.Load() || !s.caughtUp() {
+		return
+	}
+	if err := s.syncTrust(); err != nil {
+		s.cfg.Logger.Warn(s.cfg.Kind.Noun+"s not applied", "error", err)
+	}
+}
+
+// Settle makes the node trust exactly the CAs of the record as applied
+// now. The API calls it when a request on a node outside the staleness
+// bound has caught up with a read index taken after it arrived
+// (api.Config.CatchUp): the applied record is then at least as new as the
+// request, so the CAs it no longer holds were dropped by a finish the
+// cluster completed before the request, even if this node applied that
+// finish while catching up (when syncTrust keeps them).
+func (s *Store) Settle() error { return s.sync(true) }
 
 // OnRestore: a snapshot replaced the state.
 func (s *Store) OnRestore(uint64) { s.wake() }
@@ -319,7 +345,11 @@ func (s *Store) caughtUp() bool { return s.cfg.CaughtUp == nil || s.cfg.CaughtUp
 // syncTrust makes the node trust the record's CAs: exactly them once
 // caught up, else those it trusts already as well (a node replaying its
 // log never drops a CA for a moment of history).
-func (s *Store) syncTrust() error {
+func (s *Store) syncTrust() error { return s.sync(s.caughtUp()) }
+
+// sync makes the node trust the record's CAs, exactly them when exact,
+// else those it trusts already as well.
+func (s *Store) sync(exact bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec, cas, kv, err := s.read()
@@ -334,11 +364,11 @@ func (s *Store) syncTrust() error {
 		return nil
 	}
 	roots := rec.roots(cas)
-	caughtUp := s.caughtUp()
-	if !caughtUp {
+	widened := false
+	if !exact {
 		for _, r := range s.cfg.Verifier.Roots() {
 			if !slices.ContainsFunc(roots, r.Equal) {
-				roots = append(roots, r)
+				roots, widened = append(roots, r), true
 			}
 		}
 	}
@@ -347,7 +377,8 @@ func (s *Store) syncTrust() error {
 		s.reconnect()
 		s.cfg.Logger.Info(s.cfg.Kind.Noun+"s trusted", "cas", ids(roots))
 	}
-	if caughtUp && kv.ModRevision != s.applied {
+	s.widened.Store(widened)
+	if exact && kv.ModRevision != s.applied {
 		if s.cfg.TrustFile != "" {
 			if err := SaveTrust(s.cfg.TrustFile, roots, kv.ModRevision); err != nil {
 				return err

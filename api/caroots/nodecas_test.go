@@ -191,6 +191,47 @@ func TestNodeCATrustOnlyGrowsWhileCatchingUp(t *testing.T) {
 	}
 }
 
+// A CA a finish dropped while the node was catching up stops being
+// trusted as soon as the node has caught up: at once for a request that
+// caught up with a read index (Settle, even before CheckCaughtUp passes),
+// and at the first index applied once caught up (OnIndex), not at Run's
+// next look, 5 s later (the red team's finding, 2026-12-04).
+func TestDroppedCAGoesOnceCaughtUp(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		narrow func(e *env)
+	}{
+		{"a request caught up", func(e *env) {
+			if err := e.s.Settle(); err != nil {
+				e.t.Fatal(err)
+			}
+		}},
+		{"the node caught up", func(e *env) {
+			e.caughtUp = true
+			e.s.OnIndex(0)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.sync()
+			next := e.mustStep(rotation.StepStart, rotation.Options{}).Keys[0].ID
+			e.mustStep(rotation.StepPromote, rotation.Options{})
+			e.caughtUp = false
+			e.presenting = map[string]string{"n1": next}
+			e.mustStep(rotation.StepFinish, rotation.Options{}) // applied while catching up
+			if got := len(e.v.Roots()); got != 2 {
+				t.Fatalf("a node catching up trusts %d CAs, want both still", got)
+			}
+			e.s.OnIndex(0) // still catching up: nothing changes
+			if got := len(e.v.Roots()); got != 2 {
+				t.Fatalf("an index applied while catching up narrowed the trust to %d CAs", got)
+			}
+			tc.narrow(e)
+			e.trusts(next)
+		})
+	}
+}
+
 func TestNodeCAStartRefusals(t *testing.T) {
 	cluster, err := certs.NewNodeCA() // stands for the cluster CA
 	if err != nil {
