@@ -2,9 +2,13 @@ package api
 
 import (
 	"net/http"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/trustplane/trustplane/api/authn"
 )
 
 // notCaughtUpMessage is the 503 of a request that a node outside the
@@ -20,16 +24,29 @@ func notCaughtUp() *apierrors.StatusError {
 }
 
 // answeredWhileStale are the GET paths a node outside the staleness bound
-// answers from its own state without catching up: its health, version,
-// metrics, and its Raft and membership status. They hold nothing secret,
-// and they are how an operator (and the chaos monitor, chaos/monitor.go)
-// sees that a node is cut off, which is when it cannot catch up. Their
-// callers are authenticated and authorised with the state the node has
-// (SECURITY.md, attacker (e)).
-var answeredWhileStale = map[string]bool{metricsPath: true, raftPath: true, membersPath: true}
+// answers from its own state without catching up, besides its health
+// probes: its version, metrics, and its Raft and membership status. They
+// hold nothing secret, and they are how an operator (and the chaos
+// monitor, chaos/monitor.go) sees that a node is cut off, which is when
+// it cannot catch up. Their callers are authenticated and authorised with
+// the state the node has (SECURITY.md, attacker (e)), so a request that
+// impersonates someone is not among them: the impersonation rights would
+// be the node's old ones.
+var answeredWhileStale = map[string]bool{"/version": true, metricsPath: true, raftPath: true, membersPath: true}
 
 func servedWhileStale(req *http.Request) bool {
-	return req.Method == http.MethodGet && (answeredWhileStale[req.URL.Path] || isPublic(req.URL.Path))
+	return req.Method == http.MethodGet && answeredWhileStale[req.URL.Path] && !impersonates(req)
+}
+
+// impersonates reports whether req carries any of kube's impersonation
+// headers (Impersonate-User, -Group, -Uid, -Extra-*).
+func impersonates(req *http.Request) bool {
+	for k := range req.Header {
+		if strings.HasPrefix(k, "Impersonate-") {
+			return true
+		}
+	}
+	return false
 }
 
 // withCaughtUp keeps the staleness rule (--max-stale-read, LocalStateFresh)
@@ -38,18 +55,21 @@ func servedWhileStale(req *http.Request) bool {
 // RBAC objects and ServiceAccounts it applied last: without this rule it
 // would accept a client certificate of a CA rotated out since, or
 // authorise (and answer an access review) with a binding deleted since.
-// So on a node outside the bound every request that carries a credential,
-// or that the anonymous authenticator would take, first waits for a
-// catch-up that starts after it arrived (Config.CatchUp): then the
-// certificate TLS proved is checked again against the client CAs as
-// caught up (stillTrusted), and tokens and authorisation see the state as
-// caught up too. A node that cannot catch up answers 503 (notCaughtUp),
-// audited as a failed authentication. A request with no credential that
-// nothing would take is refused 401 without waiting: no state decides
-// that.
+// So on a node outside the bound a request that carries a credential, or
+// that the anonymous authenticator would take, first waits for a catch-up
+// that starts after it arrived (Config.CatchUp, which also settles the
+// node's CA trust): then the TLS chains are asked again what caller they
+// prove (tlsCaller), and tokens and authorisation see the state as caught
+// up too. A node that cannot catch up answers 503 (notCaughtUp), audited
+// as a failed authentication.
 //
 // It runs after max in flight, so each wait holds a slot, and before the
-// bearer token is verified. Within the bound it costs one staleness test.
+// bearer token is verified. What holds no slot does not wait: the health
+// probes are answered, a watch goes on to be refused (a stale node serves
+// none, refuseLocalRead), and any other long-running request (the
+// snapshot stream) is refused at once. A request with no credential that
+// no anonymous rule takes is refused 401 without waiting: no state decides
+// that. Within the bound it costs one staleness test.
 func (s *Server) withCaughtUp(next http.Handler) http.Handler {
 	if s.cfg.CatchUp == nil {
 		return next
@@ -60,7 +80,15 @@ func (s *Server) withCaughtUp(next http.Handler) http.Handler {
 			return
 		}
 		c, identified := callerFrom(req.Context())
-		if !identified && len(req.Header.Values("Authorization")) == 0 && s.cfg.Anonymous == nil {
+		info, _ := genericapirequest.RequestInfoFrom(req.Context())
+		switch {
+		case isHealthProbe(req.URL.Path), info != nil && info.Verb == "watch":
+			next.ServeHTTP(w, req)
+			return
+		case isLongRunning(req, info):
+			s.refuseAuthn(w, req, s.notCaughtUp, notCaughtUp)
+			return
+		case !identified && len(req.Header.Values("Authorization")) == 0 && !s.anonymousFor(req):
 			next.ServeHTTP(w, req)
 			return
 		}
@@ -75,7 +103,7 @@ func (s *Server) withCaughtUp(next http.Handler) http.Handler {
 			s.unauthenticated(w, req)
 			return
 		}
-		next.ServeHTTP(w, req)
+		next.ServeHTTP(w, req.WithContext(authn.WithCaughtUp(req.Context())))
 	})
 }
 

@@ -13,14 +13,14 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiserver "k8s.io/apiserver/pkg/apis/apiserver"
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
-	"k8s.io/apiserver/pkg/endpoints/filters"
 	"k8s.io/apiserver/pkg/audit/policy"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/request/anonymous"
 	"k8s.io/apiserver/pkg/authentication/user"
-	apiserver "k8s.io/apiserver/pkg/apis/apiserver"
+	"k8s.io/apiserver/pkg/endpoints/filters"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	pluginlog "k8s.io/apiserver/plugin/pkg/audit/log"
 
@@ -75,7 +75,8 @@ func TestStaleNodeCatchesUpBeforeAuthenticating(t *testing.T) {
 		header    http.Header
 		bearer    bool
 		anonymous bool
-		cluster   string // what the catch-up finds
+		anonPaths []string // the anonymous rules' paths; none: every path
+		cluster   string   // what the catch-up finds
 		wantCode  int
 		wantUser  string
 		catchUps  int
@@ -94,7 +95,14 @@ func TestStaleNodeCatchesUpBeforeAuthenticating(t *testing.T) {
 		{name: "members, cut off", path: membersPath, chains: adminChain, cluster: cutOff, wantCode: 200, wantUser: "admin"},
 		{name: "metrics, cut off", path: metricsPath, chains: adminChain, cluster: cutOff, wantCode: 200, wantUser: "admin"},
 		{name: "readyz, cut off", path: "/readyz/etcd", cluster: cutOff, wantCode: 200, wantUser: user.Anonymous},
+		{name: "version, cut off", path: "/version", cluster: cutOff, wantCode: 200, wantUser: user.Anonymous},
 		{name: "a member's removal is not status", method: http.MethodDelete, path: membersPath + "/node-3", chains: adminChain, cluster: cutOff, wantCode: 503, catchUps: 1},
+		{name: "raft status impersonating: the rights to would be old", path: raftPath, chains: adminChain, header: http.Header{"Impersonate-User": {"bob"}}, cluster: cutOff, wantCode: 503, catchUps: 1},
+		{name: "a health probe holds no slot: it never waits", method: http.MethodPost, path: "/healthz", bearer: true, cluster: cutOff, wantCode: 200, wantUser: "token-user"},
+		{name: "a watch holds no slot: on to be refused, no wait", path: "/api/v1/namespaces/default/serviceaccounts?watch=true", bearer: true, cluster: cutOff, wantCode: 200, wantUser: "token-user"},
+		{name: "the snapshot stream holds no slot: refused at once", path: snapshotPath, chains: adminChain, cluster: cutOff, wantCode: 503},
+		{name: "anonymous rules that do not take the path: 401 without waiting", anonymous: true, anonPaths: []string{"/openid/v1/jwks"}, cluster: cutOff, wantCode: 401},
+		{name: "anonymous rules that take the path", anonymous: true, anonPaths: []string{"/openid/v1/jwks"}, path: "/openid/v1/jwks", cluster: cutOff, wantCode: 503, catchUps: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -123,13 +131,17 @@ func TestStaleNodeCatchesUpBeforeAuthenticating(t *testing.T) {
 						return nil
 					}
 					c.Authenticator = authenticator.RequestFunc(func(*http.Request) (*authenticator.Response, bool, error) {
-						if catchUps == 0 && !tt.fresh {
+						if catchUps == 0 && tt.catchUps > 0 {
 							t.Error("a stale node verified a token before catching up")
 						}
 						return &authenticator.Response{User: &user.DefaultInfo{Name: "token-user"}}, true, nil
 					})
 					if tt.anonymous {
-						c.Anonymous = anonymous.NewAuthenticator([]apiserver.AnonymousAuthCondition{})
+						var conds []apiserver.AnonymousAuthCondition
+						for _, p := range tt.anonPaths {
+							conds = append(conds, apiserver.AnonymousAuthCondition{Path: p})
+						}
+						c.Anonymous = anonymous.NewAuthenticator(conds)
 					}
 					if audited {
 						c.AuditSink = pluginlog.NewBackend(&log, pluginlog.FormatJson, auditv1.SchemeGroupVersion)
@@ -137,13 +149,13 @@ func TestStaleNodeCatchesUpBeforeAuthenticating(t *testing.T) {
 					}
 				})
 				var gotUser string
-				h := s.withTLSAuthentication(s.withCaughtUp(s.withTokenAuthentication(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+				h := filters.WithRequestInfo(s.withTLSAuthentication(s.withCaughtUp(s.withTokenAuthentication(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 					if u, ok := genericapirequest.UserFrom(r.Context()); ok {
 						gotUser = u.GetName()
 					}
-				}))))
+				})))), s.infos)
 				if audited {
-					h = s.withAuditInit(filters.WithRequestInfo(h, s.infos))
+					h = s.withAuditInit(h)
 				}
 				method, path := tt.method, tt.path
 				if method == "" {

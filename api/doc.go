@@ -33,6 +33,11 @@
 //     which only peer node certificates may set. Config.Nodes decides who
 //     is a node (certs.NodeVerifier: the node CA only); the forwarder
 //     hands a write only to an API that presents a node certificate.
+//   - A node outside the staleness bound (Config.MaxStaleRead,
+//     LocalStateFresh) decides who a caller is and what it may do only
+//     after catching up (caughtup.go): its client CAs, keys and RBAC may be
+//     older than the cluster's. Only its health, version, metrics and Raft
+//     and membership status are answered from its own state first.
 //   - Only the health and version paths are served without credentials.
 //     The operator endpoints under /debug/trustplane (members, raft status,
 //     snapshot) and /debug/pprof are for system:masters alone. The snapshot

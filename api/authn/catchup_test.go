@@ -100,10 +100,14 @@ func TestJWKSCatchesUpWhenStale(t *testing.T) {
 		wantCode   int
 		wantNewKid bool
 		catchUps   int
+		// apiCaughtUp: the API caught the request up already
+		// (authn.WithCaughtUp), as its own catch-up would leave the log.
+		apiCaughtUp bool
 	}{
 		{name: "fresh serves its own keys", fresh: true, wantCode: http.StatusOK, wantNewKid: false, catchUps: 0},
 		{name: "stale catches up first", fresh: false, wantCode: http.StatusOK, wantNewKid: true, catchUps: 1},
 		{name: "stale and cut off", fresh: false, catchUpErr: errors.New("no leader"), wantCode: http.StatusServiceUnavailable, catchUps: 1},
+		{name: "stale, the request caught up by the API: not again", fresh: false, apiCaughtUp: true, wantCode: http.StatusOK, wantNewKid: true, catchUps: 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,8 +129,13 @@ func TestJWKSCatchesUpWhenStale(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			req := httptest.NewRequest(http.MethodGet, serviceaccount.JWKSPath, nil)
+			if tc.apiCaughtUp {
+				stale.caughtUp.Store(true)
+				req = req.WithContext(authn.WithCaughtUp(req.Context()))
+			}
 			rec := httptest.NewRecorder()
-			id.Paths[serviceaccount.JWKSPath].ServeHTTP(rec, httptest.NewRequest(http.MethodGet, serviceaccount.JWKSPath, nil))
+			id.Paths[serviceaccount.JWKSPath].ServeHTTP(rec, req)
 			if rec.Code != tc.wantCode || catchUps != tc.catchUps {
 				t.Fatalf("%d after %d catch-ups (want %d after %d): %s", rec.Code, catchUps, tc.wantCode, tc.catchUps, rec.Body)
 			}

@@ -57,7 +57,7 @@ type freshTokens struct {
 }
 
 func (f freshTokens) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
-	if f.keys.isFresh() {
+	if f.keys.isFresh() || justCaughtUp(ctx) {
 		return f.inner.AuthenticateToken(ctx, token)
 	}
 	if !claimsIssuer(token, f.issuers) {
@@ -68,7 +68,7 @@ func (f freshTokens) AuthenticateToken(ctx context.Context, token string) (*auth
 		// nothing it can act on beyond ErrNotFresh.
 		return nil, false, ErrNotFresh
 	}
-	return f.inner.AuthenticateToken(context.WithValue(ctx, caughtUpKey{}, true), token)
+	return f.inner.AuthenticateToken(WithCaughtUp(ctx), token)
 }
 
 // claimsIssuer reports whether token is a compact JWT whose unverified
@@ -100,7 +100,17 @@ func claimsIssuer(token string, issuers []string) bool {
 
 // caughtUpKey marks a context whose verification follows a catch-up, so
 // that a key id still unknown after it is not looked up again
-// (publicKeys.GetPublicKeys).
+// (publicKeys.GetPublicKeys), nor the state caught up for a second time.
 type caughtUpKey struct{}
+
+// WithCaughtUp marks ctx as a request's that has caught up with a read
+// index taken after it arrived (api.Server.withCaughtUp): what would
+// catch up here for it (the JWKS, a token of this cluster on a node
+// outside the bound, an unknown key id) takes the state as it is. kube's
+// token cache calls the token authenticators with a context of its own,
+// so a bearer token it has not seen may still wait for one more round.
+func WithCaughtUp(ctx context.Context) context.Context {
+	return context.WithValue(ctx, caughtUpKey{}, true)
+}
 
 func justCaughtUp(ctx context.Context) bool { v, _ := ctx.Value(caughtUpKey{}).(bool); return v }

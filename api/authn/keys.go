@@ -167,9 +167,10 @@ func (k *KeyStore) SetCatchUp(f func(ctx context.Context) error) { k.catchUp = f
 func (k *KeyStore) SetFresh(f func() bool) { k.localFresh = f }
 
 // caughtUp returns once this node's keys may be served: at once while the
-// node is fresh (SetFresh), otherwise after a catch-up.
+// node is fresh (SetFresh) or the request has caught up already
+// (WithCaughtUp), otherwise after a catch-up.
 func (k *KeyStore) caughtUp(ctx context.Context) error {
-	if k.isFresh() {
+	if k.isFresh() || justCaughtUp(ctx) {
 		return nil
 	}
 	return k.catchUpNow(ctx)

@@ -126,6 +126,7 @@ func setupCARoot(w *wiring, r caRoot) *caroots.Store {
 	}
 	s := caroots.New(cfg)
 	w.fsm.Subscribe(s)
+	w.caStores = append(w.caStores, s)
 	return s
 }
 

@@ -153,7 +153,7 @@ func parseServe(args []string) (*options, error) {
 	fs.DurationVar(&o.writeLeaderWait, "write-leader-wait", 10*time.Second, "how long a write waits for a leader during an election before 503")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay-duration", 0, "on SIGTERM/SIGINT, keep serving this long with /readyz failing (/livez and /healthz still pass), so that load balancers stop sending traffic before the node stops; a second signal ends the delay (kube-apiserver's flag)")
 	fs.DurationVar(&o.livezGrace, "livez-grace-period", 0, "from the start, how long /livez reports its checks as passing whatever they say: the time the node may take to start (kube-apiserver's flag)")
-	fs.DurationVar(&o.maxStaleRead, "max-stale-read", 5*time.Second, "a node that has not heard from a leader for longer serves no watch, serves the service account JWKS and verifies service account tokens only once caught up with the leader (503 when it cannot), and answers resourceVersion=0 reads as linearizable ones (503 when it is cut off) instead of from its own, possibly old, state (0: no bound)")
+	fs.DurationVar(&o.maxStaleRead, "max-stale-read", 5*time.Second, "a node that has not heard from a leader for longer serves no watch, authenticates and authorises requests (but for its health, metrics and Raft status) and serves the service account JWKS only once caught up with the leader (503 when it cannot), and answers resourceVersion=0 reads as linearizable ones (503 when it is cut off) instead of from its own, possibly old, state (0: no bound)")
 	fs.DurationVar(&o.compactRetention, "compact-retention", d.CompactRetention, "MVCC history kept for exact reads, continue tokens and watch history across restarts; older gets 410 Gone")
 	fs.DurationVar(&o.compactInterval, "compact-interval", d.CompactInterval, "how often the leader compacts history")
 	fs.DurationVar(&o.watchWindow, "watch-cache-window", watchcache.DefaultConfig().Window, "how much watch history each node keeps; older resourceVersions get 410 Gone")
@@ -527,7 +527,7 @@ func serve(args []string) error {
 	}
 	acfg.Membership = membership{node: node, clusterID: clusterID}
 	acfg.MaxStaleRead = o.maxStaleRead
-	acfg.CatchUp = back.catchUp
+	acfg.CatchUp = wired.catchUp
 	acfg.Authenticator = ident.authenticator
 	acfg.Anonymous = ident.anonymous
 	acfg.Posts = map[string]http.Handler{jwtsign.Path: jwtsign.Handler(jwtsign.Config{

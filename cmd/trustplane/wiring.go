@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/trustplane/trustplane/api/caroots"
 	"github.com/trustplane/trustplane/api/registry"
 	"github.com/trustplane/trustplane/certs"
 	"github.com/trustplane/trustplane/cluster"
@@ -22,6 +23,27 @@ type wiring struct {
 	fsm   *fsm.FSM
 	reg   *registry.Registry
 	back  backend
+	// caStores are the replicated CAs the node trusts (setupCARoot), which
+	// a request's catch-up settles (catchUp).
+	caStores []*caroots.Store
+}
+
+// catchUp is the API's catch-up (api.Config.CatchUp): the read index wait
+// (backend.catchUp), then every CA store's trust made exactly its
+// record's (caroots.Store.Settle). A request that waited for it is then
+// checked against the CAs the cluster trusted when it arrived, even where
+// this node applied a finish while far behind and still trusts the CA it
+// dropped.
+func (w *wiring) catchUp(ctx context.Context) error {
+	if err := w.back.catchUp(ctx); err != nil {
+		return err
+	}
+	for _, s := range w.caStores {
+		if err := s.Settle(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // leaderTask is work a leader does once per term before the node reports
