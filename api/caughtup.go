@@ -25,17 +25,20 @@ func notCaughtUp() *apierrors.StatusError {
 
 // answeredWhileStale are the GET paths a node outside the staleness bound
 // answers from its own state without catching up, besides its health
-// probes: its version, metrics, and its Raft and membership status. They
-// hold nothing secret, and they are how an operator (and the chaos
-// monitor, chaos/monitor.go) sees that a node is cut off, which is when
-// it cannot catch up. Their callers are authenticated and authorised with
+// probes and profiles (pprofPrefix): its version, metrics, and its Raft and
+// membership status. They hold nothing secret, and they are how an
+// operator (and the chaos monitor, chaos/monitor.go) sees that a node is
+// cut off, which is when it cannot catch up, or why it is stuck. Their callers are authenticated and authorised with
 // the state the node has (SECURITY.md, attacker (e)), so a request that
 // impersonates someone is not among them: the impersonation rights would
 // be the node's old ones.
 var answeredWhileStale = map[string]bool{"/version": true, metricsPath: true, raftPath: true, membersPath: true}
 
+// pprofPrefix is where the node's profiles are served (servePprof).
+const pprofPrefix = "/debug/pprof/"
+
 func servedWhileStale(req *http.Request) bool {
-	return req.Method == http.MethodGet && answeredWhileStale[req.URL.Path] && !impersonates(req)
+	return req.Method == http.MethodGet && (answeredWhileStale[req.URL.Path] || strings.HasPrefix(req.URL.Path, pprofPrefix)) && !impersonates(req)
 }
 
 // impersonates reports whether req carries any of kube's impersonation

@@ -94,6 +94,7 @@ func TestStaleNodeCatchesUpBeforeAuthenticating(t *testing.T) {
 		{name: "raft status, cut off: served from the node's state", path: raftPath, chains: adminChain, cluster: cutOff, wantCode: 200, wantUser: "admin"},
 		{name: "members, cut off", path: membersPath, chains: adminChain, cluster: cutOff, wantCode: 200, wantUser: "admin"},
 		{name: "metrics, cut off", path: metricsPath, chains: adminChain, cluster: cutOff, wantCode: 200, wantUser: "admin"},
+		{name: "a goroutine profile, cut off", path: "/debug/pprof/goroutine?debug=1", chains: adminChain, cluster: cutOff, wantCode: 200, wantUser: "admin"},
 		{name: "readyz, cut off", path: "/readyz/etcd", cluster: cutOff, wantCode: 200, wantUser: user.Anonymous},
 		{name: "version, cut off", path: "/version", cluster: cutOff, wantCode: 200, wantUser: user.Anonymous},
 		{name: "a member's removal is not status", method: http.MethodDelete, path: membersPath + "/node-3", chains: adminChain, cluster: cutOff, wantCode: 503, catchUps: 1},

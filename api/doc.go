@@ -36,8 +36,9 @@
 //   - A node outside the staleness bound (Config.MaxStaleRead,
 //     LocalStateFresh) decides who a caller is and what it may do only
 //     after catching up (caughtup.go): its client CAs, keys and RBAC may be
-//     older than the cluster's. Only its health, version, metrics and Raft
-//     and membership status are answered from its own state first.
+//     older than the cluster's. Only its health, version, metrics,
+//     profiles and Raft and membership status are answered from its own
+//     state first.
 //   - Only the health and version paths are served without credentials.
 //     The operator endpoints under /debug/trustplane (members, raft status,
 //     snapshot) and /debug/pprof are for system:masters alone. The snapshot

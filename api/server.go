@@ -310,7 +310,7 @@ func (s *Server) buildHandler() http.Handler {
 	r.Handler(http.MethodGet, "/openapi/v2", s.openapiV2)
 	r.HandlerFunc(http.MethodGet, "/openapi/v3", s.serveOpenAPIV3)
 	r.HandlerFunc(http.MethodGet, "/openapi/v3/*path", s.serveOpenAPIV3)
-	r.Handler(http.MethodGet, "/debug/pprof/*profile", s.onlyMasters(http.HandlerFunc(servePprof)))
+	r.Handler(http.MethodGet, pprofPrefix+"*profile", s.onlyMasters(http.HandlerFunc(servePprof)))
 	r.Handler(http.MethodGet, membersPath, s.onlyMasters(http.HandlerFunc(s.serveMembers)))
 	r.Handler(http.MethodDelete, membersPath+"/:name", s.onlyMasters(http.HandlerFunc(s.serveMembers)))
 	r.Handler(http.MethodGet, raftPath, s.onlyMasters(http.HandlerFunc(s.serveRaftStatus)))
