@@ -69,7 +69,6 @@ func (s *Server) setupAudit() {
 	}
 	s.failedAuthn = s.auditedRefusal(unauthorized)
 	s.notVerifiable = s.auditedRefusal(authn.NotFresh)
-	s.notCaughtUp = s.auditedRefusal(notCaughtUp)
 }
 
 // unauthorized is kube's answer to a request no credential identifies.

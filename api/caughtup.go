@@ -59,7 +59,7 @@ func impersonates(req *http.Request) bool {
 // would accept a client certificate of a CA rotated out since, or
 // authorise (and answer an access review) with a binding deleted since.
 // So on a node outside the bound a request that carries a credential, or
-// that the anonymous authenticator would take, first waits for a catch-up
+// that the anonymous rules would take, first waits for a catch-up
 // that starts after it arrived (Config.CatchUp, which also settles the
 // node's CA trust): then the TLS chains are asked again what caller they
 // prove (tlsCaller), and tokens and authorisation see the state as caught
@@ -67,12 +67,16 @@ func impersonates(req *http.Request) bool {
 // as a failed authentication.
 //
 // It runs after max in flight, so each wait holds a slot, and before the
-// bearer token is verified. What holds no slot does not wait: the health
-// probes are answered, a watch goes on to be refused (a stale node serves
-// none, refuseLocalRead), and any other long-running request (the
-// snapshot stream) is refused at once. A request with no credential that
-// no anonymous rule takes is refused 401 without waiting: no state decides
-// that. Within the bound it costs one staleness test.
+// bearer token is verified; system:masters, which max in flight lets past
+// a full table (as kube's does), is bounded here instead: at most as many
+// requests as max in flight allows wait at once (catchUpBound), and any
+// more are refused at once. What holds no slot does not wait: the health
+// probes are answered, a watch is refused (a stale node serves none, and
+// one let through could be served by then, authorised with the old
+// state), and so is any other long-running request (the snapshot
+// stream). A request with no credential that no anonymous rule takes is
+// refused 401 without waiting: no state decides that. Within the bound it
+// costs one staleness test.
 func (s *Server) withCaughtUp(next http.Handler) http.Handler {
 	if s.cfg.CatchUp == nil {
 		return next
@@ -85,21 +89,30 @@ func (s *Server) withCaughtUp(next http.Handler) http.Handler {
 		c, identified := callerFrom(req.Context())
 		info, _ := genericapirequest.RequestInfoFrom(req.Context())
 		switch {
-		case isHealthProbe(req.URL.Path), info != nil && info.Verb == "watch":
+		case isHealthProbe(req.URL.Path):
 			next.ServeHTTP(w, req)
 			return
+		case info != nil && info.Verb == "watch":
+			s.refuseStale(w, req, s.staleWatch)
+			return
 		case isLongRunning(req, info):
-			s.refuseAuthn(w, req, s.notCaughtUp, notCaughtUp)
+			s.refuseStale(w, req, notCaughtUp)
 			return
 		case !identified && len(req.Header.Values("Authorization")) == 0 && !s.anonymousFor(req):
 			next.ServeHTTP(w, req)
 			return
 		}
-		if err := s.cfg.CatchUp(req.Context()); err != nil {
+		if !s.startCatchUp() {
+			s.refuseStale(w, req, notCaughtUp)
+			return
+		}
+		err := s.cfg.CatchUp(req.Context())
+		s.endCatchUp()
+		if err != nil {
 			// The catch-up's error (a deadline, no leader) tells the
 			// client nothing it can act on beyond the 503.
 			s.log.Debug("request refused: this node is outside --max-stale-read and cannot catch up", "path", req.URL.Path, "error", err)
-			s.refuseAuthn(w, req, s.notCaughtUp, notCaughtUp)
+			s.refuseStale(w, req, notCaughtUp)
 			return
 		}
 		if identified && !s.stillProves(req, c) {
@@ -108,6 +121,46 @@ func (s *Server) withCaughtUp(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, req.WithContext(authn.WithCaughtUp(req.Context())))
 	})
+}
+
+// catchUpBound is the table of requests that may wait for a catch-up at
+// once: as many as max in flight admits (both kinds), nil when it admits
+// any number.
+func catchUpBound(cfg *Config) chan struct{} {
+	n := cfg.MaxRequestsInFlight + cfg.MaxMutatingRequestsInFlight
+	if cfg.MaxRequestsInFlight <= 0 || cfg.MaxMutatingRequestsInFlight <= 0 {
+		return nil
+	}
+	return make(chan struct{}, n)
+}
+
+func (s *Server) startCatchUp() bool {
+	if s.catchingUp == nil {
+		return true
+	}
+	select {
+	case s.catchingUp <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *Server) endCatchUp() {
+	if s.catchingUp != nil {
+		<-s.catchingUp
+	}
+}
+
+// refuseStale answers status to a request a node outside the staleness
+// bound will not take now, audited as the other refusals before
+// authentication are (a failed authentication: nobody was identified).
+func (s *Server) refuseStale(w http.ResponseWriter, req *http.Request, status func() *apierrors.StatusError) {
+	var audited http.Handler
+	if s.auditing {
+		audited = s.auditedRefusal(status)
+	}
+	s.refuseAuthn(w, req, audited, status)
 }
 
 // stillProves reports whether req's TLS chains prove, as of now

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,6 +81,7 @@ func TestStaleNodeCatchesUpBeforeAuthenticating(t *testing.T) {
 		wantCode  int
 		wantUser  string
 		catchUps  int
+		watch     bool // refused as a stale node refuses watches
 	}{
 		{name: "a fresh node never waits", fresh: true, chains: adminChain, cluster: cutOff, wantCode: 200, wantUser: "admin"},
 		{name: "a certificate, caught up", chains: adminChain, cluster: caughtUp, wantCode: 200, wantUser: "admin", catchUps: 1},
@@ -100,7 +102,7 @@ func TestStaleNodeCatchesUpBeforeAuthenticating(t *testing.T) {
 		{name: "a member's removal is not status", method: http.MethodDelete, path: membersPath + "/node-3", chains: adminChain, cluster: cutOff, wantCode: 503, catchUps: 1},
 		{name: "raft status impersonating: the rights to would be old", path: raftPath, chains: adminChain, header: http.Header{"Impersonate-User": {"bob"}}, cluster: cutOff, wantCode: 503, catchUps: 1},
 		{name: "a health probe holds no slot: it never waits", method: http.MethodPost, path: "/healthz", bearer: true, cluster: cutOff, wantCode: 200, wantUser: "token-user"},
-		{name: "a watch holds no slot: on to be refused, no wait", path: "/api/v1/namespaces/default/serviceaccounts?watch=true", bearer: true, cluster: cutOff, wantCode: 200, wantUser: "token-user"},
+		{name: "a watch holds no slot: refused at once", path: "/api/v1/namespaces/default/serviceaccounts?watch=true", bearer: true, cluster: caughtUp, wantCode: 503, watch: true},
 		{name: "the snapshot stream holds no slot: refused at once", path: snapshotPath, chains: adminChain, cluster: cutOff, wantCode: 503},
 		{name: "anonymous rules that do not take the path: 401 without waiting", anonymous: true, anonPaths: []string{"/openid/v1/jwks"}, cluster: cutOff, wantCode: 401},
 		{name: "anonymous rules that take the path", anonymous: true, anonPaths: []string{"/openid/v1/jwks"}, path: "/openid/v1/jwks", cluster: cutOff, wantCode: 503, catchUps: 1},
@@ -182,7 +184,11 @@ func TestStaleNodeCatchesUpBeforeAuthenticating(t *testing.T) {
 				}
 				if tt.wantCode == http.StatusServiceUnavailable {
 					st := decodeStatus(t, rec)
-					if st.Reason != metav1.StatusReasonServiceUnavailable || st.Message != notCaughtUpMessage || rec.Header().Get("Retry-After") != "1" || strings.Contains(rec.Body.String(), "some-token") {
+					want := notCaughtUpMessage
+					if tt.watch {
+						want = s.staleWatch().ErrStatus.Message
+					}
+					if st.Reason != metav1.StatusReasonServiceUnavailable || st.Message != want || rec.Header().Get("Retry-After") != "1" || strings.Contains(rec.Body.String(), "some-token") {
 						t.Fatalf("status = %+v, Retry-After %q", st, rec.Header().Get("Retry-After"))
 					}
 					if audited && !strings.Contains(log.String(), `"code":503`) {
@@ -191,6 +197,56 @@ func TestStaleNodeCatchesUpBeforeAuthenticating(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCatchUpWaitersAreBounded: no more requests wait for a catch-up at
+// once than max in flight admits, since system:masters passes a full
+// max-in-flight table (kube's rule) and would otherwise wait unbounded on
+// a cut-off node, with a certificate of a CA it may no longer trust.
+func TestCatchUpWaitersAreBounded(t *testing.T) {
+	release := make(chan struct{})
+	var waiting sync.WaitGroup
+	s := newTestServer(t, nil, func(c *Config) {
+		c.Membership = staleMembership{fakeMembership{in: true}, false}
+		c.MaxStaleRead = time.Second
+		c.MaxRequestsInFlight, c.MaxMutatingRequestsInFlight = 1, 1
+		c.CatchUp = func(context.Context) error {
+			waiting.Done()
+			<-release
+			return errors.New("no leader")
+		}
+		c.Authenticator = authenticator.RequestFunc(func(*http.Request) (*authenticator.Response, bool, error) {
+			return &authenticator.Response{User: &user.DefaultInfo{Name: "token-user"}}, true, nil
+		})
+	})
+	h := filters.WithRequestInfo(s.withCaughtUp(s.withTokenAuthentication(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))), s.infos)
+	serve := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces", nil)
+		req.Header.Set("Authorization", "Bearer some-token")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	waiting.Add(2)
+	done := make(chan int, 2)
+	for range 2 {
+		go func() { done <- serve().Code }()
+	}
+	waiting.Wait() // both wait in the catch-up
+	if rec := serve(); rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "1" {
+		t.Fatalf("a third waiter beyond the bound of 2: %d %s", rec.Code, rec.Body)
+	}
+	close(release)
+	for range 2 {
+		if code := <-done; code != http.StatusServiceUnavailable {
+			t.Fatalf("a waiter whose catch-up failed: %d", code)
+		}
+	}
+	waiting.Add(1) // the table is free again
+	go func() { done <- serve().Code }()
+	if code := <-done; code != http.StatusServiceUnavailable {
+		t.Fatalf("after the waiters left: %d", code)
 	}
 }
 

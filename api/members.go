@@ -112,14 +112,19 @@ func (s *Server) refuseLocalRead(req *http.Request, verb string) error {
 		return nil
 	}
 	if watch {
-		e := apierrors.NewServiceUnavailable(fmt.Sprintf("this apiserver has not heard from the cluster's leader for more than %v and cannot serve watches from its own state; retry against another server", s.cfg.MaxStaleRead))
-		e.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
-		return e
+		return s.staleWatch()
 	}
 	q.Del("resourceVersion")
 	q.Del("resourceVersionMatch")
 	req.URL.RawQuery = q.Encode()
 	return nil
+}
+
+// staleWatch is the 503 of a watch on a node outside MaxStaleRead.
+func (s *Server) staleWatch() *apierrors.StatusError {
+	e := apierrors.NewServiceUnavailable(fmt.Sprintf("this apiserver has not heard from the cluster's leader for more than %v and cannot serve watches from its own state; retry against another server", s.cfg.MaxStaleRead))
+	e.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+	return e
 }
 
 // membersPath is the operator endpoint behind "trustplane members". Like

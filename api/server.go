@@ -229,14 +229,16 @@ type Server struct {
 
 	// auditing is on when both the sink and the (capped) policy are set;
 	// failedAuthn is then the audited 401, notVerifiable the audited 503
-	// of a token this node cannot verify now, notCaughtUp the audited 503
-	// of a stale node that cannot catch up (audit.go).
+	// of a token this node cannot verify now (audit.go).
 	auditSink     audit.Sink
 	auditPolicy   audit.PolicyRuleEvaluator
 	auditing      bool
 	failedAuthn   http.Handler
 	notVerifiable http.Handler
-	notCaughtUp   http.Handler
+
+	// catchingUp bounds the requests waiting for a catch-up at once
+	// (withCaughtUp); nil: no bound.
+	catchingUp chan struct{}
 }
 
 // New builds the server over reg. It does not listen yet.
@@ -254,6 +256,7 @@ func New(cfg *Config, reg *registry.Registry) (*Server, error) {
 			APIPrefixes:          sets.NewString("api", "apis"),
 			GrouplessAPIPrefixes: sets.NewString("api"),
 		},
+		catchingUp: catchUpBound(cfg),
 	}
 	oapi, err := newOpenAPIV3(reg.Stores(), reg.Virtuals())
 	if err != nil {

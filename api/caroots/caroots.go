@@ -327,11 +327,25 @@ func (s *Store) OnIndex(uint64) {
 // (api.Config.CatchUp): the applied record is then at least as new as the
 // request, so the CAs it no longer holds were dropped by a finish the
 // cluster completed before the request, even if this node applied that
-// finish while catching up (when syncTrust keeps them).
-func (s *Store) Settle() error { return s.sync(true) }
+// finish while catching up (when syncTrust keeps them). A trust that is
+// not widened is its record's already (OnApply syncs each record as it is
+// applied), and that costs an atomic load.
+func (s *Store) Settle() error {
+	if !s.widened.Load() {
+		return nil
+	}
+	return s.sync(true)
+}
 
-// OnRestore: a snapshot replaced the state.
-func (s *Store) OnRestore(uint64) { s.wake() }
+// OnRestore: a snapshot replaced the state. What the node trusts is then
+// whatever it trusted before, possibly more than the snapshot's record
+// holds (a finish it missed while cut off): it counts as widened until a
+// sync says otherwise, so that OnIndex narrows it once caught up (the red
+// team's finding, 2026-12-04).
+func (s *Store) OnRestore(uint64) {
+	s.widened.Store(true)
+	s.wake()
+}
 
 func (s *Store) wake() {
 	select {

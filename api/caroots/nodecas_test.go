@@ -1,11 +1,13 @@
 package caroots
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"io"
 	"math/big"
 	"path/filepath"
 	"slices"
@@ -231,6 +233,48 @@ func TestDroppedCAGoesOnceCaughtUp(t *testing.T) {
 		})
 	}
 }
+
+// A finish the node missed while cut off and then received in a snapshot
+// (its log compacted meanwhile) goes the same way: the restore leaves the
+// node trusting what it did before, which OnIndex narrows once caught up
+// (the red team's finding, 2026-12-04).
+func TestDroppedCAByRestoreGoesOnceCaughtUp(t *testing.T) {
+	e := newEnv(t)
+	e.sync()
+	next := e.mustStep(rotation.StepStart, rotation.Options{}).Keys[0].ID
+	e.mustStep(rotation.StepPromote, rotation.Options{})
+	e.sync()
+	before := e.v.Roots() // what the node trusts when cut off
+	e.presenting = map[string]string{"n1": next}
+	e.mustStep(rotation.StepFinish, rotation.Options{})
+	snap, err := e.log.FSM.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink bytes.Buffer
+	if err := snap.Persist(&bufferSink{&sink}); err != nil {
+		t.Fatal(err)
+	}
+	e.v.SetRoots(before) // the cut-off node never applied the finish
+	e.s.widened.Store(false)
+	e.caughtUp = false
+	if err := e.log.FSM.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(e.v.Roots()); got != 2 {
+		t.Fatalf("restored while catching up, the node trusts %d CAs, want both still", got)
+	}
+	e.caughtUp = true
+	e.s.OnIndex(0) // the first index applied once caught up
+	e.trusts(next)
+}
+
+// bufferSink is a raft.SnapshotSink over a buffer.
+type bufferSink struct{ *bytes.Buffer }
+
+func (bufferSink) ID() string    { return "test" }
+func (bufferSink) Cancel() error { return nil }
+func (bufferSink) Close() error  { return nil }
 
 func TestNodeCAStartRefusals(t *testing.T) {
 	cluster, err := certs.NewNodeCA() // stands for the cluster CA
