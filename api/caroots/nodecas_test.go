@@ -172,19 +172,28 @@ func TestNodeCARotation(t *testing.T) {
 	e.trusts(next)
 }
 
-// A node that replays its log trusts more CAs for a while, never fewer.
-func TestNodeCATrustOnlyGrowsWhileCatchingUp(t *testing.T) {
-	e := newEnv(t)
-	old := certs.CertID(e.seed.Cert)
+// finishWhileCatchingUp rotates to a new CA whose finish the node applies
+// while it is catching up, so that it still trusts both CAs; it returns
+// the new CA's id.
+func (e *env) finishWhileCatchingUp() string {
+	e.t.Helper()
 	e.sync()
 	next := e.mustStep(rotation.StepStart, rotation.Options{}).Keys[0].ID
 	e.mustStep(rotation.StepPromote, rotation.Options{})
 	e.caughtUp = false
 	e.presenting = map[string]string{"n1": next}
-	e.mustStep(rotation.StepFinish, rotation.Options{}) // applied while catching up
+	e.mustStep(rotation.StepFinish, rotation.Options{})
 	if got := len(e.v.Roots()); got != 2 {
-		t.Fatalf("a node catching up trusts %d CAs, want both still", got)
+		e.t.Fatalf("a node catching up trusts %d CAs, want both still", got)
 	}
+	return next
+}
+
+// A node that replays its log trusts more CAs for a while, never fewer.
+func TestNodeCATrustOnlyGrowsWhileCatchingUp(t *testing.T) {
+	e := newEnv(t)
+	old := certs.CertID(e.seed.Cert)
+	next := e.finishWhileCatchingUp()
 	e.caughtUp = true
 	e.sync()
 	e.trusts(next)
@@ -215,15 +224,7 @@ func TestDroppedCAGoesOnceCaughtUp(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			e.sync()
-			next := e.mustStep(rotation.StepStart, rotation.Options{}).Keys[0].ID
-			e.mustStep(rotation.StepPromote, rotation.Options{})
-			e.caughtUp = false
-			e.presenting = map[string]string{"n1": next}
-			e.mustStep(rotation.StepFinish, rotation.Options{}) // applied while catching up
-			if got := len(e.v.Roots()); got != 2 {
-				t.Fatalf("a node catching up trusts %d CAs, want both still", got)
-			}
+			next := e.finishWhileCatchingUp()
 			e.s.OnIndex(0) // still catching up: nothing changes
 			if got := len(e.v.Roots()); got != 2 {
 				t.Fatalf("an index applied while catching up narrowed the trust to %d CAs", got)
