@@ -517,3 +517,51 @@ func BenchmarkFederatedToken(b *testing.B) {
 		}
 	}
 }
+
+// TestRefetch: go-oidc keeps the keys it fetched, so a key the issuer no
+// longer publishes still verifies its tokens; Refetch builds the issuers
+// again, which fetch the key set anew, and the dropped key's tokens stop
+// verifying (the fleet set-up's retired signing key, SECURITY.md (e)).
+// Run repeats it every RefetchEvery for RefetchFor.
+func TestRefetch(t *testing.T) {
+	i := newIssuer(t)
+	ctx := testContext(t)
+	o := options(writeFile(t, t.TempDir(), jwtConfig(i)))
+	o.RefetchEvery, o.RefetchFor = 100*time.Millisecond, 2*time.Second // a build waits a second for its issuers (healthEvery)
+	a, err := Load(ctx, o, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go a.Run(ctx)
+	claims := oidctest.Claims{"sub": "a", "aud": "fleet", "env": "prod", "cluster": "e"}
+	old, _ := i.Sign(claims)
+	eventually(t, "the issuer initialises", func() error { _, err := authenticate(a.Token, old); return err })
+	if err := i.Rotate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := authenticate(a.Token, old); err != nil {
+		t.Fatalf("precondition: the dropped key's token no longer verifies without a refetch: %v", err)
+	}
+	fetches := i.KeyFetches()
+	a.Refetch()
+	eventually(t, "the dropped key's token refused after the refetch", func() error {
+		if _, err := authenticate(a.Token, old); err == nil {
+			return errors.New("still verifies")
+		}
+		return nil
+	})
+	fresh, _ := i.Sign(claims)
+	if _, err := authenticate(a.Token, fresh); err != nil {
+		t.Fatalf("the new key's token: %v", err)
+	}
+	eventually(t, "a repeated refetch, RefetchEvery later", func() error {
+		// The key set is fetched for the first token a new set verifies.
+		if _, err := authenticate(a.Token, fresh); err != nil {
+			return err
+		}
+		if got := i.KeyFetches(); got < fetches+2 {
+			return fmt.Errorf("%d key set fetches since the first refetch, want 2", got-fetches)
+		}
+		return nil
+	})
+}

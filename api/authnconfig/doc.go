@@ -37,6 +37,11 @@
 //     apiserver_authentication_config_controller metrics. The anonymous
 //     section may not change on reload (kube's rule): which paths are
 //     public is fixed for the life of the process.
+//   - A key an issuer stopped publishing does not stay: Refetch builds the
+//     running issuers again (repeatedly for a while, each build replacing
+//     the running set only once it has initialised), which the node asks
+//     for whenever its own signing keys change, since a federated issuer
+//     may publish them (the fleet set-up).
 //   - The anonymous section is read here but applied by api.Server, which
 //     owns the order of authentication; it never reaches TokenReview,
 //     which answers for tokens only.

@@ -52,7 +52,20 @@ type Options struct {
 	MaxFetchBytes int64
 	// ServerID labels the reload metrics (kube hashes its apiserver id).
 	ServerID string
+	// RefetchEvery and RefetchFor: after a Refetch the issuers are built
+	// again every RefetchEvery until RefetchFor has passed; 0: the
+	// defaults below.
+	RefetchEvery, RefetchFor time.Duration
 }
+
+// The defaults of Options.RefetchEvery and RefetchFor: they cover an
+// issuer that publishes this cluster's keys a minute late (a
+// kube-apiserver behind trustplane's external signer fetches them every
+// minute, externalsigner.DefaultRefreshHint).
+const (
+	DefaultRefetchEvery = 15 * time.Second
+	DefaultRefetchFor   = 2 * time.Minute
+)
 
 // OIDCFlags are kube-apiserver's legacy --oidc-* flags: one issuer.
 type OIDCFlags struct {

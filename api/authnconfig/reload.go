@@ -42,6 +42,12 @@ type Authentication struct {
 	jwt  *JWT
 	data string
 	mu   sync.Mutex
+	// cfg and algs are the running configuration and its signing
+	// algorithms (under mu), which Refetch builds again.
+	cfg  *apiserver.AuthenticationConfiguration
+	algs []string
+	// refetch asks Run to build the issuers again (Refetch).
+	refetch chan struct{}
 }
 
 // Load reads and validates the configuration o describes and builds its
@@ -54,11 +60,17 @@ func Load(ctx context.Context, o Options, log *slog.Logger) (*Authentication, er
 	if o.MaxFetchBytes <= 0 {
 		o.MaxFetchBytes = DefaultMaxFetchBytes
 	}
+	if o.RefetchEvery <= 0 {
+		o.RefetchEvery = DefaultRefetchEvery
+	}
+	if o.RefetchFor <= 0 {
+		o.RefetchFor = DefaultRefetchFor
+	}
 	cfg, data, algs, err := load(&o)
 	if err != nil {
 		return nil, err
 	}
-	a := &Authentication{opts: o, log: log, data: data, Anonymous: cfg.Anonymous}
+	a := &Authentication{opts: o, log: log, data: data, Anonymous: cfg.Anonymous, cfg: cfg, algs: algs, refetch: make(chan struct{}, 1)}
 	if o.File == "" && len(cfg.JWT) == 0 {
 		return a, nil
 	}
@@ -72,9 +84,12 @@ func Load(ctx context.Context, o Options, log *slog.Logger) (*Authentication, er
 	return a, nil
 }
 
-// Run reloads the file whenever it changes, until ctx ends; without a
-// file it returns at once.
+// Run reloads the file whenever it changes, and builds the issuers again
+// when asked to (Refetch), until ctx ends.
 func (a *Authentication) Run(ctx context.Context) {
+	if a.jwt != nil {
+		go a.refetchLoop(ctx)
+	}
 	if a.opts.File == "" {
 		return
 	}
@@ -115,11 +130,12 @@ func (a *Authentication) reload(ctx context.Context) {
 	}
 	tctx, cancel := context.WithTimeout(ctx, updateTimeout)
 	defer cancel()
-	if err := a.swap(ctx, tctx, cfg); err != nil {
+	algs := oidc.AllValidSigningAlgorithms()
+	if err := a.swap(ctx, tctx, cfg, algs); err != nil {
 		a.failed("failed to update authentication config", err)
 		return
 	}
-	a.data = string(b)
+	a.data, a.cfg, a.algs = string(b), cfg, algs
 	a.log.Info("reloaded authentication config")
 	authnmetrics.RecordAuthenticationConfigAutomaticReloadSuccess(a.opts.ServerID)
 }
@@ -127,8 +143,8 @@ func (a *Authentication) reload(ctx context.Context) {
 // swap builds cfg's issuers under life, waits (until deadline ends) for all
 // of them to initialise, and only then makes them the running set; the
 // old set keeps fetching for a minute, for requests still using it.
-func (a *Authentication) swap(life, deadline context.Context, cfg *apiserver.AuthenticationConfiguration) error {
-	set, err := buildIssuers(life, cfg, oidc.AllValidSigningAlgorithms(), &a.opts)
+func (a *Authentication) swap(life, deadline context.Context, cfg *apiserver.AuthenticationConfiguration, algs []string) error {
+	set, err := buildIssuers(life, cfg, algs, &a.opts)
 	if err != nil {
 		return err
 	}
@@ -152,6 +168,59 @@ func (a *Authentication) swap(life, deadline context.Context, cfg *apiserver.Aut
 		old.cancel()
 	}()
 	return nil
+}
+
+// Refetch asks for the running issuers to be built again, which fetches
+// their discovery documents and key sets anew: at once, then every
+// Options.RefetchEvery until RefetchFor has passed. go-oidc keeps the keys
+// it has fetched, and fetches again only for a key id it does not hold,
+// so a key an issuer stopped publishing would stay accepted until the
+// process restarts. The node calls it when its own signing keys change,
+// for an issuer whose key set is this cluster's (the fleet set-up: a
+// kube-apiserver signing through trustplane's external signer), so that a
+// key retired to revoke it (rotate signing-key finish --force) stops
+// verifying there too; the repeats cover an issuer that republishes the
+// keys late, and a node that serves them within --max-stale-read. It
+// returns at once; Run does the work, and while an issuer cannot be
+// reached the running set stays.
+func (a *Authentication) Refetch() {
+	select {
+	case a.refetch <- struct{}{}:
+	default:
+	}
+}
+
+func (a *Authentication) refetchLoop(ctx context.Context) {
+	var next <-chan time.Time
+	var until time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.refetch:
+			until = time.Now().Add(a.opts.RefetchFor)
+		case <-next:
+		}
+		a.refetchNow(ctx)
+		next = nil
+		if time.Now().Before(until) {
+			next = time.After(a.opts.RefetchEvery)
+		}
+	}
+}
+
+// refetchNow builds the running configuration's issuers again and, once
+// they have initialised, makes them the running set (swap).
+func (a *Authentication) refetchNow(ctx context.Context) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	tctx, cancel := context.WithTimeout(ctx, updateTimeout)
+	defer cancel()
+	if err := a.swap(ctx, tctx, a.cfg, a.algs); err != nil {
+		a.log.Warn("the federated issuers' keys not fetched again; the keys fetched before still verify", "error", err)
+		return
+	}
+	a.log.Info("fetched the federated issuers' keys again")
 }
 
 func (a *Authentication) failed(msg string, err error) {

@@ -79,8 +79,9 @@ func (a *authnFlags) parsed(fs *flag.FlagSet) error {
 
 // authentication loads the configuration the flags name: the federated
 // issuers, whose fetches live for the process, and the anonymous
-// authenticator (nil when the file enables none).
-func (a *authnFlags) authentication(issuers []string, auds authenticator.Audiences, serverID string, log *slog.Logger) (*authnconfig.Authentication, authenticator.Request, error) {
+// authenticator (nil when the file enables none). A refetch of the
+// issuers' keys is repeated for refetchFor (authnconfig.Refetch).
+func (a *authnFlags) authentication(issuers []string, auds authenticator.Audiences, serverID string, refetchFor time.Duration, log *slog.Logger) (*authnconfig.Authentication, authenticator.Request, error) {
 	cfg, err := authnconfig.Load(context.Background(), authnconfig.Options{
 		File:                  a.configFile,
 		OIDC:                  a.oidc,
@@ -89,6 +90,7 @@ func (a *authnFlags) authentication(issuers []string, auds authenticator.Audienc
 		FetchTimeout:          a.issuerTimeout,
 		MaxFetchBytes:         int64(a.issuerMax),
 		ServerID:              serverID,
+		RefetchFor:            refetchFor,
 	}, log.With("component", "authentication-config"))
 	if err != nil {
 		return nil, nil, err

@@ -53,7 +53,11 @@ func setupIdentity(w *wiring) (*identity, error) {
 	cfg.ExternalAddress = w.opts.addrs.api
 	cfg.JWKSURI = w.opts.authn.jwksURI
 	cfg.JWKSMaxAge = w.opts.authn.jwksMaxAge
-	authConfig, anon, err := w.opts.authn.authentication([]string{cfg.Issuer}, cfg.Audiences(), w.opts.nodeName, w.log)
+	// The federated issuers' keys are fetched again after a key change
+	// until an issuer fetching this cluster's keys a minute late, from a
+	// node that trails by up to the staleness bound, has them.
+	refetchFor := authnconfig.DefaultRefetchFor + max(w.opts.maxStaleRead, 0)
+	authConfig, anon, err := w.opts.authn.authentication([]string{cfg.Issuer}, cfg.Audiences(), w.opts.nodeName, refetchFor, w.log)
 	if err != nil {
 		return nil, err
 	}
@@ -65,6 +69,9 @@ func setupIdentity(w *wiring) (*identity, error) {
 	keys.SetMembers(membership{node: w.node}.appliedIndexes)
 	keys.SetCatchUp(w.back.catchUp)
 	keys.SetFresh(func() bool { return api.LocalStateFresh(membership{node: w.node}, w.opts.maxStaleRead) })
+	// A federated issuer may publish this cluster's own keys (the fleet
+	// set-up): go-oidc would keep a key retired here until restart.
+	keys.PublicKeys().AddListener(refetchOnKeyChange{authConfig})
 	id, err := authn.New(cfg, keys, w.reg)
 	if err != nil {
 		return nil, err
@@ -85,6 +92,12 @@ func setupIdentity(w *wiring) (*identity, error) {
 		keys:          keys,
 	}, nil
 }
+
+// refetchOnKeyChange fetches the federated issuers' keys again whenever
+// this node's signing keys change (authnconfig.Authentication.Refetch).
+type refetchOnKeyChange struct{ a *authnconfig.Authentication }
+
+func (r refetchOnKeyChange) Enqueue() { r.a.Refetch() }
 
 // rotatePath rotates the token signing key at once (rotation's start and
 // promote, forced; trustplane rotate signing-key takes them one at a

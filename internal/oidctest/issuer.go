@@ -5,6 +5,7 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -52,6 +53,8 @@ type Issuer struct {
 	stop chan struct{}
 	// fetches counts requests for the key set.
 	fetches int
+	// rotations counts Rotate's new keys.
+	rotations int
 	// hugeSent counts the bytes of Huge answers the client took.
 	hugeSent int64
 }
@@ -91,6 +94,20 @@ func (i *Issuer) SetMode(m Mode) {
 	i.mu.Unlock()
 }
 
+// Rotate replaces the issuer's key with a fresh one under a new key id:
+// the old key is published no more, and tokens are signed with the new.
+func (i *Issuer) Rotate() error {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	i.mu.Lock()
+	i.rotations++
+	i.key, i.kid = key, fmt.Sprintf("test-key-%d", i.rotations+1)
+	i.mu.Unlock()
+	return nil
+}
+
 // KeyFetches is how many times the key set was asked for.
 func (i *Issuer) KeyFetches() int {
 	i.mu.Lock()
@@ -108,7 +125,7 @@ func (i *Issuer) HugeSent() int64 {
 
 func (i *Issuer) serve(w http.ResponseWriter, r *http.Request) {
 	i.mu.Lock()
-	mode := i.mode
+	mode, pub, kid := i.mode, &i.key.PublicKey, i.kid
 	if r.URL.Path == "/keys" {
 		i.fetches++
 	}
@@ -151,7 +168,7 @@ func (i *Issuer) serve(w http.ResponseWriter, r *http.Request) {
 			w.Write([]byte(`"}]}`))
 			return
 		}
-		json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &i.key.PublicKey, KeyID: i.kid, Algorithm: "RS256", Use: "sig"}}})
+		json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: pub, KeyID: kid, Algorithm: "RS256", Use: "sig"}}})
 	default:
 		http.NotFound(w, r)
 	}
@@ -163,8 +180,11 @@ type Claims map[string]any
 
 // Sign returns a token of claims signed by the issuer's key.
 func (i *Issuer) Sign(c Claims) (string, error) {
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: i.key},
-		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", i.kid))
+	i.mu.Lock()
+	key, kid := i.key, i.kid
+	i.mu.Unlock()
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key},
+		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid))
 	if err != nil {
 		return "", err
 	}
