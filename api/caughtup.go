@@ -17,8 +17,13 @@ const notCaughtUpMessage = "this apiserver has not caught up with the cluster's 
 
 // notCaughtUp is that 503, with Retry-After, as a resourceVersion=0 read
 // there is refused: a refusal to answer, not a verdict on the caller.
-func notCaughtUp() *apierrors.StatusError {
-	e := apierrors.NewServiceUnavailable(notCaughtUpMessage)
+func notCaughtUp() *apierrors.StatusError { return retryLater(notCaughtUpMessage) }
+
+// retryLater is the API's 503 for a request this node cannot serve now
+// but might in a moment, or another node might: Retry-After 1, which
+// client-go honours by sending it again.
+func retryLater(msg string) *apierrors.StatusError {
+	e := apierrors.NewServiceUnavailable(msg)
 	e.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
 	return e
 }
@@ -28,10 +33,10 @@ func notCaughtUp() *apierrors.StatusError {
 // probes and profiles (pprofPrefix): its version, metrics, and its Raft and
 // membership status. They hold nothing secret, and they are how an
 // operator (and the chaos monitor, chaos/monitor.go) sees that a node is
-// cut off, which is when it cannot catch up, or why it is stuck. Their callers are authenticated and authorised with
-// the state the node has (SECURITY.md, attacker (e)), so a request that
-// impersonates someone is not among them: the impersonation rights would
-// be the node's old ones.
+// cut off, which is when it cannot catch up, or why it is stuck. Their
+// callers are authenticated and authorised with the state the node has
+// (SECURITY.md, attacker (e)), so a request that impersonates someone is
+// not among them: the impersonation rights would be the node's old ones.
 var answeredWhileStale = map[string]bool{"/version": true, metricsPath: true, raftPath: true, membersPath: true}
 
 // pprofPrefix is where the node's profiles are served (servePprof).

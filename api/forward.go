@@ -17,7 +17,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/user"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -208,9 +207,7 @@ func (f *forwarder) leaderAddr(req *http.Request, deadline time.Time) (addr stri
 
 // noLeader is the answer to a write while the cluster has no leader.
 func noLeader(err error) error {
-	e := apierrors.NewServiceUnavailable(fmt.Sprintf("the cluster has no leader to accept writes: %v", err))
-	e.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
-	return e
+	return retryLater(fmt.Sprintf("the cluster has no leader to accept writes: %v", err))
 }
 
 // notSent reports whether err shows the request never reached the leader

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/trustplane/trustplane/cluster"
@@ -99,9 +98,7 @@ func (s *Server) refuseLocalRead(req *http.Request, verb string) error {
 		return nil
 	}
 	if cm, ok := s.cfg.Membership.(ConfigurationMember); ok && !cm.InConfiguration() {
-		e := apierrors.NewServiceUnavailable("this apiserver is not a member of the cluster's current configuration and cannot serve resourceVersion=0 reads or watches; retry against another server")
-		e.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
-		return e
+		return retryLater("this apiserver is not a member of the cluster's current configuration and cannot serve resourceVersion=0 reads or watches; retry against another server")
 	}
 	// Second, bounded staleness: a node that has not heard from a leader
 	// within MaxStaleRead serves no watch, and answers a
@@ -122,9 +119,7 @@ func (s *Server) refuseLocalRead(req *http.Request, verb string) error {
 
 // staleWatch is the 503 of a watch on a node outside MaxStaleRead.
 func (s *Server) staleWatch() *apierrors.StatusError {
-	e := apierrors.NewServiceUnavailable(fmt.Sprintf("this apiserver has not heard from the cluster's leader for more than %v and cannot serve watches from its own state; retry against another server", s.cfg.MaxStaleRead))
-	e.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
-	return e
+	return retryLater(fmt.Sprintf("this apiserver has not heard from the cluster's leader for more than %v and cannot serve watches from its own state; retry against another server", s.cfg.MaxStaleRead))
 }
 
 // membersPath is the operator endpoint behind "trustplane members". Like

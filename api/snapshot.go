@@ -8,7 +8,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/trustplane/trustplane"
 	"github.com/trustplane/trustplane/fsm"
@@ -58,9 +57,7 @@ func (s *Server) serveSnapshot(w http.ResponseWriter, req *http.Request) {
 	exp, h, err := src.Snapshot(ctx)
 	cancel()
 	if err != nil {
-		e := apierrors.NewServiceUnavailable(fmt.Sprintf("cannot take a consistent snapshot on this node: %v", err))
-		e.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
-		s.writeError(w, req, e)
+		s.writeError(w, req, retryLater(fmt.Sprintf("cannot take a consistent snapshot on this node: %v", err)))
 		return
 	}
 	h.Created = time.Now().UTC()
