@@ -1,7 +1,9 @@
 // Package cluster owns raft for a trustplane node: the log and stable
 // store (raft-wal in <data-dir>/raft/wal behind a 512-entry cache, the
 // directory locked by <data-dir>/raft/LOCK; a raft.db of the raft-boltdb
-// era is migrated on start, logstore.go),
+// era is migrated on start, logstore.go; segments written with zeros
+// ahead of the log so an append's fsync flushes data, not extent changes,
+// walfs.go),
 // file snapshots (<data-dir>/raft/snapshots, two kept), the mutual-TLS
 // stream layer every raft connection uses, discovery and membership
 // (memberlist gossip, bootstrap-expect, voter management, graceful leave),

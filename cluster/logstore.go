@@ -16,6 +16,7 @@ import (
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/migrate"
+	"github.com/hashicorp/raft-wal/segment"
 	"go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
 )
@@ -78,11 +79,13 @@ func (s *diskStore) GetLog(index uint64, log *raft.Log) error {
 	return s.WAL.GetLog(index, log)
 }
 
-// openWALDir opens the WAL in dir. WAL.Close closes its metadata
-// database; a failed Open leaves it to the caller.
+// openWALDir opens the WAL in dir, its segments zeroed ahead of the log
+// (walfs.go). WAL.Close closes its metadata database; a failed Open leaves
+// it to the caller.
 func openWALDir(dir string, logger hclog.Logger) (*wal.WAL, error) {
 	meta := &metadb.BoltMetaDB{}
-	w, err := wal.Open(dir, wal.WithLogger(logger.Named("wal")), wal.WithMetaStore(meta))
+	w, err := wal.Open(dir, wal.WithLogger(logger.Named("wal")), wal.WithMetaStore(meta),
+		wal.WithSegmentFiler(segment.NewFiler(dir, newZeroAheadFS())))
 	if err != nil {
 		_ = meta.Close()
 		return nil, fmt.Errorf("cluster: open raft log %s: %w", dir, err)
