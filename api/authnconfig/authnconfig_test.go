@@ -523,6 +523,55 @@ func BenchmarkFederatedToken(b *testing.B) {
 // again, which fetch the key set anew, and the dropped key's tokens stop
 // verifying (the fleet set-up's retired signing key, SECURITY.md (e)).
 // Run repeats it every RefetchEvery for RefetchFor.
+// TestRefetchWhileIssuerDown: a refetch while the issuer answers garbage
+// keeps the running set, so tokens of the keys fetched before still
+// verify; once the issuer answers again the refetch goes through and the
+// key it dropped meanwhile is refused.
+func TestRefetchWhileIssuerDown(t *testing.T) {
+	i := newIssuer(t)
+	ctx := testContext(t)
+	o := options(writeFile(t, t.TempDir(), jwtConfig(i)))
+	o.RefetchEvery, o.RefetchFor = 100*time.Millisecond, time.Minute
+	a, err := Load(ctx, o, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go a.Run(ctx)
+	claims := oidctest.Claims{"sub": "a", "aud": "fleet", "env": "prod", "cluster": "e"}
+	old, _ := i.Sign(claims)
+	eventually(t, "the issuer initialises", func() error { _, err := authenticate(a.Token, old); return err })
+
+	i.SetMode(oidctest.Garbage)
+	if err := i.Rotate(); err != nil {
+		t.Fatal(err)
+	}
+	asked := i.Requests()
+	a.Refetch()
+	// The new set asks for the discovery document at once, and kube's
+	// authenticator tries again every 10 s until it initialises.
+	eventually(t, "the refetch tries the issuer while it is down", func() error {
+		if got := i.Requests() - asked; got < 1 {
+			return fmt.Errorf("%d requests since the refetch, want 1", got)
+		}
+		return nil
+	})
+	if _, err := authenticate(a.Token, old); err != nil {
+		t.Fatalf("the running set was dropped while the issuer was down: %v", err)
+	}
+
+	i.SetMode(oidctest.Normal)
+	eventually(t, "the dropped key's token refused once the issuer answers", func() error {
+		if _, err := authenticate(a.Token, old); err == nil {
+			return errors.New("still verifies")
+		}
+		return nil
+	})
+	fresh, _ := i.Sign(claims)
+	if _, err := authenticate(a.Token, fresh); err != nil {
+		t.Fatalf("the new key's token: %v", err)
+	}
+}
+
 func TestRefetch(t *testing.T) {
 	i := newIssuer(t)
 	ctx := testContext(t)

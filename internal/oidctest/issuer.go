@@ -51,8 +51,8 @@ type Issuer struct {
 	mu   sync.Mutex
 	mode Mode
 	stop chan struct{}
-	// fetches counts requests for the key set.
-	fetches int
+	// fetches counts requests for the key set, requests all requests.
+	fetches, requests int
 	// rotations counts Rotate's new keys.
 	rotations int
 	// hugeSent counts the bytes of Huge answers the client took.
@@ -115,6 +115,13 @@ func (i *Issuer) KeyFetches() int {
 	return i.fetches
 }
 
+// Requests is how many requests it was sent, of any path and in any mode.
+func (i *Issuer) Requests() int {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.requests
+}
+
 // HugeSent is how many bytes of Huge answers were written to clients
 // (what a client read, plus what the connection buffered).
 func (i *Issuer) HugeSent() int64 {
@@ -126,6 +133,7 @@ func (i *Issuer) HugeSent() int64 {
 func (i *Issuer) serve(w http.ResponseWriter, r *http.Request) {
 	i.mu.Lock()
 	mode, pub, kid := i.mode, &i.key.PublicKey, i.kid
+	i.requests++
 	if r.URL.Path == "/keys" {
 		i.fetches++
 	}
