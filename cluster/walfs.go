@@ -94,13 +94,12 @@ type zeroAheadFile struct {
 // again; a disk that fails writes fails the fsync raft-wal calls next.
 func (f *zeroAheadFile) WriteAt(p []byte, off int64) (int, error) {
 	n, err := f.WritableFile.WriteAt(p, off)
-	if end := off + int64(n); end > f.written {
-		f.written = end
-	}
+	end := off + int64(n)
+	f.written = max(f.written, end)
 	if err != nil {
 		return n, err
 	}
-	if end := off + int64(n); f.written-end < zeroAheadMin && f.written < f.limit {
+	if f.written-end < zeroAheadMin && f.written < f.limit {
 		zeros := zeroChunk[:min(int64(len(zeroChunk)), f.limit-f.written)]
 		if z, zerr := f.WritableFile.WriteAt(zeros, f.written); zerr == nil || z == len(zeros) {
 			f.written += int64(z)
