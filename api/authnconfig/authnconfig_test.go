@@ -518,20 +518,14 @@ func BenchmarkFederatedToken(b *testing.B) {
 	}
 }
 
-// TestRefetch: go-oidc keeps the keys it fetched, so a key the issuer no
-// longer publishes still verifies its tokens; Refetch builds the issuers
-// again, which fetch the key set anew, and the dropped key's tokens stop
-// verifying (the fleet set-up's retired signing key, SECURITY.md (e)).
-// Run repeats it every RefetchEvery for RefetchFor.
-// TestRefetchWhileIssuerDown: a refetch while the issuer answers garbage
-// keeps the running set, so tokens of the keys fetched before still
-// verify; once the issuer answers again the refetch goes through and the
-// key it dropped meanwhile is refused.
-func TestRefetchWhileIssuerDown(t *testing.T) {
+// refetching runs an Authentication over one issuer with the given refetch
+// schedule, and returns a token of the issuer's first key once it verifies.
+func refetching(t *testing.T, every, period time.Duration) (*oidctest.Issuer, *Authentication, oidctest.Claims, string) {
+	t.Helper()
 	i := newIssuer(t)
 	ctx := testContext(t)
 	o := options(writeFile(t, t.TempDir(), jwtConfig(i)))
-	o.RefetchEvery, o.RefetchFor = 100*time.Millisecond, time.Minute
+	o.RefetchEvery, o.RefetchFor = every, period
 	a, err := Load(ctx, o, quiet)
 	if err != nil {
 		t.Fatal(err)
@@ -540,6 +534,32 @@ func TestRefetchWhileIssuerDown(t *testing.T) {
 	claims := oidctest.Claims{"sub": "a", "aud": "fleet", "env": "prod", "cluster": "e"}
 	old, _ := i.Sign(claims)
 	eventually(t, "the issuer initialises", func() error { _, err := authenticate(a.Token, old); return err })
+	return i, a, claims, old
+}
+
+// refusedThenFresh waits until old stops verifying, then checks that a
+// token of the issuer's current key does, and returns it.
+func refusedThenFresh(t *testing.T, what string, i *oidctest.Issuer, a *Authentication, claims oidctest.Claims, old string) string {
+	t.Helper()
+	eventually(t, what, func() error {
+		if _, err := authenticate(a.Token, old); err == nil {
+			return errors.New("still verifies")
+		}
+		return nil
+	})
+	fresh, _ := i.Sign(claims)
+	if _, err := authenticate(a.Token, fresh); err != nil {
+		t.Fatalf("the new key's token: %v", err)
+	}
+	return fresh
+}
+
+// TestRefetchWhileIssuerDown: a refetch while the issuer answers garbage
+// keeps the running set, so tokens of the keys fetched before still
+// verify; once the issuer answers again the refetch goes through and the
+// key it dropped meanwhile is refused.
+func TestRefetchWhileIssuerDown(t *testing.T) {
+	i, a, claims, old := refetching(t, 100*time.Millisecond, time.Minute)
 
 	i.SetMode(oidctest.Garbage)
 	if err := i.Rotate(); err != nil {
@@ -560,31 +580,17 @@ func TestRefetchWhileIssuerDown(t *testing.T) {
 	}
 
 	i.SetMode(oidctest.Normal)
-	eventually(t, "the dropped key's token refused once the issuer answers", func() error {
-		if _, err := authenticate(a.Token, old); err == nil {
-			return errors.New("still verifies")
-		}
-		return nil
-	})
-	fresh, _ := i.Sign(claims)
-	if _, err := authenticate(a.Token, fresh); err != nil {
-		t.Fatalf("the new key's token: %v", err)
-	}
+	refusedThenFresh(t, "the dropped key's token refused once the issuer answers", i, a, claims, old)
 }
 
+// TestRefetch: go-oidc keeps the keys it fetched, so a key the issuer no
+// longer publishes still verifies its tokens; Refetch builds the issuers
+// again, which fetch the key set anew, and the dropped key's tokens stop
+// verifying (the fleet set-up's retired signing key, SECURITY.md (e)).
+// Run repeats it every RefetchEvery for RefetchFor.
 func TestRefetch(t *testing.T) {
-	i := newIssuer(t)
-	ctx := testContext(t)
-	o := options(writeFile(t, t.TempDir(), jwtConfig(i)))
-	o.RefetchEvery, o.RefetchFor = 100*time.Millisecond, 2*time.Second // a build waits a second for its issuers (healthEvery)
-	a, err := Load(ctx, o, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go a.Run(ctx)
-	claims := oidctest.Claims{"sub": "a", "aud": "fleet", "env": "prod", "cluster": "e"}
-	old, _ := i.Sign(claims)
-	eventually(t, "the issuer initialises", func() error { _, err := authenticate(a.Token, old); return err })
+	// A build waits a second for its issuers (healthEvery).
+	i, a, claims, old := refetching(t, 100*time.Millisecond, 2*time.Second)
 	if err := i.Rotate(); err != nil {
 		t.Fatal(err)
 	}
@@ -593,16 +599,7 @@ func TestRefetch(t *testing.T) {
 	}
 	fetches := i.KeyFetches()
 	a.Refetch()
-	eventually(t, "the dropped key's token refused after the refetch", func() error {
-		if _, err := authenticate(a.Token, old); err == nil {
-			return errors.New("still verifies")
-		}
-		return nil
-	})
-	fresh, _ := i.Sign(claims)
-	if _, err := authenticate(a.Token, fresh); err != nil {
-		t.Fatalf("the new key's token: %v", err)
-	}
+	fresh := refusedThenFresh(t, "the dropped key's token refused after the refetch", i, a, claims, old)
 	eventually(t, "a repeated refetch, RefetchEvery later", func() error {
 		// The key set is fetched for the first token a new set verifies.
 		if _, err := authenticate(a.Token, fresh); err != nil {
