@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -610,4 +611,78 @@ func TestRefetch(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestReloadWhileRefetchWaits: a refetch waiting for an issuer that cannot
+// be reached (up to a minute) does not hold up a reload of the file, which
+// may be the operator taking that issuer out; once the refetch's issuers
+// initialise after all, its set is dropped and the reloaded configuration
+// stays.
+func TestReloadWhileRefetchWaits(t *testing.T) {
+	i0, i1 := newIssuer(t), newIssuer(t)
+	dir := t.TempDir()
+	ctx := testContext(t)
+	o := options(writeFile(t, dir, jwtConfig(i0)))
+	o.RefetchEvery, o.RefetchFor = time.Hour, time.Millisecond // one refetch per Refetch
+	logs := &lockedLog{}
+	a, err := Load(ctx, o, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go a.Run(ctx)
+	claims := oidctest.Claims{"sub": "a", "aud": "fleet", "env": "prod", "cluster": "e"}
+	tok0, _ := i0.Sign(claims)
+	tok1, _ := i1.Sign(claims)
+	eventually(t, "issuer 0", func() error { _, err := authenticate(a.Token, tok0); return err })
+
+	i0.SetMode(oidctest.Garbage)
+	asked := i0.Requests()
+	a.Refetch()
+	eventually(t, "the refetch tries issuer 0 while it is down", func() error {
+		if i0.Requests() == asked {
+			return errors.New("no request since the refetch")
+		}
+		return nil
+	})
+
+	// Before, the reload waited for the refetch's lock, which it held
+	// until issuer 0 answered or a minute had passed.
+	writeFile(t, dir, jwtConfig(i1))
+	eventually(t, "issuer 1 after the reload, the refetch still waiting", func() error { _, err := authenticate(a.Token, tok1); return err })
+	if s := logs.String(); strings.Contains(s, "the federated issuers' keys") { // any end of a refetch
+		t.Fatalf("the refetch ended while issuer 0 was still down:\n%s", s)
+	}
+
+	i0.SetMode(oidctest.Normal)
+	eventually(t, "the refetched set dropped", func() error {
+		if !strings.Contains(logs.String(), "a reload replaced the configuration meanwhile") {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if _, err := authenticate(a.Token, tok1); err != nil {
+		t.Fatalf("the reloaded issuer after the refetch: %v", err)
+	}
+	if _, err := authenticate(a.Token, tok0); err == nil {
+		t.Fatal("the refetch put back the issuer the reload took out")
+	}
+}
+
+// lockedLog is a log destination the node's goroutines may write to while
+// the test reads it.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -43,9 +43,12 @@ type Authentication struct {
 	data string
 	mu   sync.Mutex
 	// cfg and algs are the running configuration and its signing
-	// algorithms (under mu), which Refetch builds again.
+	// algorithms (under mu), which Refetch builds again; gen counts the
+	// configurations a reload has made running since, so that a refetch
+	// that took longer than a reload does not put the old one back.
 	cfg  *apiserver.AuthenticationConfiguration
 	algs []string
+	gen  uint64
 	// refetch asks Run to build the issuers again (Refetch).
 	refetch chan struct{}
 }
@@ -131,22 +134,25 @@ func (a *Authentication) reload(ctx context.Context) {
 	tctx, cancel := context.WithTimeout(ctx, updateTimeout)
 	defer cancel()
 	algs := oidc.AllValidSigningAlgorithms()
-	if err := a.swap(ctx, tctx, cfg, algs); err != nil {
+	set, err := a.build(ctx, tctx, cfg, algs)
+	if err != nil {
 		a.failed("failed to update authentication config", err)
 		return
 	}
+	a.swap(ctx, set)
 	a.data, a.cfg, a.algs = string(b), cfg, algs
+	a.gen++
 	a.log.Info("reloaded authentication config")
 	authnmetrics.RecordAuthenticationConfigAutomaticReloadSuccess(a.opts.ServerID)
 }
 
-// swap builds cfg's issuers under life, waits (until deadline ends) for all
-// of them to initialise, and only then makes them the running set; the
-// old set keeps fetching for a minute, for requests still using it.
-func (a *Authentication) swap(life, deadline context.Context, cfg *apiserver.AuthenticationConfiguration, algs []string) error {
+// build builds cfg's issuers under life and waits (until deadline ends)
+// for all of them to initialise. It needs no lock: it reads only its
+// arguments and the options.
+func (a *Authentication) build(life, deadline context.Context, cfg *apiserver.AuthenticationConfiguration, algs []string) (*issuers, error) {
 	set, err := buildIssuers(life, cfg, algs, &a.opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var last error
 	werr := wait.PollUntilContextCancel(deadline, healthEvery, true, func(context.Context) (bool, error) {
@@ -155,8 +161,15 @@ func (a *Authentication) swap(life, deadline context.Context, cfg *apiserver.Aut
 	})
 	if last != nil || werr != nil {
 		set.cancel()
-		return utilerrors.NewAggregate([]error{last, werr})
+		return nil, utilerrors.NewAggregate([]error{last, werr})
 	}
+	return set, nil
+}
+
+// swap makes set, built and initialised, the running set; the old set
+// keeps fetching for a minute (until life ends), for requests still
+// using it. The caller holds mu.
+func (a *Authentication) swap(life context.Context, set *issuers) {
 	old := a.jwt.cur.Swap(set)
 	go func() {
 		t := time.NewTimer(time.Minute)
@@ -167,7 +180,6 @@ func (a *Authentication) swap(life, deadline context.Context, cfg *apiserver.Aut
 		}
 		old.cancel()
 	}()
-	return nil
 }
 
 // Refetch asks for the running issuers to be built again, which fetches
@@ -210,16 +222,31 @@ func (a *Authentication) refetchLoop(ctx context.Context) {
 }
 
 // refetchNow builds the running configuration's issuers again and, once
-// they have initialised, makes them the running set (swap).
+// they have initialised, makes them the running set (swap). It holds mu
+// only to read the configuration and to swap, not while it waits for the
+// issuers (up to a minute when one cannot be reached): a reload of the
+// file meanwhile, which may be the operator taking that issuer out, is
+// not kept waiting. A reload that made another configuration running in
+// the meantime fetched every key anew, so the refetched set is dropped.
 func (a *Authentication) refetchNow(ctx context.Context) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
+	cfg, algs, gen := a.cfg, a.algs, a.gen
+	a.mu.Unlock()
 	tctx, cancel := context.WithTimeout(ctx, updateTimeout)
 	defer cancel()
-	if err := a.swap(ctx, tctx, a.cfg, a.algs); err != nil {
+	set, err := a.build(ctx, tctx, cfg, algs)
+	if err != nil {
 		a.log.Warn("the federated issuers' keys not fetched again; the keys fetched before still verify", "error", err)
 		return
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.gen != gen {
+		set.cancel()
+		a.log.Info("the federated issuers' keys fetched again were dropped: a reload replaced the configuration meanwhile")
+		return
+	}
+	a.swap(ctx, set)
 	a.log.Info("fetched the federated issuers' keys again")
 }
 
