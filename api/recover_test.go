@@ -1,20 +1,18 @@
 package api
 
 import (
-	"bytes"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/trustplane/trustplane/internal/testlog"
 )
 
 // A panic in a goroutine a request started ends that goroutine, logged,
 // and the process (this test) goes on.
 func TestGoRecoveringContainsPanics(t *testing.T) {
-	var mu sync.Mutex
-	var buf bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &buf}, nil))
+	var logs testlog.Buffer
+	log := logs.Logger()
 	done := make(chan struct{})
 	goRecovering(log, "test", func() {
 		defer close(done)
@@ -24,9 +22,7 @@ func TestGoRecoveringContainsPanics(t *testing.T) {
 	<-done
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		mu.Lock()
-		out := buf.String()
-		mu.Unlock()
+		out := logs.String()
 		if strings.Contains(out, "panic in a request's goroutine") && strings.Contains(out, "goroutine=test") {
 			return
 		}
@@ -35,15 +31,4 @@ func TestGoRecoveringContainsPanics(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

@@ -382,7 +382,7 @@ func TestFailpointRefusedPipelineOverTCP(t *testing.T) {
 			func() bool { return f.AppliedIndex() >= target })
 	}
 	i := slices.Index(nodes, f)
-	if !c.logs[i].contains("no space left on device") {
+	if !c.logs[i].Contains("no space left on device") {
 		t.Fatalf("%s never refused an append: the disk-full failpoint was not met", f.cfg.NodeName)
 	}
 }

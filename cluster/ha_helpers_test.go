@@ -1,14 +1,11 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/trustplane/trustplane/fsm"
+	"github.com/trustplane/trustplane/internal/testlog"
 )
 
 // rpcRouter is the internal RPC for in-memory clusters: net.Pipe
@@ -116,39 +114,6 @@ func (r *rpcRouter) partition(a, b raft.ServerAddress, cut bool) {
 	}
 }
 
-// logBuffer collects log output for assertions on log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if os.Getenv("TRUSTPLANE_TEST_LOG") != "" {
-		os.Stderr.Write(p)
-	}
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) contains(s string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Contains(b.buf.String(), s)
-}
-
-// tail is the last n bytes of the log.
-func (b *logBuffer) tail(n int) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf.String()
-	return s[max(0, len(s)-n):]
-}
-
-func (b *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
 // fastGossip shortens memberlist's intervals for loopback tests.
 func fastGossip(c *memberlist.Config) {
 	c.ProbeInterval = 200 * time.Millisecond
@@ -167,7 +132,7 @@ type haNode struct {
 	trans *raft.InmemTransport
 	node  *Node
 	fsm   *fsm.FSM
-	logs  *logBuffer
+	logs  *testlog.Buffer
 	// store and snaps are the node's raft state (its "data directory").
 	store *raft.InmemStore
 	snaps *raft.InmemSnapshotStore
@@ -251,11 +216,11 @@ func (c *haCluster) addE(name string, o haOpts) (*haNode, error) {
 	c.router.mu.Lock()
 	c.router.names[addr] = name
 	c.router.mu.Unlock()
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	cfg := DefaultConfig()
 	cfg.NodeName = name
 	cfg.DataDir = t.TempDir()
-	cfg.Logger = logs.logger()
+	cfg.Logger = logs.Logger()
 	cfg.PeerName = c.router.peerName
 	cfg.BootstrapExpect = o.expect
 	cfg.APIAddr = "api-" + name + ":6443"
@@ -302,7 +267,7 @@ func (c *haCluster) addE(name string, o haOpts) (*haNode, error) {
 	t.Cleanup(func() { _ = n.Shutdown() })
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("the end of %s's log:\n%s", name, logs.tail(6<<10))
+			t.Logf("the end of %s's log:\n%s", name, logs.Tail(6<<10))
 		}
 	})
 	hn := &haNode{name: name, addr: addr, trans: tr, node: n, fsm: f, logs: logs, store: store, snaps: snaps}

@@ -168,7 +168,7 @@ func TestAutopilotRemovesDeadServer(t *testing.T) {
 	}
 	_ = dead.node.Shutdown()
 	waitVoters(t, []string{rest[0].name, rest[1].name}, rest...)
-	waitFor(t, "the autopilot log line", func() bool { return l.logs.contains("autopilot: removed a voter") })
+	waitFor(t, "the autopilot log line", func() bool { return l.logs.Contains("autopilot: removed a voter") })
 	l.propose(t, ctx, "after-autopilot")
 }
 
@@ -235,10 +235,10 @@ func TestIntrudersAreRefused(t *testing.T) {
 			in := c.add(tc.node, o)
 			waitFor(t, "the refusal log line", func() bool {
 				if !tc.onCluster {
-					return in.logs.contains(tc.logged)
+					return in.logs.Contains(tc.logged)
 				}
 				for _, n := range c.nodes[:3] {
-					if n.logs.contains(tc.logged) {
+					if n.logs.Contains(tc.logged) {
 						return true
 					}
 				}
@@ -247,7 +247,7 @@ func TestIntrudersAreRefused(t *testing.T) {
 			if tc.alsoOnCluster != "" {
 				waitFor(t, "the cluster's refusal log line", func() bool {
 					for _, n := range c.nodes[:3] {
-						if n.logs.contains(tc.alsoOnCluster) {
+						if n.logs.Contains(tc.alsoOnCluster) {
 							return true
 						}
 					}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/trustplane/trustplane/fsm"
 	"github.com/trustplane/trustplane/internal/freeport"
+	"github.com/trustplane/trustplane/internal/testlog"
 )
 
 // testLogger discards logs unless TRUSTPLANE_TEST_LOG is set. (Logging to
@@ -281,11 +282,11 @@ type tcpCluster struct {
 	key         []byte
 	gossipAddrs []string
 	raftAddrs   []string
-	logs        []*logBuffer
+	logs        []*testlog.Buffer
 }
 
 func newTCPCluster(t *testing.T, size int) *tcpCluster {
-	c := &tcpCluster{t: t, ca: newTestCA(t, "cluster-ca"), key: make([]byte, 32), logs: make([]*logBuffer, size)}
+	c := &tcpCluster{t: t, ca: newTestCA(t, "cluster-ca"), key: make([]byte, 32), logs: make([]*testlog.Buffer, size)}
 	_, _ = rand.Read(c.key)
 	for range size {
 		c.gossipAddrs = append(c.gossipAddrs, freeAddr(t))
@@ -297,14 +298,14 @@ func newTCPCluster(t *testing.T, size int) *tcpCluster {
 // start starts node i on dir, with gossip at gossipAt.
 func (c *tcpCluster) start(i int, dir, gossipAt string) (*Node, error) {
 	name := fmt.Sprintf("tcp-%d", i)
-	c.logs[i] = &logBuffer{}
+	c.logs[i] = &testlog.Buffer{}
 	cfg := DefaultConfig()
 	cfg.NodeName = name
 	cfg.DataDir = dir
 	cfg.RaftAddr = c.raftAddrs[i]
 	cfg.TLS = tlsConfig(c.ca.nodeCert(c.t, name), c.ca)
 	cfg.PeerName = certPeerName
-	cfg.Logger = c.logs[i].logger()
+	cfg.Logger = c.logs[i].Logger()
 	cfg.BootstrapExpect = len(c.raftAddrs)
 	cfg.GossipAddr = gossipAt
 	cfg.GossipKey = c.key

@@ -65,7 +65,7 @@ func TestRemovedMemberStaysOutAcrossLeaderChange(t *testing.T) {
 	if st := memberStatus(nl.node, gone.name); st != StatusAlive {
 		t.Fatalf("the new leader's gossip status of the removed node = %q, want alive", st)
 	}
-	waitFor(t, "the new leader to refuse the removed node", func() bool { return nl.logs.contains("an operator removed it") })
+	waitFor(t, "the new leader to refuse the removed node", func() bool { return nl.logs.Contains("an operator removed it") })
 	time.Sleep(2 * reconcileInterval)
 	if got := voters(nl.node); slices.Contains(got, gone.name) {
 		t.Fatalf("removed node re-added by the new leader: voters %v", got)
@@ -76,7 +76,7 @@ func TestRemovedMemberStaysOutAcrossLeaderChange(t *testing.T) {
 	_ = gone.node.Shutdown()
 	back := c.add(gone.name, haOpts{gossip: true, gossipAt: gossipAt, join: []string{nl.node.gossipAddr()}, sameAddr: true})
 	waitVoters(t, names(l, other, back), l, other, back)
-	waitFor(t, "the marker to be cleared", func() bool { return nl.logs.contains("its removal marker is cleared") })
+	waitFor(t, "the marker to be cleared", func() bool { return nl.logs.Contains("its removal marker is cleared") })
 	if nl.node.isRemoved(gone.name) {
 		t.Fatal("removal marker still present after the node came back empty")
 	}
@@ -98,7 +98,7 @@ func TestGossipFailureAloneDoesNotRemoveVoter(t *testing.T) {
 	// Gossip-only fault: the node's memberlist stops, raft runs on.
 	_ = quiet.node.gossip.ml.Shutdown()
 	waitFor(t, "the leader's gossip to report the node failed", func() bool { return memberStatus(l.node, quiet.name) == StatusFailed })
-	waitFor(t, "the autopilot to decline", func() bool { return l.logs.contains("autopilot: not removing a voter raft still reaches") })
+	waitFor(t, "the autopilot to decline", func() bool { return l.logs.Contains("autopilot: not removing a voter raft still reaches") })
 	if got := voters(l.node); len(got) != 3 {
 		t.Fatalf("voter removed on gossip silence alone: voters %v", got)
 	}
@@ -114,7 +114,7 @@ func TestGossipFailureAloneDoesNotRemoveVoter(t *testing.T) {
 	waitVoters(t, names(c.others(quiet)...), c.others(quiet)...)
 	waitFor(t, "the autopilot log line", func() bool {
 		// On whichever node leads by then (a loaded machine may elect anew).
-		return slices.ContainsFunc(c.others(quiet), func(n *haNode) bool { return n.logs.contains("autopilot: removed a voter") })
+		return slices.ContainsFunc(c.others(quiet), func(n *haNode) bool { return n.logs.Contains("autopilot: removed a voter") })
 	})
 }
 

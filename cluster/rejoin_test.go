@@ -29,7 +29,7 @@ func TestJoinIgnoresItselfAmongSeeds(t *testing.T) {
 	// Let node-a's first join attempts run while node-b is down: the one
 	// seed that answers is node-a itself.
 	waitFor(t, "node-a's first join attempt", func() bool {
-		return a.logs.contains("joined gossip") || a.logs.contains("reached no other node")
+		return a.logs.Contains("joined gossip") || a.logs.Contains("reached no other node")
 	})
 	time.Sleep(time.Second)
 	b := c.add("node-b", haOpts{expect: 2, gossip: true, gossipAt: bGossip})
@@ -181,7 +181,7 @@ func TestEmptiedVoterVotesOnlyOnceCaughtUp(t *testing.T) {
 	if back.node.AppliedIndex() >= last {
 		t.Fatalf("%s caught up while cut off", x.name)
 	}
-	if back.logs.contains("bootstrapped the cluster") {
+	if back.logs.Contains("bootstrapped the cluster") {
 		t.Fatal("the emptied node bootstrapped a cluster of its own")
 	}
 
@@ -248,7 +248,7 @@ func TestRaftAddressChangeNeedsProof(t *testing.T) {
 
 	// An empty node under the name, at a new raft address: refused.
 	empty := c.add(x.name, haOpts{gossip: true, gossipAt: gossipAt, join: []string{l.node.gossipAddr()}, raftAt: "inmem-claimant"})
-	waitFor(t, "the leader to refuse the move", func() bool { return l.logs.contains("cannot prove it is the member it names") })
+	waitFor(t, "the leader to refuse the move", func() bool { return l.logs.Contains("cannot prove it is the member it names") })
 	if got := addressOf(l.node, x.name); got != oldAddr {
 		t.Fatalf("%s moved to %s on an empty node's word", x.name, got)
 	}
@@ -312,7 +312,7 @@ func TestEmptiedVoterOverTCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	ll := logs[slices.Index(nodes, l)]
-	waitFor(t, "the leader to demote the emptied voter", func() bool { return ll.contains("it is a non-voter until it has caught up") })
+	waitFor(t, "the leader to demote the emptied voter", func() bool { return ll.Contains("it is a non-voter until it has caught up") })
 	waitFor(t, x.cfg.NodeName+" to be a voter again", func() bool { return suffrage(l, x.cfg.NodeName) == "Voter" })
 	if back.AppliedIndex() < last {
 		t.Fatalf("promoted at applied index %d, before the last acknowledged write %d", back.AppliedIndex(), last)

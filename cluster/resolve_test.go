@@ -80,7 +80,7 @@ func TestProposeOverwrittenAfterLeadershipLossIsNotApplied(t *testing.T) {
 	if !errors.Is(o.err, ErrNotApplied) {
 		t.Fatalf("Propose of the overwritten write = %+v, %v; want ErrNotApplied", o.res, o.err)
 	}
-	if !old.logs.contains("overwritten by the next leader") {
+	if !old.logs.Contains("overwritten by the next leader") {
 		t.Fatal("the write was not resolved against the log (was it ever appended?)")
 	}
 	next.propose(t, ctx, "after-heal")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/trustplane/trustplane/fsm"
+	"github.com/trustplane/trustplane/internal/testlog"
 )
 
 func frame(payload string) []byte {
@@ -136,10 +137,10 @@ func TestRPCRejectsForeignCertificate(t *testing.T) {
 	ctx := testCtx(t)
 	ours := newTestCA(t, "cluster-ca")
 	foreign := newTestCA(t, "foreign-ca")
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	n := startTLSNode(t, t.TempDir(), "127.0.0.1:0", fsm.New(), func(c *Config) {
 		c.TLS = tlsConfig(ours.nodeCert(t, "node-a"), ours)
-		c.Logger = logs.logger()
+		c.Logger = logs.Logger()
 	})
 
 	for _, tc := range []struct {
@@ -172,7 +173,7 @@ func TestRPCRejectsForeignCertificate(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "the refusal log line", func() bool { return logs.contains("TLS handshake failed") })
+	waitFor(t, "the refusal log line", func() bool { return logs.Contains("TLS handshake failed") })
 }
 
 // Three nodes on the real TLS transport with gossip form one cluster, and

@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/trustplane/trustplane/internal/oidctest"
+	"github.com/trustplane/trustplane/internal/testlog"
 )
 
 const ownIssuer = "https://kubernetes.default.svc.cluster.local"
@@ -624,8 +624,8 @@ func TestReloadWhileRefetchWaits(t *testing.T) {
 	ctx := testContext(t)
 	o := options(writeFile(t, dir, jwtConfig(i0)))
 	o.RefetchEvery, o.RefetchFor = time.Hour, time.Millisecond // one refetch per Refetch
-	logs := &lockedLog{}
-	a, err := Load(ctx, o, slog.New(slog.NewTextHandler(logs, nil)))
+	logs := &testlog.Buffer{}
+	a, err := Load(ctx, o, logs.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -649,13 +649,13 @@ func TestReloadWhileRefetchWaits(t *testing.T) {
 	// until issuer 0 answered or a minute had passed.
 	writeFile(t, dir, jwtConfig(i1))
 	eventually(t, "issuer 1 after the reload, the refetch still waiting", func() error { _, err := authenticate(a.Token, tok1); return err })
-	if s := logs.String(); strings.Contains(s, "the federated issuers' keys") { // any end of a refetch
-		t.Fatalf("the refetch ended while issuer 0 was still down:\n%s", s)
+	if logs.Contains("the federated issuers' keys") { // any end of a refetch
+		t.Fatalf("the refetch ended while issuer 0 was still down:\n%s", logs.String())
 	}
 
 	i0.SetMode(oidctest.Normal)
 	eventually(t, "the refetched set dropped", func() error {
-		if !strings.Contains(logs.String(), "a reload replaced the configuration meanwhile") {
+		if !logs.Contains("a reload replaced the configuration meanwhile") {
 			return errors.New("not yet")
 		}
 		return nil
@@ -666,23 +666,4 @@ func TestReloadWhileRefetchWaits(t *testing.T) {
 	if _, err := authenticate(a.Token, tok0); err == nil {
 		t.Fatal("the refetch put back the issuer the reload took out")
 	}
-}
-
-// lockedLog is a log destination the node's goroutines may write to while
-// the test reads it.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -1,11 +1,9 @@
 package connlimit
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"regexp"
 	"slices"
@@ -16,6 +14,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/trustplane/trustplane/internal/testlog"
 )
 
 // fakeClock runs timers only when Step moves time past them, on the
@@ -348,9 +348,8 @@ func TestLogIsRateLimited(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newFakeClock()
-			var buf bytes.Buffer
-			var mu sync.Mutex
-			log := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
+			var logs testlog.Buffer
+			log := logs.Logger()
 			l, err := New(Config{Name: "api", Max: 1, PerSource: 1, Timeout: time.Hour, LogEvery: every, Logger: log, Clock: clk})
 			if err != nil {
 				t.Fatal(err)
@@ -366,9 +365,7 @@ func TestLogIsRateLimited(t *testing.T) {
 				}
 			}
 			clk.Step(tc.end - now)
-			mu.Lock()
-			out := buf.String()
-			mu.Unlock()
+			out := logs.String()
 			lines := strings.Split(strings.TrimSpace(out), "\n")
 			re := regexp.MustCompile(`evicted=\d+`)
 			var got []string
@@ -383,17 +380,6 @@ func TestLogIsRateLimited(t *testing.T) {
 			}
 		})
 	}
-}
-
-type lockedWriter struct {
-	w  io.Writer
-	mu *sync.Mutex
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.w.Write(p)
 }
 
 // TestListenerEvictsOverTCP: over real loopback sockets, a full table
