@@ -41,7 +41,9 @@
 //     running issuers again (repeatedly for a while, each build replacing
 //     the running set only once it has initialised), which the node asks
 //     for whenever its own signing keys change, since a federated issuer
-//     may publish them (the fleet set-up).
+//     may publish them (the fleet set-up). A refetch never holds up a
+//     reload (it waits for its issuers without the lock), and never undoes
+//     one: a refetch that ends after a reload is dropped.
 //   - The anonymous section is read here but applied by api.Server, which
 //     owns the order of authentication; it never reaches TokenReview,
 //     which answers for tokens only.
