@@ -43,12 +43,11 @@ type Authentication struct {
 	data string
 	mu   sync.Mutex
 	// cfg and algs are the running configuration and its signing
-	// algorithms (under mu), which Refetch builds again; gen counts the
-	// configurations a reload has made running since, so that a refetch
-	// that took longer than a reload does not put the old one back.
+	// algorithms (under mu), which Refetch builds again. Each reload that
+	// succeeds sets a newly decoded cfg, so a refetch that finds another
+	// cfg than the one it built knows a reload came between.
 	cfg  *apiserver.AuthenticationConfiguration
 	algs []string
-	gen  uint64
 	// refetch asks Run to build the issuers again (Refetch).
 	refetch chan struct{}
 }
@@ -141,7 +140,6 @@ func (a *Authentication) reload(ctx context.Context) {
 	}
 	a.swap(ctx, set)
 	a.data, a.cfg, a.algs = string(b), cfg, algs
-	a.gen++
 	a.log.Info("reloaded authentication config")
 	authnmetrics.RecordAuthenticationConfigAutomaticReloadSuccess(a.opts.ServerID)
 }
@@ -230,7 +228,7 @@ func (a *Authentication) refetchLoop(ctx context.Context) {
 // the meantime fetched every key anew, so the refetched set is dropped.
 func (a *Authentication) refetchNow(ctx context.Context) {
 	a.mu.Lock()
-	cfg, algs, gen := a.cfg, a.algs, a.gen
+	cfg, algs := a.cfg, a.algs
 	a.mu.Unlock()
 	tctx, cancel := context.WithTimeout(ctx, updateTimeout)
 	defer cancel()
@@ -241,7 +239,7 @@ func (a *Authentication) refetchNow(ctx context.Context) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.gen != gen {
+	if a.cfg != cfg {
 		set.cancel()
 		a.log.Info("the federated issuers' keys fetched again were dropped: a reload replaced the configuration meanwhile")
 		return
